@@ -1,0 +1,91 @@
+"""The built-in chat-template policies over a Hugging Face tokenizer's `apply_chat_template`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from ctu.registry import ComponentParams, registry
+
+
+@registry.chat_templates.register("default")
+class DefaultChatTemplate:
+    """The tokenizer's own chat template, called as the model's authors ship it."""
+
+    template_kwargs: dict[str, Any] = {}
+
+    class Params(ComponentParams):
+        pass
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+
+    def chat_template(self) -> str | None:
+        """The Jinja template to use instead of the tokenizer's own (None: the tokenizer's)."""
+        return None
+
+    def render(
+        self,
+        tokenizer: Any,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+    ) -> str:
+        """The conversation as the model's prompt text.
+
+        Args:
+            tokenizer: a Hugging Face tokenizer with `apply_chat_template`.
+            messages: OpenAI-format messages (system, user, assistant with `tool_calls`, tool).
+            tools: OpenAI tool schemas, rendered by the template; None for none.
+            add_generation_prompt: end with the assistant header, ready for the next policy turn.
+        """
+        return tokenizer.apply_chat_template(
+            messages,
+            tools=tools,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            chat_template=self.chat_template(),
+            **self.template_kwargs,
+        )
+
+    def encode(
+        self,
+        tokenizer: Any,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+    ) -> list[int]:
+        """Token ids of `render(...)`'s text (no special tokens added beyond the template's own)."""
+        text = self.render(tokenizer, messages, tools, add_generation_prompt)
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+@registry.chat_templates.register("qwen3_no_thinking")
+class Qwen3NoThinkingChatTemplate(DefaultChatTemplate):
+    """Qwen3's template with thinking disabled (`enable_thinking=False`) in every call, prompts and re-tokenisation alike."""
+
+    template_kwargs = {"enable_thinking": False}
+
+    class Params(ComponentParams):
+        pass
+
+
+@registry.chat_templates.register("jinja_file")
+class JinjaFileChatTemplate(DefaultChatTemplate):
+    """A Jinja chat template read from a file, used in place of the tokenizer's own."""
+
+    class Params(ComponentParams):
+        path: str = Field(min_length=1)
+        """Template file; relative paths are resolved from the working directory."""
+
+    def __init__(self, params: Params) -> None:
+        super().__init__(params)
+        self._template: str | None = None
+
+    def chat_template(self) -> str:
+        """The file's text (read once)."""
+        if self._template is None:
+            self._template = Path(self.params.path).read_text(encoding="utf-8")
+        return self._template

@@ -1,0 +1,67 @@
+"""`hermes`: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, as Qwen2.5 and Qwen3 emit them."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.registry import ComponentParams, registry
+
+_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+
+
+def tool_call_from_json(payload: str) -> ToolCall | str:
+    """Parse one ``{"name": str, "arguments": object | JSON string}`` payload.
+
+    Returns:
+        The `ToolCall`, or a message saying why the payload is not one (never raises).
+    """
+    try:
+        data: Any = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON in tool call: {exc.msg} at char {exc.pos}"
+    if not isinstance(data, dict):
+        return f"tool call must be a JSON object, got {type(data).__name__}"
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        return "tool call has no string `name`"
+    arguments = data.get("arguments", data.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return f"arguments of tool call {name!r} are a string that is not JSON"
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return f"arguments of tool call {name!r} must be a JSON object, got {type(arguments).__name__}"
+    return ToolCall(name=name, arguments=arguments)
+
+
+@registry.parsers.register("hermes")
+class HermesParser:
+    """Hermes-style `<tool_call>` JSON blocks (Qwen2.5, Qwen3); text outside the blocks is the reply to the user.
+
+    An unclosed final block (a turn cut by the token limit) is still parsed when its JSON is complete.
+    """
+
+    class Params(ComponentParams):
+        pass
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.params = params or self.Params()
+
+    def parse(self, text: str) -> ParsedTurn:
+        """Parse one turn; see `ParsedTurn`. Never raises."""
+        calls: list[ToolCall] = []
+        errors: list[str] = []
+        for match in _BLOCK.finditer(text):
+            result = tool_call_from_json(match.group(1).strip())
+            if isinstance(result, ToolCall):
+                calls.append(result)
+            else:
+                errors.append(result)
+        content = _BLOCK.sub("", text).strip()
+        return ParsedTurn(content=content, tool_calls=tuple(calls), parse_errors=tuple(errors))

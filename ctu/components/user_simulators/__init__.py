@@ -1,0 +1,3 @@
+"""User simulators: the customer side of a tau-bench episode."""
+
+from ctu.components.user_simulators import builtin as builtin  # registers "llm" and "scripted"

@@ -1,0 +1,284 @@
+"""One registry per component kind, filled by decorators and by entry points.
+
+A component is a class (or factory) registered under a name in one kind's registry, with a pydantic params
+model declared next to it::
+
+    from ctu.registry import ComponentParams, registry
+
+    @registry.parsers.register("my_parser")
+    class MyParser:
+        '''One line that `ctu components` shows.'''
+
+        class Params(ComponentParams):
+            strict: bool = False
+            '''Reject calls whose arguments are not a JSON object.'''
+
+        def __init__(self, params: Params) -> None:
+            self.params = params
+
+A spec then names it as ``parser: {type: my_parser, strict: true}`` (or ``parser: my_parser``), and the params
+are checked against ``MyParser.Params`` like any other part of the spec.
+
+Third-party packages register through entry points, one group per kind, named ``ctu_<kind>`` (as catalogue
+names them), e.g. in their ``pyproject.toml``::
+
+    [project.entry-points.ctu_parsers]
+    my_parser = "my_package.parsers:MyParser"
+
+Built-ins are registered by importing their modules in `populate_registry()`, which is idempotent and must be
+called wherever components are looked up (the CLI, the runners, and each Ray worker, where the driver's imports
+have not happened). The idea of one registry per kind with entry points follows spaCy's `registry` over
+catalogue (https://github.com/explosion/catalogue).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import catalogue
+from pydantic import BaseModel, ConfigDict
+
+from ctu.errors import ComponentError, RegistryError, did_you_mean
+
+__all__ = [
+    "KINDS",
+    "ComponentInfo",
+    "ComponentParams",
+    "ComponentRegistry",
+    "populate_registry",
+    "registry",
+]
+
+KINDS: tuple[str, ...] = (
+    "generators",
+    "parsers",
+    "rewards",
+    "judges",
+    "trackers",
+    "chat_templates",
+    "user_simulators",
+    "domains",
+)
+"""Every component kind, in the order `ctu components` and SPEC_REFERENCE.md list them."""
+
+T = TypeVar("T")
+
+
+class ComponentParams(BaseModel):
+    """Base of every component's params model: unknown keys are errors, attribute docstrings are descriptions."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class NoParams(ComponentParams):
+    """Params of a component that takes none."""
+
+
+@dataclass(frozen=True)
+class ComponentInfo:
+    """What the registry knows of one component.
+
+    Attributes:
+        kind: the registry it is in, one of `KINDS`.
+        name: the name a spec's ``type`` uses.
+        factory: the registered class or function, called as ``factory(params)`` to build the component.
+        params_model: the `ComponentParams` subclass its params are validated against.
+        origin: ``file:line`` of the registered object, or the entry point it came from.
+    """
+
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    params_model: type[ComponentParams]
+    origin: str
+
+    @property
+    def description(self) -> str:
+        """The first paragraph of the factory's docstring, on one line ("" when it has none)."""
+        doc = inspect.getdoc(self.factory) or ""
+        return " ".join(doc.split("\n\n", 1)[0].split())
+
+    def build(self, params: ComponentParams) -> Any:
+        """Build the component from validated params: ``factory(params)``."""
+        return self.factory(params)
+
+
+def _origin(obj: Any) -> str:
+    try:
+        file = inspect.getsourcefile(obj) or "?"
+        line = inspect.getsourcelines(obj)[1]
+    except (TypeError, OSError):
+        return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+    return f"{file}:{line}"
+
+
+def _params_model_of(kind: str, name: str, obj: Any, params: type[BaseModel] | None) -> type[ComponentParams]:
+    model = params if params is not None else getattr(obj, "Params", NoParams)
+    if not (isinstance(model, type) and issubclass(model, ComponentParams)):
+        raise RegistryError(
+            f"{kind} component {name!r} ({_origin(obj)}): its params model must subclass "
+            f"ctu.registry.ComponentParams, got {model!r}"
+        )
+    return model
+
+
+class ComponentRegistry:
+    """The components of one kind: registration, lookup with suggestions, and entry points.
+
+    Backed by a catalogue registry (namespace ``("ctu", kind)``, entry-point group ``ctu_<kind>``).
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._catalogue = catalogue.create("ctu", kind, entry_points=True)
+        self._infos: dict[str, ComponentInfo] = {}
+        self.entry_point_group = self._catalogue.entry_point_namespace
+
+    def register(self, name: str, *, params: type[ComponentParams] | None = None) -> Callable[[T], T]:
+        """Decorator registering a class or factory under `name`.
+
+        Args:
+            name: the name specs use as ``type``; lowercase letters, digits, ``_``, ``-`` and ``.``.
+            params: the params model; defaults to the object's ``Params`` attribute, else no params.
+
+        Raises:
+            RegistryError: `name` is taken by another object (the message names both places), the name is
+                malformed, or the params model is not a `ComponentParams`.
+        """
+
+        def decorate(obj: T) -> T:
+            self._add(name, obj, params, origin=_origin(obj))
+            return obj
+
+        return decorate
+
+    def _add(self, name: str, obj: Any, params: type[ComponentParams] | None, origin: str) -> None:
+        if not name or not all(c.isalnum() or c in "_-." for c in name) or name != name.lower():
+            raise RegistryError(f"{self.kind} component name {name!r} ({origin}): use lowercase a-z, 0-9, _ - .")
+        existing = self._infos.get(name)
+        if existing is not None:
+            if existing.factory is obj:
+                return
+            raise RegistryError(
+                f"{self.kind} component {name!r} is registered twice: at {existing.origin} and at {origin}"
+            )
+        info = ComponentInfo(self.kind, name, obj, _params_model_of(self.kind, name, obj, params), origin)
+        self._infos[name] = info
+        self._catalogue.register(name, func=obj)
+
+    def load_entry_points(self) -> None:
+        """Register every entry point of group ``ctu_<kind>``.
+
+        Raises:
+            ComponentError: an entry point failed to load (the message names it and its error).
+            RegistryError: an entry point's name is already taken by another object.
+        """
+        for entry_point in self._catalogue._get_entry_points():
+            try:
+                obj = entry_point.load()
+            except Exception as exc:  # a broken plugin must not hide behind a traceback
+                raise ComponentError(
+                    f"entry point {entry_point.name!r} = {entry_point.value!r} in group {self.entry_point_group!r} "
+                    f"failed to load: {type(exc).__name__}: {exc}"
+                ) from exc
+            where = f"entry point {entry_point.value} (group {self.entry_point_group})"
+            self._add(entry_point.name, obj, None, origin=where)
+
+    def get(self, name: str) -> ComponentInfo:
+        """The component registered as `name`.
+
+        Raises:
+            ComponentError: no such component; the message names the kind and the closest registered names.
+        """
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise ComponentError(self.unknown_message(name)) from None
+
+    def unknown_message(self, name: object) -> str:
+        """The message for an unknown `name`, with "did you mean" and the registered names."""
+        known = ", ".join(sorted(self._infos)) or "none"
+        return f"unknown {self.kind} component {name!r}{did_you_mean(str(name), self._infos)}; registered: {known}"
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def __iter__(self) -> Iterator[ComponentInfo]:
+        return iter(sorted(self._infos.values(), key=lambda info: info.name))
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._infos)
+
+    def unregister(self, name: str) -> None:
+        """Remove `name` (for tests that register throw-away components)."""
+        self._infos.pop(name, None)
+        catalogue.REGISTRY.pop(("ctu", self.kind, name), None)
+
+
+class _Registries:
+    """The registries, one attribute per kind: ``registry.parsers``, ``registry.rewards``, ..."""
+
+    def __init__(self) -> None:
+        for kind in KINDS:
+            setattr(self, kind, ComponentRegistry(kind))
+
+    generators: ComponentRegistry
+    parsers: ComponentRegistry
+    rewards: ComponentRegistry
+    judges: ComponentRegistry
+    trackers: ComponentRegistry
+    chat_templates: ComponentRegistry
+    user_simulators: ComponentRegistry
+    domains: ComponentRegistry
+
+    def __getitem__(self, kind: str) -> ComponentRegistry:
+        if kind not in KINDS:
+            raise ComponentError(f"unknown component kind {kind!r}{did_you_mean(kind, KINDS)}; kinds: {', '.join(KINDS)}")
+        return getattr(self, kind)
+
+    def __iter__(self) -> Iterator[ComponentRegistry]:
+        return (getattr(self, kind) for kind in KINDS)
+
+
+registry = _Registries()
+"""The process-wide registries. Fill them with `populate_registry()` before looking anything up."""
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "ctu.components.generators",
+    "ctu.components.parsers",
+    "ctu.components.rewards",
+    "ctu.components.judges",
+    "ctu.components.trackers",
+    "ctu.components.chat_templates",
+    "ctu.components.user_simulators",
+    "tau_bench_env.domains",
+)
+"""Modules whose import registers the built-in components. Each must import without torch, ray or skyrl."""
+
+_populated = False
+_populate_lock = threading.Lock()
+
+
+def populate_registry() -> None:
+    """Register the built-in components and every entry point; a no-op after the first call.
+
+    Call it in every process that looks components up (Ray workers included).
+
+    Raises:
+        RegistryError, ComponentError: as `ComponentRegistry.register` and `load_entry_points` do.
+    """
+    global _populated
+    with _populate_lock:
+        if _populated:
+            return
+        for module in BUILTIN_MODULES:
+            importlib.import_module(module)
+        for kind_registry in registry:
+            kind_registry.load_entry_points()
+        _populated = True

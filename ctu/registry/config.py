@@ -1,0 +1,128 @@
+"""The spec's reference to a registered component: ``{type: NAME, ...params}`` or just ``NAME``.
+
+`Component("parsers")` is the annotation of a spec field that holds a parser. Validation looks the name up in
+the registry at validation time (so components registered after the schema was built are seen) and validates
+the remaining keys against that component's params model, so a typo inside a component's params is reported
+at its own dotted path, like any other. The JSON schema lists every registered component of the kind as a
+``oneOf`` of objects with a constant ``type``, which editors (yaml-language-server) use for completion.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
+
+from ctu.registry import ComponentParams, registry
+
+
+class ComponentConfig:
+    """A validated component reference: its `kind`, its registered `type` name and its validated `params`.
+
+    Equal when kind, type and params are equal; dumps as ``{"type": type, **params}``.
+    """
+
+    __slots__ = ("kind", "type", "params")
+
+    def __init__(self, kind: str, type: str, params: ComponentParams) -> None:
+        self.kind = kind
+        self.type = type
+        self.params = params
+
+    def build(self) -> Any:
+        """Build the component: the registered factory called with the validated params.
+
+        Raises:
+            ComponentError: the component is no longer registered.
+        """
+        return registry[self.kind].get(self.type).build(self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type": ..., **params}`` in JSON-compatible form (nested components as mappings too)."""
+        return {"type": self.type, **self.params.model_dump(mode="json")}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ComponentConfig):
+            return NotImplemented
+        return (self.kind, self.type, self.params) == (other.kind, other.type, other.params)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.type))
+
+    def __repr__(self) -> str:
+        return f"ComponentConfig({self.kind}:{self.type}, {self.params!r})"
+
+
+def _error(error_type: str, message: str, loc: tuple[str | int, ...], value: Any) -> ValidationError:
+    details = InitErrorDetails(type=PydanticCustomError(error_type, message), loc=loc, input=value)
+    return ValidationError.from_exception_data("component", [details])
+
+
+class ComponentMarker:
+    """Annotation metadata that makes a field hold a component of one `kind` (see `Component`)."""
+
+    def __init__(self, kind: str) -> None:
+        registry[kind]  # fail early on a misspelt kind
+        self.kind = kind
+
+    def validate(self, value: Any) -> ComponentConfig:
+        """Turn a name or a ``{type: ..., ...}`` mapping into a `ComponentConfig`.
+
+        Raises:
+            ValidationError: with errors located relative to the field (``type`` for an unknown name, each
+                param's own key for bad params).
+        """
+        if isinstance(value, ComponentConfig):
+            if value.kind != self.kind:
+                raise _error("component_kind", f"expected a {self.kind} component, got a {value.kind} one", (), value)
+            return value
+        if isinstance(value, str):
+            value = {"type": value}
+        if not isinstance(value, dict):
+            raise _error(
+                "component_form",
+                f"expected a {self.kind} component: a name, or a mapping with `type` and its params",
+                (),
+                value,
+            )
+        if "type" not in value:
+            raise _error("missing", f"a {self.kind} component needs `type`", ("type",), value)
+        name = value["type"]
+        kind_registry = registry[self.kind]
+        if not isinstance(name, str) or name not in kind_registry:
+            raise _error("unknown_component", kind_registry.unknown_message(name), ("type",), name)
+        info = kind_registry.get(name)
+        params = info.params_model.model_validate({k: v for k, v in value.items() if k != "type"})
+        return ComponentConfig(self.kind, name, params)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            self.validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda value: value.to_dict(), when_used="always"
+            ),
+        )
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict:
+        options: list[dict[str, Any]] = []
+        names = registry[self.kind].names()
+        for info in registry[self.kind]:
+            params_schema = handler.resolve_ref_schema(handler(info.params_model.__pydantic_core_schema__))
+            options.append(
+                {
+                    "type": "object",
+                    "title": f"{self.kind}.{info.name}",
+                    "description": info.description,
+                    "properties": {"type": {"const": info.name}, **params_schema.get("properties", {})},
+                    "required": ["type", *params_schema.get("required", [])],
+                    "additionalProperties": False,
+                }
+            )
+        shorthand = {"type": "string", "enum": names, "description": f"a {self.kind} component by name, default params"}
+        return {"oneOf": [shorthand, *options]} if names else {"type": ["object", "string"]}
+
+
+def Component(kind: str) -> Any:
+    """The annotation of a spec field holding a component of `kind`, e.g. ``parser: Component("parsers")``."""
+    return Annotated[ComponentConfig, ComponentMarker(kind)]

@@ -1,0 +1,145 @@
+"""Cross-field checks: what the schema alone cannot see, learnt from crashes of the system ctu replaces.
+
+Each check returns `SpecIssue`s; errors make the spec invalid, warnings are printed and the spec stays valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ctu.registry import registry
+from ctu.spec.errors import SpecIssue
+from ctu.spec.model_family import NATIVE_TOOL_PARSERS, THINKING_FAMILIES, infer_family
+from ctu.spec.models import SkyRLBackend, Spec, TinkerBackend
+
+Check = Callable[[Spec], Iterator[SpecIssue]]
+
+
+def model_family(spec: Spec) -> str:
+    """The spec's model family: `model.family`, or inferred from `model.path` when it is `auto`."""
+    return infer_family(spec.model.path) if spec.model.family == "auto" else spec.model.family
+
+
+def check_batch_sizes(spec: Spec) -> Iterator[SpecIssue]:
+    """Batch sizes divide as the trainer needs (SkyRL's `validate_batch_sizes` rules, checked before launch)."""
+    trainer = spec.trainer
+    if trainer.train_batch_size % trainer.policy_mini_batch_size:
+        yield SpecIssue(
+            "trainer.policy_mini_batch_size",
+            f"must divide trainer.train_batch_size ({trainer.train_batch_size}); got {trainer.policy_mini_batch_size}",
+        )
+    backend = spec.backend
+    if isinstance(backend, SkyRLBackend):
+        world = backend.num_nodes * backend.num_gpus_per_node
+        sequences = trainer.policy_mini_batch_size * spec.rollout.n_samples_per_prompt
+        if sequences % world:
+            yield SpecIssue(
+                "trainer.policy_mini_batch_size",
+                f"policy_mini_batch_size x n_samples_per_prompt ({sequences}) must be divisible by the "
+                f"number of policy GPUs ({world})",
+            )
+        elif (sequences // world) % trainer.micro_train_batch_size_per_gpu:
+            yield SpecIssue(
+                "trainer.micro_train_batch_size_per_gpu",
+                f"must divide the sequences per GPU per mini-batch ({sequences // world}); "
+                f"got {trainer.micro_train_batch_size_per_gpu}",
+            )
+        engines_gpus = backend.num_inference_engines * backend.inference_engine_tensor_parallel_size
+        if backend.colocate_all and engines_gpus != world:
+            yield SpecIssue(
+                "backend.num_inference_engines",
+                f"with colocate_all, inference engines x tensor-parallel size ({engines_gpus}) must equal the "
+                f"policy GPUs ({world})",
+            )
+
+
+def check_native_tool_calling(spec: Spec) -> Iterator[SpecIssue]:
+    """Native tool calling needs a model family whose tool-call format vLLM can parse."""
+    if spec.rollout.native_tool_calling:
+        family = model_family(spec)
+        if family not in NATIVE_TOOL_PARSERS:
+            known = ", ".join(sorted(NATIVE_TOOL_PARSERS))
+            yield SpecIssue(
+                "rollout.native_tool_calling",
+                f"needs a model family with a known tool-call parser ({known}); model {spec.model.path!r} is "
+                f"family {family!r}: set model.family, or use a text parser",
+            )
+
+
+def check_thinking(spec: Spec) -> Iterator[SpecIssue]:
+    """Warn when a thinking model (Qwen3) runs without a policy that disables thinking (a warning)."""
+    family = model_family(spec)
+    if family in THINKING_FAMILIES and spec.model.chat_template.type != "qwen3_no_thinking":
+        yield SpecIssue(
+            "model.chat_template",
+            f"{family} thinks by default; with chat template {spec.model.chat_template.type!r} every turn may "
+            "start with <think> and burn the token budget. Use `qwen3_no_thinking` unless thinking is wanted",
+        )
+
+
+def check_judges(spec: Spec) -> Iterator[SpecIssue]:
+    """Every reward that needs a judge has one: its own `judge` param or the spec's top-level `judge`."""
+    for index, reward in enumerate(spec.rewards):
+        factory = registry.rewards.get(reward.type).factory
+        if getattr(factory, "needs_judge", False) and getattr(reward.params, "judge", None) is None:
+            if spec.judge is None:
+                yield SpecIssue(
+                    f"rewards.{index}.judge",
+                    f"reward {reward.type!r} needs a judge: set its `judge`, or the top-level `judge`",
+                )
+    if spec.environment.evaluate_nl_assertions and spec.judge is None:
+        yield SpecIssue("environment.evaluate_nl_assertions", "scoring NL assertions needs the top-level `judge`")
+
+
+def check_domains(spec: Spec) -> Iterator[SpecIssue]:
+    """Every training and test source names a split its domain offers."""
+    sources = [(f"data.train.{i}", source) for i, source in enumerate(spec.data.train)]
+    sources += [(f"data.test_sets.{name}", source) for name, source in spec.data.test_sets.items()]
+    for path, source in sources:
+        splits = getattr(registry.domains.get(source.domain.type).factory, "splits", ())
+        if splits and source.split not in splits:
+            yield SpecIssue(
+                f"{path}.split",
+                f"domain {source.domain.type!r} has no split {source.split!r}; its splits: {', '.join(splits)}",
+            )
+
+
+def check_overrides(spec: Spec) -> Iterator[SpecIssue]:
+    """The raw SkyRL escape hatch cannot switch on what ctu guarantees off."""
+    if isinstance(spec.backend, SkyRLBackend):
+        for key, value in spec.backend.skyrl_overrides.items():
+            if key.split(".")[-1] == "zero_reward_on_non_stop" and value:
+                yield SpecIssue(
+                    f"backend.skyrl_overrides.{key}",
+                    "ctu keeps SkyRL's zero_reward_on_non_stop false; add the `zero_on_non_stop` reward instead",
+                )
+
+
+def check_tinker(spec: Spec) -> Iterator[SpecIssue]:
+    """Settings the Tinker path cannot honour."""
+    if isinstance(spec.backend, TinkerBackend):
+        if spec.algorithm.use_kl_loss and spec.algorithm.kl_loss_coef > 0:
+            yield SpecIssue(
+                "algorithm.use_kl_loss",
+                "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false",
+            )
+        if not spec.backend.local and not spec.backend.base_url:
+            yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
+
+
+ERROR_CHECKS: tuple[Check, ...] = (
+    check_batch_sizes,
+    check_native_tool_calling,
+    check_judges,
+    check_domains,
+    check_overrides,
+    check_tinker,
+)
+WARNING_CHECKS: tuple[Check, ...] = (check_thinking,)
+
+
+def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:
+    """Run every check. Returns ``(errors, warnings)``."""
+    errors = [issue for check in ERROR_CHECKS for issue in check(spec)]
+    warnings = [issue for check in WARNING_CHECKS for issue in check(spec)]
+    return errors, warnings

@@ -1,0 +1,315 @@
+"""From YAML files and command-line overrides to one plain dict, remembering where every value was written.
+
+Order: each file is safe-loaded (dates stay strings, duplicate keys are errors); its `extends` files are loaded
+first, relative to it, and deep-merged in order under it (mappings merge, lists and scalars are replaced);
+`key=value` overrides are applied (values parsed by OmegaConf's grammar; list items by index,
+``rewards.0.weight=0.2``); then `${...}` interpolations are resolved by OmegaConf (`${oc.env:VAR}`,
+`${oc.env:VAR,default}`, `${experiment.name}`). Every problem is collected as a `SpecIssue`; the caller
+raises one `SpecError` for all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ctu.spec.errors import Location, SpecIssue
+
+PathKey = tuple[str | int, ...]
+"""A path into the spec: mapping keys and list indices."""
+
+
+def dotted(path: Sequence[str | int]) -> str:
+    """``("rewards", 1, "weight")`` -> ``"rewards.1.weight"``."""
+    return ".".join(str(part) for part in path)
+
+
+class _SpecYamlLoader(yaml.SafeLoader):
+    """A safe loader that keeps dates as strings: a spec has no timestamps, and OmegaConf cannot hold them."""
+
+
+_SpecYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+@dataclass
+class Sources:
+    """Where each value of a merged spec was written: path -> `Location`."""
+
+    locations: dict[PathKey, Location] = field(default_factory=dict)
+
+    def find(self, path: Sequence[str | int]) -> Location | None:
+        """The location of `path`, else of its nearest ancestor that has one."""
+        path = tuple(path)
+        while True:
+            if path in self.locations:
+                return self.locations[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+    def replace_subtree(self, prefix: PathKey, other: dict[PathKey, Location]) -> None:
+        """Forget what was under `prefix` and take `other`'s locations under it."""
+        for key in [key for key in self.locations if key[: len(prefix)] == prefix]:
+            del self.locations[key]
+        self.locations.update({key: loc for key, loc in other.items() if key[: len(prefix)] == prefix})
+
+
+def _walk_nodes(
+    node: yaml.Node, path: PathKey, file: str, locations: dict[PathKey, Location], issues: list[SpecIssue]
+) -> None:
+    locations.setdefault(path, Location(file, node.start_mark.line + 1))
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+            if key == "<<":
+                continue
+            child = (*path, key)
+            if key in seen:
+                issues.append(SpecIssue(dotted(child), "duplicate key", Location(file, key_node.start_mark.line + 1)))
+            seen.add(key)
+            locations[child] = Location(file, key_node.start_mark.line + 1)
+            _walk_nodes(value_node, child, file, locations, issues)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk_nodes(item, (*path, index), file, locations, issues)
+
+
+def read_yaml(text: str, file: str) -> tuple[Any, dict[PathKey, Location], list[SpecIssue]]:
+    """Safe-load one YAML document.
+
+    Returns:
+        ``(data, locations, issues)``: data is None when the text is empty or not YAML (then `issues` says why).
+    """
+    loader = _SpecYamlLoader(text)
+    issues: list[SpecIssue] = []
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}, issues
+        data = loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 1 if mark is not None else None
+        return None, {}, [SpecIssue("", f"invalid YAML: {problem}", Location(file, line))]
+    finally:
+        loader.dispose()
+    locations: dict[PathKey, Location] = {}
+    _walk_nodes(node, (), file, locations, issues)
+    return data, locations, issues
+
+
+def check_plain_data(data: Any, path: PathKey, sources: Sources) -> list[SpecIssue]:
+    """Issues for anything a spec cannot hold: non-string keys, and values other than str, numbers, bools,
+    null, lists and mappings (e.g. YAML's ``!!binary`` or ``!!set``)."""
+    issues: list[SpecIssue] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if not isinstance(key, str):
+                issues.append(
+                    SpecIssue(dotted((*path, str(key))), f"keys must be strings, got {type(key).__name__} {key!r}",
+                              sources.find((*path, str(key))))
+                )
+                continue
+            issues += check_plain_data(value, (*path, key), sources)
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            issues += check_plain_data(value, (*path, index), sources)
+    elif not (data is None or isinstance(data, (str, bool, int, float))):
+        issues.append(SpecIssue(dotted(path), f"unsupported value of type {type(data).__name__}", sources.find(path)))
+    return issues
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any], sources: Sources, top_sources: dict[PathKey, Location],
+               prefix: PathKey = ()) -> dict[str, Any]:
+    """`top` merged over `base` (neither is modified): mappings merge key by key, anything else is replaced.
+
+    `sources` (base's locations) is updated to the merged result's locations.
+    """
+    merged = dict(base)
+    for key, value in top.items():
+        path = (*prefix, key)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            sources.locations[path] = top_sources.get(path, sources.locations.get(path))  # type: ignore[assignment]
+            merged[key] = deep_merge(merged[key], value, sources, top_sources, path)
+        else:
+            merged[key] = value
+            sources.replace_subtree(path, top_sources)
+    return merged
+
+
+def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Sources]:
+    """Load one spec file with its `extends` chain, merged. Problems are appended to `issues`.
+
+    Returns:
+        ``(data, sources)``; data is ``{}`` where the file could not be read.
+    """
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        issues.append(SpecIssue("", f"cannot read spec file: {exc.strerror or exc}", Location(file)))
+        return {}, Sources()
+    data, locations, read_issues = read_yaml(text, file)
+    issues += read_issues
+    if data is None:
+        if not read_issues:
+            issues.append(SpecIssue("", "the spec file is empty", Location(file)))
+        return {}, Sources()
+    if not isinstance(data, dict):
+        issues.append(SpecIssue("", f"a spec must be a mapping, got {type(data).__name__}", Location(file, 1)))
+        return {}, Sources()
+
+    merged: dict[str, Any] = {}
+    sources = Sources()
+    extends = data.pop("extends", None)
+    if extends is not None:
+        bases = [extends] if isinstance(extends, str) else extends
+        if not isinstance(bases, list) or not all(isinstance(base, str) for base in bases):
+            issues.append(SpecIssue("extends", "must be a file name or a list of file names", locations.get(("extends",))))
+            bases = []
+        for index, base in enumerate(bases):
+            where = locations.get(("extends", index)) or locations.get(("extends",))
+            base_path = (path.parent / base).resolve()
+            if base_path in stack or base_path == path.resolve():
+                chain = " -> ".join(str(p) for p in (*stack, base_path))
+                issues.append(SpecIssue("extends", f"circular extends: {chain}", where))
+                continue
+            if not base_path.is_file():
+                issues.append(SpecIssue("extends", f"base spec not found: {base} (looked for {base_path})", where))
+                continue
+            base_data, base_sources = load_file(base_path, issues, (*stack, path.resolve()))
+            merged = deep_merge(merged, base_data, sources, base_sources.locations)
+    locations = {key: loc for key, loc in locations.items() if not key or key[0] != "extends"}
+    merged = deep_merge(merged, data, sources, locations)
+    sources.locations[()] = Location(file, 1)
+    return merged, sources
+
+
+_OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.([A-Za-z0-9_\-]+))*$")
+
+
+def parse_override(item: str) -> tuple[PathKey, Any] | SpecIssue:
+    """``"trainer.epochs=3"`` -> ``(("trainer", "epochs"), 3)``, the value parsed by OmegaConf's grammar
+    (numbers, bools, null, ``[a,b]``, ``{k: v}``, quoted strings); or the `SpecIssue` saying why not."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    where = Location(f"override {item!r}")
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not _OVERRIDE_KEY.match(key):
+        return SpecIssue(key or item, "an override must look like dotted.key=value", where)
+    if key.split(".")[0] == "extends":
+        return SpecIssue("extends", "`extends` cannot be overridden; name the base in the spec file", where)
+    try:
+        value = OmegaConf.to_container(OmegaConf.from_dotlist([f"value={raw}"]), resolve=False)["value"]
+    except (OmegaConfBaseException, ValueError, TypeError) as exc:
+        return SpecIssue(key, f"cannot parse the override's value {raw!r}: {exc}", where)
+    path = tuple(int(part) if part.isdigit() else part for part in key.split("."))
+    return path, value
+
+
+def apply_override(data: dict[str, Any], path: PathKey, value: Any, item: str) -> SpecIssue | None:
+    """Set `path` in `data` (in place), creating missing mappings; list items are addressed by index.
+
+    Returns:
+        A `SpecIssue` when the path runs through a scalar or past the end of a list; else None.
+    """
+    where = Location(f"override {item!r}")
+    node: Any = data
+    for depth, part in enumerate(path):
+        last = depth == len(path) - 1
+        here = dotted(path[: depth + 1])
+        if isinstance(node, list):
+            if not isinstance(part, int) or not 0 <= part < len(node):
+                return SpecIssue(here, f"no item {part} in a list of {len(node)}", where)
+        elif isinstance(node, dict):
+            part = str(part)
+            if not last and not isinstance(node.get(part), (dict, list)):
+                if part in node and node[part] is not None:
+                    return SpecIssue(here, f"cannot set a key inside {type(node[part]).__name__} value", where)
+                node[part] = {}
+        else:
+            return SpecIssue(here, "cannot set a key inside a scalar value", where)
+        if last:
+            node[part] = value
+        else:
+            node = node[part]
+    return None
+
+
+_ENV_INTERPOLATION = re.compile(r"\$\{oc\.env:\s*([^,}\s]+)")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def _string_leaves(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, str]]:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _string_leaves(value, (*path, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _string_leaves(value, (*path, index))
+    elif isinstance(data, str):
+        yield path, data
+
+
+def _set(data: Any, path: PathKey, value: Any) -> None:
+    for part in path[:-1]:
+        data = data[part]
+    data[path[-1]] = value
+
+
+def resolve_interpolations(data: dict[str, Any], sources: Sources) -> list[SpecIssue]:
+    """Resolve every ``${...}`` in `data` in place with OmegaConf; one issue per value that fails.
+
+    Secrets are never written into a spec: an ``${oc.env:...}`` of a variable whose name looks secret (KEY,
+    TOKEN, SECRET, PASSWORD) is an error; components name such variables in an ``*_env`` field instead.
+    """
+    leaves = [(path, text) for path, text in _string_leaves(data) if "${" in text]
+    if not leaves:
+        return []
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    issues: list[SpecIssue] = []
+    for path, text in leaves:
+        for name in _ENV_INTERPOLATION.findall(text):
+            if _SECRET_NAME.search(name):
+                issues.append(
+                    SpecIssue(
+                        dotted(path),
+                        f"${{oc.env:{name}}} would write a secret into the resolved spec; "
+                        "name the variable in the component's `api_key_env` instead",
+                        sources.find(path),
+                    )
+                )
+    if issues:
+        return issues
+    try:
+        config = OmegaConf.create(data)
+    except OmegaConfBaseException as exc:
+        return [SpecIssue("", f"cannot interpolate: {exc}", sources.find(()))]
+    resolved: list[tuple[PathKey, Any]] = []
+    for path, _ in leaves:
+        try:
+            value = OmegaConf.select(config, dotted(path), throw_on_resolution_failure=True, throw_on_missing=True)
+        except (OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
+            message = str(exc).split("\n")[0]
+            issues.append(SpecIssue(dotted(path), f"cannot resolve interpolation: {message}", sources.find(path)))
+            continue
+        if OmegaConf.is_config(value):
+            value = OmegaConf.to_container(value, resolve=True)
+        resolved.append((path, value))
+    for path, value in resolved:
+        _set(data, path, value)
+    return issues

@@ -1,0 +1,279 @@
+"""The spec's schema: one pydantic model per section, unknown keys rejected everywhere.
+
+Each field's docstring is its description: it feeds SPEC_REFERENCE.md, the JSON schema and `ctu explain`.
+Names follow SkyRL's config where a field maps onto it (``train_batch_size``, ``policy_mini_batch_size``,
+``n_samples_per_prompt``, ``eps_clip_low``...), so a SkyRL user finds them where they expect.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from ctu.registry.config import Component
+
+
+class Section(BaseModel):
+    """Base of every spec section: unknown keys are errors; attribute docstrings are descriptions."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+
+
+ChatTemplateRef = Component("chat_templates")
+DomainRef = Component("domains")
+UserSimulatorRef = Component("user_simulators")
+GeneratorRef = Component("generators")
+ParserRef = Component("parsers")
+RewardRef = Component("rewards")
+JudgeRef = Component("judges")
+TrackerRef = Component("trackers")
+
+
+class Experiment(Section):
+    """What the run is called and where it writes."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Run name: letters, digits, `_`, `-`, `.`; used in the run directory and the tracker's run name."""
+    seed: int = 42
+    """Seed for data order, sampling and the built-in model."""
+    output_dir: str = "runs"
+    """Folder under which the run directory `<output_dir>/<name>` is created."""
+    tags: list[str] = []
+    """Free-form tags passed to the trackers."""
+
+
+ModelFamily = Literal["auto", "qwen2.5", "qwen3", "llama3", "other"]
+
+
+class Model(Section):
+    """The policy model and how conversations become tokens."""
+
+    path: str = Field(min_length=1)
+    """Hugging Face id or local path of the policy, or `builtin:tiny-qwen3` for the CPU smoke model."""
+    family: ModelFamily = "auto"
+    """Model family; `auto` infers it from `path`. Decides the native tool-call parser and the Qwen3 thinking check."""
+    chat_template: ChatTemplateRef = "default"
+    """Chat-template policy: the one place ctu turns messages (and tools) into tokens."""
+    max_model_len: PositiveInt = 16384
+    """Longest conversation in tokens (prompt and every turn); longer episodes are cut and end as truncated."""
+
+
+class DatasetSource(Section):
+    """Tasks of one domain and split."""
+
+    domain: DomainRef
+    """Domain component: a name (`retail`) or a mapping with its params (`{type: telecom, task_set: small}`)."""
+    split: str = "train"
+    """Task split of the domain (`train`, `test`, or `all`)."""
+    max_tasks: PositiveInt | None = None
+    """Use at most this many tasks (the first ones, in task-id order); null for all."""
+
+
+class Data(Section):
+    """Which tasks train the policy and which test it."""
+
+    train: list[DatasetSource] = Field(min_length=1)
+    """Training tasks: one entry per domain and split; their tasks are pooled and shuffled."""
+    test_sets: dict[str, DatasetSource] = {}
+    """Named test sets, each logged as `test-<name>/average_reward`, `test-<name>/success_rate` and pass^k."""
+    shuffle: bool = True
+    """Shuffle the training tasks each epoch (seeded by `experiment.seed`)."""
+
+
+class Environment(Section):
+    """How an episode runs: turn limits and the simulated user."""
+
+    max_turns: PositiveInt = 20
+    """Most agent turns in an episode; the episode then ends with reason `max_turns` and reward 0."""
+    max_errors: PositiveInt = 10
+    """Most tool errors in an episode before it ends with reason `too_many_errors` (as tau2 ends it)."""
+    user_simulator: UserSimulatorRef
+    """The simulated customer: `llm` (an OpenAI-compatible endpoint) or `scripted` (offline)."""
+    evaluate_nl_assertions: bool = False
+    """Also score tau2's natural-language assertions (needs the top-level `judge`); tau2 leaves them out of rewards."""
+
+
+class Rollout(Section):
+    """How the policy is sampled during rollouts."""
+
+    generator: GeneratorRef = "tau_multiturn"
+    """The rollout generator: runs episodes and returns token ids, loss masks and rewards."""
+    parser: ParserRef = "hermes"
+    """Tool-call parser for the policy's text (unused for tool calls when `native_tool_calling` is on)."""
+    native_tool_calling: bool = False
+    """Send tools as OpenAI `tools` and receive structured tool calls (needs a model family with a known parser)."""
+    n_samples_per_prompt: PositiveInt = 5
+    """GRPO group size: episodes per task per step."""
+    temperature: float = Field(0.8, ge=0.0, le=2.0)
+    """Sampling temperature during training rollouts."""
+    top_p: float = Field(0.95, gt=0.0, le=1.0)
+    """Nucleus sampling during training rollouts."""
+    repetition_penalty: float = Field(1.0, gt=0.0)
+    """vLLM repetition penalty (1.0 is off)."""
+    max_tokens_per_turn: PositiveInt = 1024
+    """Most tokens the policy may generate in one turn."""
+    eval_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """Sampling temperature on test sets."""
+    eval_n_samples_per_prompt: PositiveInt = 1
+    """Episodes per test task; pass^k is reported for every k up to this."""
+
+
+class Algorithm(Section):
+    """GRPO: group-normalised advantages and a clipped policy loss (Shao et al. 2024, arXiv:2402.03300)."""
+
+    advantage_estimator: Literal["grpo"] = "grpo"
+    """Advantage estimator; ctu trains with GRPO."""
+    norm_adv_by_std: bool = True
+    """Divide group-centred rewards by the group's standard deviation (GRPO); false gives Dr. GRPO's form."""
+    eps_clip_low: float = Field(0.1, gt=0.0)
+    """PPO clip range below 1 for the probability ratio."""
+    eps_clip_high: float = Field(0.1, gt=0.0)
+    """PPO clip range above 1 for the probability ratio."""
+    value_clip: float = Field(0.1, gt=0.0)
+    """Value clip (used only by critic-based estimators; kept for parity with SkyRL's config)."""
+    use_kl_loss: bool = True
+    """Add a KL penalty to the reference policy to the loss."""
+    kl_loss_coef: float = Field(0.01, ge=0.0)
+    """Coefficient of the KL loss."""
+    kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    """KL estimator (Schulman's k1/k2/k3)."""
+    entropy_coef: float = Field(0.0, ge=0.0)
+    """Entropy bonus coefficient (0 is off)."""
+    loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = "token_mean"
+    """How token losses are averaged into the batch loss."""
+
+
+class Optimizer(Section):
+    """AdamW for the policy."""
+
+    lr: float = Field(5e-7, gt=0.0)
+    """Learning rate."""
+    weight_decay: float = Field(0.05, ge=0.0)
+    """AdamW weight decay."""
+    max_grad_norm: float = Field(0.5, gt=0.0)
+    """Gradient clipping norm."""
+    warmup_steps: int = Field(50, ge=0)
+    """Linear warm-up steps."""
+
+
+class Trainer(Section):
+    """Steps, batches, evaluation and checkpoints."""
+
+    epochs: PositiveInt = 1
+    """Passes over the training tasks."""
+    max_steps: PositiveInt | None = None
+    """Stop after this many steps (null: run all epochs)."""
+    train_batch_size: PositiveInt = 64
+    """Tasks per step (each sampled `rollout.n_samples_per_prompt` times)."""
+    policy_mini_batch_size: PositiveInt = 16
+    """Tasks per optimizer step; must divide `train_batch_size`."""
+    micro_train_batch_size_per_gpu: PositiveInt = 1
+    """Sequences per forward/backward pass on one GPU (SkyRL backend)."""
+    eval_batch_size: PositiveInt = 32
+    """Tasks per evaluation batch."""
+    eval_interval: int = Field(3, ge=0)
+    """Evaluate the test sets every this many steps (0: never during training)."""
+    eval_before_train: bool = True
+    """Evaluate the test sets before the first step."""
+    ckpt_interval: int = Field(10, ge=0)
+    """Save a checkpoint every this many steps (0: only at the end)."""
+    max_ckpts_to_keep: int = Field(2, ge=-1)
+    """Checkpoints kept on disk (-1: all)."""
+    optimizer: Optimizer = Field(default_factory=Optimizer)
+    """Policy optimizer."""
+
+
+class TrajectoryLog(Section):
+    """Full conversations written as JSONL in the run directory."""
+
+    every_n_steps: int = Field(1, ge=0)
+    """Log a sample of training trajectories every this many steps (0: never; evaluations are always logged)."""
+    train_samples: int = Field(8, ge=0)
+    """Training trajectories logged each time."""
+
+
+class Tracking(Section):
+    """Where metrics and trajectories go."""
+
+    project: str = "ctu"
+    """Project name for trackers (wandb adds `_with_taxonomy_feedback` when that reward is on)."""
+    trackers: list[TrackerRef] = ["console"]
+    """Metric trackers, all used at once: `console`, `jsonl`, `wandb`, `tensorboard`, or registered ones."""
+    trajectories: TrajectoryLog = Field(default_factory=TrajectoryLog)
+    """Trajectory logging."""
+
+
+class SkyRLBackend(Section):
+    """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer."""
+
+    type: Literal["skyrl"] = "skyrl"
+    """Selects this backend."""
+    num_nodes: PositiveInt = 1
+    """Nodes for the policy."""
+    num_gpus_per_node: PositiveInt = 4
+    """GPUs per node for the policy."""
+    strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    """Trainer sharding strategy."""
+    colocate_all: bool = True
+    """Colocate the trainer and the inference engines on the same GPUs."""
+    num_inference_engines: PositiveInt = 4
+    """vLLM engines."""
+    inference_engine_tensor_parallel_size: PositiveInt = 1
+    """Tensor-parallel size of each vLLM engine."""
+    gpu_memory_utilization: float = Field(0.8, gt=0.0, le=1.0)
+    """Fraction of GPU memory vLLM may take."""
+    gradient_checkpointing: bool = True
+    """Recompute activations in the backward pass to save memory."""
+    skyrl_overrides: dict[str, Any] = {}
+    """Raw SkyRL config overrides (dotted keys, e.g. `trainer.policy.sequence_parallel_size: 2`), applied last."""
+
+
+class TinkerBackend(Section):
+    """Any Tinker API server, or SkyRL's Tinker API server with its JAX backend started locally (the CPU path)."""
+
+    type: Literal["tinker"] = "tinker"
+    """Selects this backend."""
+    base_url: str | None = None
+    """URL of an existing Tinker API server; null with `local: true`."""
+    local: bool = True
+    """Start SkyRL's Tinker API server with the JAX backend on this machine for the run."""
+    api_key_env: str = "TINKER_API_KEY"
+    """Environment variable holding the API key (a local server accepts any `tml-` key)."""
+    loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
+    """Tinker loss for the GRPO update."""
+    lora_rank: PositiveInt = 8
+    """LoRA rank of the trained adapter."""
+
+
+Backend = Annotated[SkyRLBackend | TinkerBackend, Field(discriminator="type")]
+
+
+class Spec(Section):
+    """One ctu experiment."""
+
+    extends: str | list[str] | None = Field(None, exclude=True)
+    """Base spec file(s), relative to this file, deep-merged in order before this one (mappings merge, lists
+    are replaced). Resolved at load time; a resolved spec has none."""
+    experiment: Experiment
+    """Run name, seed and output folder."""
+    model: Model
+    """The policy model."""
+    data: Data
+    """Training tasks and named test sets."""
+    environment: Environment
+    """Episode limits and the user simulator."""
+    rollout: Rollout = Field(default_factory=Rollout)
+    """Sampling and the rollout generator."""
+    algorithm: Algorithm = Field(default_factory=Algorithm)
+    """GRPO hyperparameters."""
+    trainer: Trainer = Field(default_factory=Trainer)
+    """Batches, steps, evaluation and checkpoints."""
+    rewards: list[RewardRef] = Field(["tau_outcome"], min_length=1)
+    """Reward components applied in order, each seeing the reward so far (the first is usually `tau_outcome`)."""
+    judge: JudgeRef | None = None
+    """Default judge for rewards that need one and do not name their own."""
+    tracking: Tracking = Field(default_factory=Tracking)
+    """Metric trackers and trajectory logs."""
+    backend: Backend = Field(default_factory=SkyRLBackend)
+    """Where training runs: `skyrl` (GPU cluster) or `tinker` (a Tinker API server; local on CPU)."""

@@ -1,0 +1,154 @@
+"""Pydantic's errors as `SpecIssue`s: clean dotted paths, plain messages, "did you mean" for unknown keys."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ValidationError
+
+from ctu.errors import closest
+from ctu.registry import registry
+from ctu.registry.config import ComponentMarker
+from ctu.spec.errors import SpecIssue
+from ctu.spec.loading import PathKey, Sources, dotted
+
+_NONE = type(None)
+
+
+def _unwrap(annotation: Any, metadata: list[Any] | None = None) -> tuple[Any, ComponentMarker | None]:
+    """Strip Annotated and Optional; return the core type and its component marker, if any."""
+    marker = next((m for m in metadata or () if isinstance(m, ComponentMarker)), None)
+    while True:
+        if typing.get_origin(annotation) is typing.Annotated:
+            extra = annotation.__metadata__
+            marker = marker or next((m for m in extra if isinstance(m, ComponentMarker)), None)
+            annotation = annotation.__origin__
+            continue
+        origin = typing.get_origin(annotation)
+        if origin in (Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not _NONE]
+            if len(members) == 1:
+                annotation = members[0]
+                continue
+        return annotation, marker
+
+
+def _union_member_for(members: list[Any], tag: Any) -> type[BaseModel] | None:
+    for member in members:
+        member, _ = _unwrap(member)
+        if isinstance(member, type) and issubclass(member, BaseModel) and "type" in member.model_fields:
+            literal = member.model_fields["type"].annotation
+            if typing.get_origin(literal) is Literal and tag in typing.get_args(literal):
+                return member
+    return None
+
+
+def _child(value: Any, part: str | int) -> Any:
+    if isinstance(value, dict):
+        return value.get(part)
+    if isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+        return value[part]
+    return None
+
+
+def walk_error_location(model: type[BaseModel], data: Any, loc: tuple[str | int, ...]) -> tuple[PathKey, list[str]]:
+    """Map a pydantic error location onto the spec.
+
+    Returns:
+        ``(path, keys)``: the path without pydantic's internal segments (union tags, ``[key]``), and the keys
+        allowed in the mapping that holds the last segment ("" where unknown), for "did you mean".
+    """
+    annotation: Any = model
+    marker: ComponentMarker | None = None
+    value = data
+    path: list[str | int] = []
+    allowed: list[str] = []
+    in_component = False
+    for part in loc:
+        if part == "[key]":
+            continue
+        annotation, found = _unwrap(annotation)
+        marker = found or marker
+        if marker is not None:
+            name = value.get("type") if isinstance(value, dict) else value if isinstance(value, str) else None
+            if isinstance(name, str) and name in registry[marker.kind]:
+                annotation = registry[marker.kind].get(name).params_model
+                in_component = True
+            else:
+                annotation = None
+            marker = None
+            if part == "type":
+                path.append(part)
+                allowed = []
+                annotation = None
+                continue
+        origin = typing.get_origin(annotation)
+        if origin in (Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not _NONE]
+            tagged = _union_member_for(members, part)
+            if tagged is not None:  # pydantic's discriminator tag: not part of the spec's path
+                annotation = tagged
+                continue
+            if isinstance(part, str) and not (isinstance(value, dict) and part in value):
+                continue  # a union member's label, e.g. "list[str]"
+            annotation = _union_member_for(members, value.get("type") if isinstance(value, dict) else None)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            allowed = sorted(fields) + (["type"] if in_component else [])
+            in_component = False
+            path.append(part)
+            if isinstance(part, str) and part in fields:
+                info = fields[part]
+                annotation, marker = _unwrap(info.annotation, info.metadata)
+            else:
+                annotation = None
+        elif origin in (list, tuple) or origin is dict:
+            path.append(part)
+            args = typing.get_args(annotation)
+            annotation = args[-1] if args else None
+            allowed = []
+        else:
+            path.append(part)
+            annotation = None
+            allowed = []
+        value = _child(value, part)
+    return tuple(path), allowed
+
+
+_MESSAGES = {
+    "missing": "required key is missing",
+    "extra_forbidden": "unknown key",
+}
+
+
+def issues_from_validation_error(
+    error: ValidationError, model: type[BaseModel], data: Any, sources: Sources
+) -> list[SpecIssue]:
+    """One `SpecIssue` per distinct path in `error` (a union's alternatives are joined with "or")."""
+    by_path: dict[PathKey, list[str]] = {}
+    for item in error.errors(include_url=False):
+        path, allowed = walk_error_location(model, data, tuple(item["loc"]))
+        kind = item["type"]
+        message = _MESSAGES.get(kind, item["msg"])
+        if kind.startswith("value_error"):
+            message = item["msg"].removeprefix("Value error, ")
+        if kind == "extra_forbidden" and path:
+            key = str(path[-1])
+            suggestions = closest(key, allowed)
+            if suggestions:
+                message += " (did you mean " + " or ".join(repr(s) for s in suggestions) + "?)"
+            elif allowed:
+                message += "; allowed here: " + ", ".join(allowed)
+        elif kind not in ("missing", "unknown_component", "extra_forbidden") and "input" in item:
+            shown = repr(item["input"])
+            if len(shown) <= 60 and not isinstance(item["input"], dict):
+                message += f" (got {shown})"
+        messages = by_path.setdefault(path, [])
+        if message not in messages:
+            messages.append(message)
+    issues = []
+    for path, messages in by_path.items():
+        issues.append(SpecIssue(dotted(path), "; or ".join(messages), sources.find(path)))
+    return issues
