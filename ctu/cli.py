@@ -1,0 +1,187 @@
+"""The `ctu` command line: thin wrappers over the library, printed with rich.
+
+Exit codes: 0 success; 1 a failed check (`docs --check`) or an environment problem (a broken plugin);
+2 a bad spec or bad arguments. No traceback reaches the user for a bad spec. Importing this module imports
+no torch, ray or skyrl.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+app = typer.Typer(
+    name="ctu",
+    help="Train tool-using LLM agents with GRPO on tau-bench domains, from one checked YAML spec.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+EXIT_SPEC_ERROR = 2
+"""Exit code for a bad spec or bad arguments."""
+
+
+def _split_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """Spec paths and `key=value` overrides, from one list of positional arguments."""
+    specs, overrides = [], []
+    for arg in args:
+        (overrides if "=" in arg and not Path(arg).exists() else specs).append(arg)
+    return specs, overrides
+
+
+def _print_issues(title: str, issues: list, style: str) -> None:
+    err.print(f"[{style}]{escape(title)}[/{style}]")
+    for issue in issues:
+        where = f"  [dim]{escape(str(issue.location))}[/dim]" if issue.location else ""
+        err.print(f"  [bold]{escape(issue.path or '<spec>')}[/bold]: {escape(issue.message)}{where}")
+
+
+def _fail(error: Exception) -> typer.Exit:
+    """Print a ctu error without a traceback; the exit to raise for it."""
+    from ctu.spec.errors import SpecError
+
+    if isinstance(error, SpecError):
+        _print_issues(str(error).splitlines()[0], error.issues, "red")
+        return typer.Exit(EXIT_SPEC_ERROR)
+    err.print(f"[red]error:[/red] {escape(str(error))}")
+    return typer.Exit(1)
+
+
+def _load(path: str, overrides: list[str]):
+    from ctu.errors import CtuError
+    from ctu.spec import load_spec
+
+    try:
+        loaded = load_spec(path, overrides)
+    except CtuError as error:
+        raise _fail(error) from None
+    if loaded.warnings:
+        _print_issues(f"{path}: {len(loaded.warnings)} warning(s)", loaded.warnings, "yellow")
+    return loaded
+
+
+@app.command()
+def validate(
+    args: Annotated[list[str], typer.Argument(help="Spec files, then optional key=value overrides applied to each.")],
+) -> None:
+    """Check specs without a GPU: schema, component params, cross-field rules. Exit 2 listing every problem."""
+    from ctu.errors import CtuError
+    from ctu.spec import load_spec
+
+    specs, overrides = _split_args(args)
+    if not specs:
+        err.print("[red]error:[/red] name at least one spec file")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    failed = 0
+    for path in specs:
+        try:
+            loaded = load_spec(path, overrides)
+        except CtuError as error:
+            failed += 1
+            code = _fail(error).exit_code
+            if code != EXIT_SPEC_ERROR:
+                raise typer.Exit(code) from None
+            continue
+        if loaded.warnings:
+            _print_issues(f"{path}: {len(loaded.warnings)} warning(s)", loaded.warnings, "yellow")
+        out.print(f"[green]ok[/green] {escape(path)}")
+    if failed:
+        err.print(f"[red]{failed} of {len(specs)} spec(s) invalid[/red]")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+
+
+@app.command()
+def explain(
+    spec: Annotated[str, typer.Argument(help="Spec file.")],
+    overrides: Annotated[Optional[list[str]], typer.Argument(help="key=value overrides.")] = None,
+) -> None:
+    """Print the fully resolved spec (extends merged, overrides applied, defaults filled in) as YAML."""
+    from ctu.spec import dump_spec
+
+    loaded = _load(spec, overrides or [])
+    typer.echo(dump_spec(loaded.spec), nl=False)
+
+
+@app.command()
+def schema(
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Print the spec's JSON Schema, with every registered component's params (for yaml-language-server)."""
+    from ctu.errors import CtuError
+    from ctu.spec.reference import render_json_schema
+
+    try:
+        text = json.dumps(render_json_schema(), indent=2) + "\n"
+    except CtuError as error:
+        raise _fail(error) from None
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        out.print(f"wrote {escape(str(output))}")
+
+
+@app.command()
+def docs(
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 if the file is stale instead of writing it.")] = False,
+    output: Annotated[Path, typer.Option("-o", "--output", help="The reference file.")] = Path("SPEC_REFERENCE.md"),
+) -> None:
+    """Regenerate SPEC_REFERENCE.md from the schema and the registry."""
+    from ctu.errors import CtuError
+    from ctu.spec.reference import render_reference
+
+    try:
+        text = render_reference()
+    except CtuError as error:
+        raise _fail(error) from None
+    current = output.read_text(encoding="utf-8") if output.exists() else None
+    if check:
+        if current != text:
+            err.print(f"[red]{escape(str(output))} is stale[/red]: run `ctu docs` and commit the result")
+            raise typer.Exit(1)
+        out.print(f"[green]ok[/green] {escape(str(output))} is up to date")
+        return
+    output.write_text(text, encoding="utf-8")
+    out.print(f"wrote {escape(str(output))}")
+
+
+@app.command()
+def components(
+    kind: Annotated[Optional[str], typer.Argument(help="Only this kind (e.g. parsers).")] = None,
+) -> None:
+    """List the registered components, by kind, with a one-line description."""
+    from rich.table import Table
+
+    from ctu.errors import CtuError
+    from ctu.registry import KINDS, populate_registry, registry
+
+    try:
+        populate_registry()
+        kinds = [registry[kind].kind] if kind else list(KINDS)
+    except CtuError as error:
+        raise _fail(error) from None
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("kind")
+    table.add_column("name")
+    table.add_column("description")
+    for name in kinds:
+        for info in registry[name]:
+            table.add_row(name, info.name, info.description)
+    out.print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
