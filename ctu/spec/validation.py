@@ -132,7 +132,20 @@ def issues_from_validation_error(
         path, allowed = walk_error_location(model, data, tuple(item["loc"]))
         kind = item["type"]
         message = _MESSAGES.get(kind, item["msg"])
-        if kind.startswith("value_error"):
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            context = item.get("ctx", {})
+            path = (*path, context.get("discriminator", "type").strip("'"))
+            if kind == "union_tag_not_found":
+                message = _MESSAGES["missing"]
+            else:
+                tags = [tag.strip().strip("'") for tag in str(context.get("expected_tags", "")).split(",")]
+                tag = str(context.get("tag", ""))
+                suggestion = closest(tag, tags)
+                hint = f" (did you mean {suggestion[0]!r}?)" if suggestion else ""
+                message = f"unknown {path[-2] if len(path) > 1 else 'type'} type {tag!r}{hint}; expected one of: " + ", ".join(
+                    repr(t) for t in tags
+                )
+        elif kind.startswith("value_error"):
             message = item["msg"].removeprefix("Value error, ")
         if kind == "extra_forbidden" and path:
             key = str(path[-1])
@@ -141,7 +154,7 @@ def issues_from_validation_error(
                 message += " (did you mean " + " or ".join(repr(s) for s in suggestions) + "?)"
             elif allowed:
                 message += "; allowed here: " + ", ".join(allowed)
-        elif kind not in ("missing", "unknown_component", "extra_forbidden") and "input" in item:
+        elif kind not in ("missing", "unknown_component", "extra_forbidden", "union_tag_invalid") and "input" in item:
             shown = repr(item["input"])
             if len(shown) <= 60 and not isinstance(item["input"], dict):
                 message += f" (got {shown})"
