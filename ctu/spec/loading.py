@@ -213,8 +213,9 @@ def parse_override(item: str) -> tuple[PathKey, Any] | SpecIssue:
         return SpecIssue("extends", "`extends` cannot be overridden; name the base in the spec file", where)
     try:
         value = OmegaConf.to_container(OmegaConf.from_dotlist([f"value={raw}"]), resolve=False)["value"]
-    except (OmegaConfBaseException, ValueError, TypeError) as exc:
-        return SpecIssue(key, f"cannot parse the override's value {raw!r}: {exc}", where)
+    except (OmegaConfBaseException, yaml.YAMLError, ValueError, TypeError) as exc:
+        reason = " ".join(str(exc).split())
+        return SpecIssue(key, f"cannot parse the override's value {raw!r}: {reason}", where)
     path = tuple(int(part) if part.isdigit() else part for part in key.split("."))
     return path, value
 

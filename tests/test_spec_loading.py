@@ -1,0 +1,220 @@
+"""Loading: extends, overrides, interpolation, dumping, hashing, and every shipped spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ctu.spec import SpecError, dump_spec, load_spec, spec_from_dict, spec_hash
+from ctu.spec.models import SkyRLBackend, TinkerBackend
+
+from .conftest import SPECS
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_every_shipped_spec_is_valid_without_warnings(path: Path):
+    loaded = load_spec(path)
+    assert loaded.spec.experiment.name == path.stem
+    assert loaded.warnings == []
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_resolved_spec_reloads_unchanged(path: Path, tmp_path: Path):
+    spec = load_spec(path).spec
+    text = dump_spec(spec)
+    again_file = tmp_path / "resolved.yaml"
+    again_file.write_text(text)
+    again = load_spec(again_file).spec
+    assert again == spec
+    assert dump_spec(again) == text
+    assert spec_hash(again) == spec_hash(spec)
+    assert "extends" not in yaml.safe_load(text)
+
+
+def test_twelve_training_specs_ship():
+    names = {p.stem for p in SPECS}
+    assert {
+        "tau_bench", "tau_bench_7b", "tau_bench_llama", "multi_domain", "multi_domain_7b",
+        "multi_domain_7b_optimized", "retail_3b_grpo", "retail_3b_grpo_repetition_fix", "retail_3b_grpo_taxonomy",
+        "retail_7b_grpo", "retail_7b_grpo_taxonomy", "retail_8b_taxonomy",
+    } <= names
+
+
+def test_retail_8b_taxonomy_is_qwen3_without_thinking_with_taxonomy_feedback():
+    spec = load_spec(Path(SPECS[0]).parent / "retail_8b_taxonomy.yaml").spec
+    assert spec.model.path == "Qwen/Qwen3-8B"
+    assert spec.model.chat_template.type == "qwen3_no_thinking"
+    assert [r.type for r in spec.rewards] == ["tau_outcome", "taxonomy_feedback"]
+    assert spec.judge is not None and spec.judge.type == "llm_taxonomy"
+
+
+def test_multi_domain_holds_out_retail_and_airline():
+    spec = load_spec(Path(SPECS[0]).parent / "multi_domain.yaml").spec
+    trained = {source.domain.type for source in spec.data.train}
+    tested = {source.domain.type for source in spec.data.test_sets.values()}
+    assert {"retail", "airline"} <= tested
+    assert not {"retail", "airline"} & trained
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BASE_TEXT = """\
+experiment: {name: base, tags: [a, b]}
+model: {path: Qwen/Qwen2.5-3B-Instruct}
+data:
+  train: [{domain: retail}, {domain: airline}]
+environment:
+  user_simulator: {type: scripted, turn_budget: 4}
+trainer:
+  epochs: 2
+  optimizer: {lr: 1.0e-6, weight_decay: 0.1}
+backend: {type: tinker}
+algorithm: {use_kl_loss: false}
+"""
+
+
+def test_extends_merges_mappings_and_replaces_lists(tmp_path: Path):
+    write(tmp_path, "base.yaml", BASE_TEXT)
+    write(tmp_path, "mid.yaml", "extends: base.yaml\ntrainer:\n  optimizer: {lr: 2.0e-6}\n")
+    child = write(
+        tmp_path,
+        "child.yaml",
+        "extends: [mid.yaml]\nexperiment: {name: child, tags: [c]}\ndata:\n  train: [{domain: mock, split: all}]\n",
+    )
+    spec = load_spec(child).spec
+    assert spec.experiment.name == "child"
+    assert spec.experiment.tags == ["c"]  # lists are replaced
+    assert [s.domain.type for s in spec.data.train] == ["mock"]
+    assert spec.trainer.optimizer.lr == 2.0e-6  # mid overrides base
+    assert spec.trainer.optimizer.weight_decay == 0.1  # and keeps base's siblings
+    assert spec.trainer.epochs == 2
+    assert spec.environment.user_simulator.params.turn_budget == 4
+
+
+def test_extends_paths_are_relative_to_the_extending_file(tmp_path: Path):
+    (tmp_path / "bases").mkdir()
+    write(tmp_path / "bases", "base.yaml", BASE_TEXT)
+    write(tmp_path / "bases", "more.yaml", "extends: base.yaml\ntrainer: {epochs: 5}\n")
+    child = write(tmp_path, "child.yaml", "extends: bases/more.yaml\n")
+    assert load_spec(child).spec.trainer.epochs == 5
+
+
+def test_locations_follow_the_file_that_set_the_value(tmp_path: Path):
+    write(tmp_path, "base.yaml", BASE_TEXT)
+    child = write(tmp_path, "child.yaml", "extends: base.yaml\n\ntrainer:\n  epochs: 0\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(child)
+    (issue,) = info.value.issues
+    assert issue.path == "trainer.epochs"
+    assert issue.location.file == str(child) and issue.location.line == 4
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, "c2.yaml", "extends: base.yaml\n"), ["trainer.optimizer.lr=-1"])
+    assert info.value.issues[0].location.file == "override 'trainer.optimizer.lr=-1'"
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, "c3.yaml", "extends: base.yaml\n"), ["experiment.seed=x"])
+    assert info.value.issues[0].location.file == "override 'experiment.seed=x'"
+    # untouched values still point at the base file
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, "c4.yaml", "extends: base.yaml\nrollout: {n_samples_per_prompt: 0}\n"))
+    assert info.value.issues[0].location.line == 2
+
+
+def test_overrides_parse_values_and_address_list_items(tmp_path: Path):
+    base = write(tmp_path, "base.yaml", BASE_TEXT)
+    spec = load_spec(
+        base,
+        [
+            "trainer.epochs=3",
+            "rollout.temperature=0.7",
+            "data.train.1.split=test",
+            "experiment.tags=[x,y]",
+            "rollout.parser={type: hermes}",
+            "trainer.max_steps=null",
+            "tracking.trackers=[console,jsonl]",
+        ],
+    ).spec
+    assert spec.trainer.epochs == 3
+    assert spec.rollout.temperature == 0.7
+    assert spec.data.train[1].split == "test"
+    assert spec.experiment.tags == ["x", "y"]
+    assert spec.trainer.max_steps is None
+    assert [t.type for t in spec.tracking.trackers] == ["console", "jsonl"]
+
+
+def test_env_interpolation_with_default_and_cross_references(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CTU_TEST_MODEL", "Qwen/Qwen3-4B")
+    monkeypatch.delenv("CTU_TEST_UNSET", raising=False)
+    text = BASE_TEXT.replace("Qwen/Qwen2.5-3B-Instruct", "'${oc.env:CTU_TEST_MODEL}'")
+    text += "tracking: {project: '${oc.env:CTU_TEST_UNSET,fallback}-${experiment.name}'}\n"
+    text = text.replace("model: {path:", "model: {chat_template: qwen3_no_thinking, path:")
+    spec = load_spec(write(tmp_path, "s.yaml", text)).spec
+    assert spec.model.path == "Qwen/Qwen3-4B"
+    assert spec.tracking.project == "fallback-base"
+
+
+def test_secrets_are_never_interpolated_into_a_spec(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("MY_API_TOKEN", "sekrit")
+    text = BASE_TEXT + "tracking: {project: '${oc.env:MY_API_TOKEN}'}\n"
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, "s.yaml", text))
+    assert info.value.issues[0].path == "tracking.project"
+    assert "sekrit" not in str(info.value)
+
+
+def test_dates_and_odd_scalars_stay_strings_or_are_reported(tmp_path: Path):
+    spec = load_spec(write(tmp_path, "s.yaml", BASE_TEXT), ["experiment.tags=[2024-01-01]"]).spec
+    assert spec.experiment.tags == ["2024-01-01"]
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, "b.yaml", BASE_TEXT + "judge: !!binary aGVsbG8=\n"))
+    assert info.value.issues[0].path == "judge"
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, "k.yaml", BASE_TEXT + "rollout: {1: 2}\n"))
+    assert "keys must be strings" in info.value.issues[0].message
+
+
+def test_backend_is_chosen_by_type(minimal):
+    assert isinstance(spec_from_dict(minimal).spec.backend, TinkerBackend)
+    minimal["backend"] = {"type": "skyrl"}
+    minimal["algorithm"] = {}
+    assert isinstance(spec_from_dict(minimal).spec.backend, SkyRLBackend)
+
+
+def test_qwen3_without_thinking_policy_is_a_warning(minimal):
+    minimal["model"] = {"path": "Qwen/Qwen3-8B"}
+    loaded = spec_from_dict(minimal)
+    (warning,) = loaded.warnings
+    assert warning.path == "model.chat_template" and "qwen3_no_thinking" in warning.message
+    minimal["model"]["chat_template"] = "qwen3_no_thinking"
+    assert spec_from_dict(minimal).warnings == []
+
+
+def test_native_tool_calling_accepts_known_families_and_explicit_family(minimal):
+    minimal["rollout"] = {"native_tool_calling": True}
+    for path in ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"):
+        minimal["model"] = {"path": path}
+        spec_from_dict(minimal)
+    minimal["model"] = {"path": "/models/my-finetune", "family": "qwen2.5"}
+    spec_from_dict(minimal)
+    minimal["model"] = {"path": "/models/my-finetune"}
+    with pytest.raises(SpecError):
+        spec_from_dict(minimal)
+
+
+def test_hash_ignores_yaml_form_but_not_values(minimal):
+    first = spec_from_dict(minimal).spec
+    minimal["rollout"] = {"parser": {"type": "hermes"}}  # the default, written out
+    assert spec_hash(spec_from_dict(minimal).spec) == spec_hash(first)
+    minimal["rollout"] = {"temperature": 0.5}
+    assert spec_hash(spec_from_dict(minimal).spec) != spec_hash(first)
+
+
+def test_spec_from_dict_does_not_mutate_its_input(minimal):
+    snapshot = yaml.safe_dump(minimal)
+    spec_from_dict(minimal, ["trainer.epochs=4", "data.train.0.split=test"])
+    assert yaml.safe_dump(minimal) == snapshot
