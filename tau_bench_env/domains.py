@@ -1,33 +1,144 @@
 """The `domains` registry entries for tau2's domains, and the base class for a user's own domain.
 
-A domain component names a tau2 domain (or a custom one), the task splits it offers and its params. Specs
-reference it in `data.train` and `data.test_sets` (``domain: retail`` or ``domain: {type: telecom, task_set:
-small}``). This module imports no tau2 code.
+A domain component gives an episode its tau2 environment (tools, database, policy), its tasks by split, and
+the evaluation of a finished episode. Specs reference it in `data.train` and `data.test_sets` (``domain:
+retail``). Importing this module imports no tau2 code; the methods import what they need.
+
+A custom domain (tau2 does not ship the healthcare or doordash domains the system ctu replaces trained on)
+is a subclass registered under its own name::
+
+    from tau_bench_env.domains import Domain
+    from ctu.registry import registry
+
+    @registry.domains.register("healthcare")
+    class Healthcare(Domain):
+        '''Clinic scheduling and billing.'''
+
+        splits = ("train", "test", "base")
+
+        def make_environment(self):          # -> tau2.environment.environment.Environment
+            return build_healthcare_environment()   # your tools (a tau2 ToolKitBase), database and policy
+
+        def load_tasks(self, split):         # -> list[tau2.data_model.tasks.Task]
+            return my_tasks_by_split[split]
+
+Rewards of a custom domain are computed by tau2's own `evaluate_simulation`, with the domain registered in
+tau2's registry under the component's name.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctu.registry import ComponentParams, registry
+from tau_bench_env.runtime import prepare
+
+if TYPE_CHECKING:
+    from tau2.data_model.simulation import RewardInfo, SimulationRun
+    from tau2.data_model.tasks import Task
+    from tau2.environment.environment import Environment
+
+_tau2_registry_lock = threading.Lock()
 
 
 class Domain:
     """Base of domain components.
 
     Class attributes:
-        tau2_name: the tau2 domain it loads (None for a custom domain, which provides its own tasks).
-        splits: the task splits `data.*.split` may name; `all` is every task.
+        name: the registered name (set by `registry.domains.register` lookups; defaults to `tau2_name`).
+        tau2_name: the tau2 domain this loads, or None for a custom domain.
+        splits: the task splits a spec may name. ``base`` is every task of the domain.
     """
 
     tau2_name: ClassVar[str | None] = None
-    splits: ClassVar[tuple[str, ...]] = ("train", "test", "all")
+    splits: ClassVar[tuple[str, ...]] = ("train", "test", "base")
 
     class Params(ComponentParams):
         pass
 
-    def __init__(self, params: ComponentParams) -> None:
-        self.params = params
+    def __init__(self, params: ComponentParams | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+
+    @property
+    def name(self) -> str:
+        """The name tau2's registry knows this domain by."""
+        if self.tau2_name is not None:
+            return self.tau2_name
+        for info in registry.domains:
+            if info.factory is type(self):
+                return info.name
+        return type(self).__name__.lower()
+
+    def make_environment(self) -> Environment:
+        """A fresh tau2 environment (tools over a fresh database, and the policy). Override for a custom domain."""
+        prepare()
+        import importlib
+
+        module = importlib.import_module(f"tau2.domains.{self.tau2_name}.environment")
+        return module.get_environment()
+
+    def load_tasks(self, split: str) -> list[Task]:
+        """The tasks of `split`, in tau2's order. Override for a custom domain.
+
+        Raises:
+            ValueError: `split` is not one of `splits`.
+        """
+        if split not in self.splits:
+            raise ValueError(f"domain {self.name!r} has no split {split!r}; its splits: {', '.join(self.splits)}")
+        prepare()
+        import importlib
+
+        module = importlib.import_module(f"tau2.domains.{self.tau2_name}.environment")
+        return module.get_tasks(split)
+
+    def tasks(self, split: str) -> list[Task]:
+        """`load_tasks(split)`, cached per domain object."""
+        cache = self._task_cache
+        if split not in cache:
+            cache[split] = self.load_tasks(split)
+        return cache[split]
+
+    @cached_property
+    def _task_cache(self) -> dict[str, list[Task]]:
+        return {}
+
+    def task(self, task_id: str) -> Task:
+        """The task with `task_id` (searched in split ``base``, then every split).
+
+        Raises:
+            KeyError: no such task.
+        """
+        for split in ("base", *self.splits):
+            if split in self.splits:
+                for task in self.tasks(split):
+                    if task.id == task_id:
+                        return task
+        raise KeyError(f"domain {self.name!r} has no task {task_id!r}")
+
+    @cached_property
+    def policy(self) -> str:
+        """The agent's policy text for this domain."""
+        return self.make_environment().get_policy()
+
+    def evaluate(self, simulation: SimulationRun, task: Task, nl_assertions: bool = False) -> RewardInfo:
+        """The reward of a finished episode, as tau2's `evaluate_simulation` computes it.
+
+        Args:
+            simulation: the episode as a tau2 `SimulationRun` (messages and termination reason).
+            task: its task.
+            nl_assertions: also score natural-language assertions (needs tau2's LLM judge; off by default).
+        """
+        prepare()
+        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+        from tau2.registry import registry as tau2_registry
+
+        with _tau2_registry_lock:
+            if self.name not in tau2_registry.get_domains():
+                tau2_registry.register_domain(lambda solo_mode=False: self.make_environment(), self.name)
+        kind = EvaluationType.ALL_WITH_NL_ASSERTIONS if nl_assertions else EvaluationType.ALL
+        return evaluate_simulation(simulation=simulation, task=task, evaluation_type=kind, solo_mode=False, domain=self.name)
 
 
 @registry.domains.register("retail")
@@ -46,17 +157,25 @@ class AirlineDomain(Domain):
 
 @registry.domains.register("telecom")
 class TelecomDomain(Domain):
-    """tau2 telecom: technical support where the user acts on their own device (base 114 tasks: train 74 / test 40)."""
+    """tau2 telecom: technical support where the user acts on their own phone (base 114: train 74 / test 40)."""
 
     tau2_name = "telecom"
-
-    class Params(ComponentParams):
-        task_set: Literal["base", "small", "full"] = "base"
-        """tau2's telecom task set: `base` (114 tasks, with train/test splits), `small` (20) or `full` (2285)."""
+    splits = ("train", "test", "base", "small", "full")
 
 
 @registry.domains.register("mock")
 class MockDomain(Domain):
-    """tau2 mock: a tiny task-management domain for tests."""
+    """tau2 mock: a tiny task-management domain (9 tasks, one split) for tests."""
 
     tau2_name = "mock"
+    splits = ("base",)
+
+
+def domain_by_name(name: str, params: dict[str, Any] | None = None) -> Domain:
+    """Build the registered domain `name` with `params` (validated by its params model).
+
+    Raises:
+        ComponentError: unknown name. pydantic.ValidationError: bad params.
+    """
+    info = registry.domains.get(name)
+    return info.build(info.params_model.model_validate(params or {}))

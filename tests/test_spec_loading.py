@@ -85,7 +85,7 @@ def test_extends_merges_mappings_and_replaces_lists(tmp_path: Path):
     child = write(
         tmp_path,
         "child.yaml",
-        "extends: [mid.yaml]\nexperiment: {name: child, tags: [c]}\ndata:\n  train: [{domain: mock, split: all}]\n",
+        "extends: [mid.yaml]\nexperiment: {name: child, tags: [c]}\ndata:\n  train: [{domain: mock, split: base}]\n",
     )
     spec = load_spec(child).spec
     assert spec.experiment.name == "child"

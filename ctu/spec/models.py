@@ -65,7 +65,7 @@ class DatasetSource(Section):
     domain: DomainRef
     """Domain component: a name (`retail`) or a mapping with its params (`{type: telecom, task_set: small}`)."""
     split: str = "train"
-    """Task split of the domain (`train`, `test`, or `all`)."""
+    """Task split of the domain: `train`, `test`, or `base` (every task); telecom also has `small` and `full`."""
     max_tasks: PositiveInt | None = None
     """Use at most this many tasks (the first ones, in task-id order); null for all."""
 

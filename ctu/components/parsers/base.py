@@ -38,4 +38,10 @@ class ParsedTurn:
 class Parser(Protocol):
     """Turns one turn of policy text into a `ParsedTurn`; must not raise on any input string."""
 
-    def parse(self, text: str) -> ParsedTurn: ...
+    def parse(self, text: str) -> ParsedTurn:
+        """Parse one turn of policy text."""
+        ...
+
+    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+        """System-prompt text presenting `tools` (OpenAI schemas) and this parser's call format (text mode)."""
+        ...

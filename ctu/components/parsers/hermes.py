@@ -53,6 +53,17 @@ class HermesParser:
     def __init__(self, params: Params | None = None) -> None:
         self.params = params or self.Params()
 
+    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+        """The tools as Qwen's chat template presents them: JSON schemas in <tools>, calls in <tool_call>."""
+        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+        return (
+            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+            f"You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{schemas}\n</tools>\n\n"
+            "For each function call, return a json object with function name and arguments within "
+            "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+            '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+        )
+
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn; see `ParsedTurn`. Never raises."""
         calls: list[ToolCall] = []

@@ -1,3 +1,7 @@
-"""User simulators: the customer side of a tau-bench episode."""
+"""User simulators: the customer side of a tau-bench episode (`llm` over an endpoint, `scripted` offline)."""
 
-from ctu.components.user_simulators import builtin as builtin  # registers "llm" and "scripted"
+from ctu.components.user_simulators import llm as llm  # registers "llm"
+from ctu.components.user_simulators import scripted as scripted  # registers "scripted"
+from ctu.components.user_simulators.base import UserSession, UserSimulator, UserSimulatorError
+
+__all__ = ["UserSession", "UserSimulator", "UserSimulatorError"]

@@ -1,0 +1,131 @@
+"""`llm`: a customer played by an LLM on an OpenAI-compatible endpoint, prompted as tau2 prompts its user."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
+from ctu.components.user_simulators.base import UserSimulatorError
+from ctu.registry import registry
+
+if TYPE_CHECKING:
+    from tau2.data_model.message import Message, UserMessage
+    from tau2.data_model.tasks import Task
+
+REACT_INSTRUCTIONS = (
+    "\n\nBefore each reply, think privately. Write exactly two parts:\n"
+    "Thought: <your reasoning about what to say next>\nUser Response: <the message you send to the agent>"
+)
+VERIFY_PROMPT = (
+    "You check a simulated customer's next message. Scenario and guidelines:\n{system}\n\n"
+    "Conversation so far (the agent is 'assistant' from the customer's view):\n{conversation}\n\n"
+    "Proposed next customer message:\n{candidate}\n\n"
+    "Does the proposed message follow the scenario and the guidelines, stay in the customer's role and reveal "
+    "nothing the customer does not know? Answer with one word: Yes or No."
+)
+REFLECT_PROMPT = (
+    "The proposed customer message below was judged not to follow the scenario:\n{candidate}\n\n"
+    "In two sentences, say what the customer should do differently in the next message."
+)
+
+
+@registry.user_simulators.register("llm")
+class LLMUserSimulator:
+    """An LLM on an OpenAI-compatible endpoint plays the customer, with tau2's user guidelines and task scenario.
+
+    Strategies (after tau-bench's user strategies): `llm` replies directly; `react` writes a thought, then the
+    reply; `verify` has the endpoint check each reply against the scenario and regenerates a failing one (up to
+    two more tries); `reflection` is `verify` plus a short reflection fed into the regeneration. A failing
+    endpoint is retried (see `ChatEndpoint`); when it stays down the episode ends flagged ``user_error``.
+    """
+
+    class Params(OpenAIEndpointParams):
+        strategy: Literal["llm", "react", "verify", "reflection"] = "llm"
+        """User strategy: `llm`, `react` (thought then reply), `verify` (checked reply), `reflection`."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+        self.endpoint = ChatEndpoint(params)
+
+    def session(self, task: Task, user_tools: Sequence[Any] | None, trajectory: Sequence[Message]) -> LLMUserSession:
+        """A session prompted with tau2's guidelines (with the user-tools variant when `user_tools`) and the task."""
+        return LLMUserSession(self, task, user_tools)
+
+
+class LLMUserSession:
+    """One LLM-played customer: keeps the conversation as the customer sees it (roles flipped, as tau2 does)."""
+
+    def __init__(self, simulator: LLMUserSimulator, task: Task, user_tools: Sequence[Any] | None) -> None:
+        from tau_bench_env.runtime import prepare
+
+        prepare()
+        from tau2.user.user_simulator import UserSimulator as Tau2UserSimulator
+
+        self.simulator = simulator
+        tools = list(user_tools) if user_tools else None
+        self.system_prompt = Tau2UserSimulator(tools=tools, instructions=str(task.user_scenario)).system_prompt
+        if simulator.params.strategy == "react":
+            self.system_prompt += REACT_INSTRUCTIONS
+        self.tools = [tool.openai_schema for tool in tools] if tools else None
+        self.history: list[Message] = []
+
+    def _prompt(self, note: str | None = None) -> list[dict]:
+        from tau2.user.base import UserState
+
+        from tau_bench_env.messages import conversation_to_openai
+
+        flipped = UserState(system_messages=[], messages=list(self.history)).flip_roles()
+        system = self.system_prompt + (f"\n\n{note}" if note else "")
+        return [{"role": "system", "content": system}, *conversation_to_openai(flipped)]
+
+    async def _generate(self, note: str | None = None) -> UserMessage:
+        from tau2.data_model.message import UserMessage
+
+        from tau_bench_env.messages import parse_openai_tool_calls
+
+        answer = await self.simulator.endpoint.complete(self._prompt(note), self.tools)
+        calls, errors = parse_openai_tool_calls(answer.tool_calls, requestor="user")
+        if errors and not calls:
+            raise EndpointError("; ".join(errors))
+        content = answer.content
+        if content and self.simulator.params.strategy == "react":
+            match = re.search(r"User Response:\s*(.*)", content, re.DOTALL)
+            content = match.group(1).strip() if match else content.strip()
+        if not calls and not (content and content.strip()):
+            raise EndpointError("the simulated user sent an empty message")
+        return UserMessage(role="user", content=None if calls else content, tool_calls=calls or None)
+
+    async def _approved(self, candidate: UserMessage) -> bool:
+        if candidate.tool_calls:
+            return True
+        conversation = "\n".join(f"{m['role']}: {m.get('content')}" for m in self._prompt()[1:])
+        question = VERIFY_PROMPT.format(system=self.system_prompt, conversation=conversation, candidate=candidate.content)
+        verdict = await self.simulator.endpoint.complete([{"role": "user", "content": question}])
+        return (verdict.content or "").strip().lower().startswith("yes")
+
+    async def reply(self, message: Message) -> UserMessage:
+        """The customer's next message (text or their own tool calls).
+
+        Raises:
+            UserSimulatorError: the endpoint stayed down or kept answering nonsense.
+        """
+        self.history.extend(getattr(message, "tool_messages", None) or [message])
+        strategy = self.simulator.params.strategy
+        try:
+            candidate = await self._generate()
+            note = None
+            for _ in range(2 if strategy in ("verify", "reflection") else 0):
+                if await self._approved(candidate):
+                    break
+                if strategy == "reflection":
+                    reflection = await self.simulator.endpoint.complete(
+                        [{"role": "user", "content": REFLECT_PROMPT.format(candidate=candidate.content)}]
+                    )
+                    note = f"Advice for your next message: {reflection.content}"
+                candidate = await self._generate(note)
+        except EndpointError as exc:
+            raise UserSimulatorError(str(exc)) from exc
+        self.history.append(candidate)
+        return candidate

@@ -1,0 +1,341 @@
+"""One tau-bench episode: the policy's turns against a tau2 environment and a simulated user.
+
+The episode follows tau2's orchestrator (`tau2.orchestrator.Orchestrator`): tau2's greeting opens, the user
+answers, then each policy turn is either tool calls (run against the episode's own database, results back to
+the policy) or text (sent to the user, whose reply is the next observation; the user may first run tools of
+their own, as in telecom). It ends as tau2 ends episodes: the user's ###STOP###, ###TRANSFER### or
+###OUT-OF-SCOPE###, the agent's ###STOP###, `max_turns` policy turns, `max_errors` errors, or a user simulator
+that failed (`user_error`). The reward is tau2's `evaluate_simulation` of the recorded trajectory; an episode
+that did not finish scores 0.
+
+Two records are kept: `trajectory`, tau2 messages exactly as tau2 would record them (what the evaluator
+replays), and `conversation`, the OpenAI-format messages the policy saw and wrote (what is trained on and
+logged). A turn whose tool call could not be parsed, or that is empty, never reaches the user or the
+environment: the policy gets an error observation and the turn counts as an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
+from ctu.components.user_simulators.base import UserSimulator, UserSimulatorError
+from tau_bench_env.messages import conversation_to_openai, to_openai
+from tau_bench_env.runtime import prepare
+
+if TYPE_CHECKING:
+    from tau2.data_model.message import Message
+    from tau2.data_model.simulation import RewardInfo, SimulationRun
+    from tau2.data_model.tasks import Task
+
+    from tau_bench_env.domains import Domain
+
+GREETING = "Hi! How can I help you today?"
+"""tau2's first agent message (`tau2.orchestrator.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE`)."""
+AGENT_STOP = "###STOP###"
+USER_STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
+"""tau2's user stop tokens (`tau2.user.base`): any of them in the user's text ends the episode."""
+
+
+class Termination(str, Enum):
+    """Why an episode ended; values are the names logged in `environment/termination/<name>`."""
+
+    USER_STOP = "user_stop"
+    AGENT_STOP = "agent_stop"
+    MAX_TURNS = "max_turns"
+    TOO_MANY_ERRORS = "too_many_errors"
+    USER_ERROR = "user_error"
+
+    def to_tau2(self) -> Any:
+        """The matching `tau2.data_model.simulation.TerminationReason` (max turns is tau2's MAX_STEPS)."""
+        from tau2.data_model.simulation import TerminationReason
+
+        return {
+            Termination.USER_STOP: TerminationReason.USER_STOP,
+            Termination.AGENT_STOP: TerminationReason.AGENT_STOP,
+            Termination.MAX_TURNS: TerminationReason.MAX_STEPS,
+            Termination.TOO_MANY_ERRORS: TerminationReason.TOO_MANY_ERRORS,
+            Termination.USER_ERROR: TerminationReason.USER_ERROR,
+        }[self]
+
+
+@dataclass
+class EpisodeConfig:
+    """Episode limits and modes (from the spec's `environment` and `rollout` sections)."""
+
+    max_turns: int = 20
+    """Policy turns before the episode ends with `max_turns` (reward 0)."""
+    max_errors: int = 10
+    """Tool errors plus unparsable or empty turns before the episode ends with `too_many_errors` (reward 0)."""
+    native_tool_calling: bool = False
+    """Tools go to the policy as OpenAI `tools` (True) or rendered into the system prompt by the parser (False)."""
+    evaluate_nl_assertions: bool = False
+    """Also score tau2's natural-language assertions (needs tau2's LLM judge)."""
+    max_user_tool_rounds: int = 10
+    """User tool-call rounds in one user turn before the user is judged broken (`user_error`)."""
+
+
+@dataclass
+class StepResult:
+    """What one policy turn produced.
+
+    Attributes:
+        observations: OpenAI messages for the policy (tool results, the user's reply, or an error); empty when done.
+        done: the episode ended.
+        reward: the episode's reward when done (tau2's, 0.0 for an unfinished episode), else 0.0.
+        info: the termination reason and the reward details when done.
+    """
+
+    observations: list[dict[str, Any]]
+    done: bool
+    reward: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Episode:
+    """One task, played out. Use `await reset()`, then `await step(turn)` until `done`.
+
+    Args:
+        domain: the domain component (environment factory, tasks, evaluation).
+        task: the tau2 task.
+        user: the user simulator.
+        parser: parses the policy's text into tool calls (text mode; in native mode it only renders nothing).
+        config: limits and modes.
+    """
+
+    def __init__(self, domain: Domain, task: Task, user: UserSimulator, parser: Parser, config: EpisodeConfig) -> None:
+        prepare()
+        self.domain = domain
+        self.task = task
+        self.user = user
+        self.parser = parser
+        self.config = config
+        self.trajectory: list[Message] = []
+        self.conversation: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+        self.turns = 0
+        self.tool_errors = 0
+        self.parse_failures = 0
+        self.empty_turns = 0
+        self.user_error: str | None = None
+        self.termination: Termination | None = None
+        self.reward = 0.0
+        self.reward_info: RewardInfo | None = None
+        self.evaluation_error: str | None = None
+        self._env: Any = None
+        self._session: Any = None
+        self._started = 0.0
+
+    @property
+    def done(self) -> bool:
+        """The episode has ended."""
+        return self.termination is not None
+
+    @property
+    def errors(self) -> int:
+        """Errors counted against `max_errors`: tool errors, parse failures and empty turns."""
+        return self.tool_errors + self.parse_failures + self.empty_turns
+
+    def system_prompt(self) -> str:
+        """tau2's agent system prompt for this domain, with the tools rendered by the parser in text mode."""
+        from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
+
+        prompt = SYSTEM_PROMPT.format(domain_policy=self._env.get_policy(), agent_instruction=AGENT_INSTRUCTION)
+        if not self.config.native_tool_calling:
+            prompt += "\n\n" + self.parser.render_tools(self.tools)
+        return prompt
+
+    async def reset(self) -> list[dict[str, Any]]:
+        """Build a fresh environment, apply the task's initial state and get the user's opening message.
+
+        Returns:
+            The policy's prompt: system prompt, tau2's greeting and the user's first message (OpenAI format).
+            `tools` then holds the OpenAI tool schemas. If the user ends the call at once, `done` is True.
+        """
+        from tau2.data_model.message import AssistantMessage
+
+        self._started = time.time()
+        self._env = await asyncio.to_thread(self.domain.make_environment)
+        state = self.task.initial_state
+        history = list(state.message_history or []) if state is not None else []
+        await asyncio.to_thread(
+            self._env.set_state,
+            initialization_data=state.initialization_data if state is not None else None,
+            initialization_actions=state.initialization_actions if state is not None else None,
+            message_history=history,
+        )
+        self.tools = [tool.openai_schema for tool in self._env.get_tools()]
+        user_tools = self._env.get_user_tools() if self._env.user_tools is not None else None
+        self._session = self.user.session(self.task, user_tools, self.trajectory)
+        self.conversation = [{"role": "system", "content": self.system_prompt()}]
+        if history:
+            self.trajectory.extend(history)
+            self.conversation += conversation_to_openai(history)
+            if history[-1].role == "user":
+                return list(self.conversation)
+            opener = history[-1]
+        else:
+            opener = AssistantMessage(role="assistant", content=GREETING)
+            self.trajectory.append(opener)
+            self.conversation += to_openai(opener)
+        self.conversation += await self._user_turn(opener)
+        return list(self.conversation)
+
+    async def _user_turn(self, message: Message) -> list[dict[str, Any]]:
+        """Send `message` to the user; run the user's own tool calls; return the user's text as observations."""
+        from tau2.data_model.message import MultiToolMessage
+
+        for _ in range(self.config.max_user_tool_rounds):
+            try:
+                reply = await self._session.reply(message)
+                reply.validate()
+            except (UserSimulatorError, ValueError) as exc:
+                self.user_error = str(exc)
+                await self._finish(Termination.USER_ERROR)
+                return []
+            self.trajectory.append(reply)
+            if not reply.is_tool_call():
+                if any(token in (reply.content or "") for token in USER_STOP_TOKENS):
+                    await self._finish(Termination.USER_STOP)
+                    return []
+                return to_openai(reply)
+            results = [self._env.get_response(call) for call in reply.tool_calls]
+            self.trajectory.extend(results)
+            message = results[0] if len(results) == 1 else MultiToolMessage(role="tool", tool_messages=results)
+        self.user_error = f"the user made tool calls {self.config.max_user_tool_rounds} times without replying"
+        await self._finish(Termination.USER_ERROR)
+        return []
+
+    def parse(self, text: str) -> ParsedTurn:
+        """The policy's text as a `ParsedTurn`, through the episode's parser (never raises)."""
+        return self.parser.parse(text)
+
+    async def step(self, action: str | ParsedTurn) -> StepResult:
+        """Play one policy turn.
+
+        Args:
+            action: the policy's raw text (text mode: parsed here), or an already-parsed turn (native mode:
+                the structured tool calls of an OpenAI-style response, with its text as `content`).
+
+        Raises:
+            RuntimeError: the episode is already done or was never reset.
+        """
+        if self._env is None or self.done:
+            raise RuntimeError("step() on an episode that is done or was not reset")
+        turn = self.parse(action) if isinstance(action, str) else action
+        raw = action if isinstance(action, str) else None
+        self.turns += 1
+        observations = await self._play(turn, raw)
+        if not self.done and self.errors >= self.config.max_errors:
+            await self._finish(Termination.TOO_MANY_ERRORS)
+        if not self.done and self.turns >= self.config.max_turns:
+            await self._finish(Termination.MAX_TURNS)
+        if self.done:
+            return StepResult([], True, self.reward, self.info())
+        self.conversation += observations
+        return StepResult(observations, False)
+
+    async def _play(self, turn: ParsedTurn, raw: str | None) -> list[dict[str, Any]]:
+        from tau2.data_model.message import AssistantMessage
+        from tau2.data_model.message import ToolCall as Tau2ToolCall
+
+        if turn.is_parse_failure or (not turn.tool_calls and not turn.content.strip()):
+            if turn.is_parse_failure:
+                self.parse_failures += 1
+                problem = "your tool call could not be parsed: " + "; ".join(turn.parse_errors)
+            else:
+                self.empty_turns += 1
+                problem = "your message was empty"
+            self.conversation.append({"role": "assistant", "content": raw if raw is not None else turn.content})
+            error_id = f"error_{self.turns}"
+            return [{"role": "tool", "tool_call_id": error_id, "content": f"Error: {problem}. Nothing was sent."}]
+        if turn.tool_calls:
+            calls = [
+                Tau2ToolCall(id=f"call_{self.turns}_{i}", name=call.name, arguments=dict(call.arguments), requestor="assistant")
+                for i, call in enumerate(turn.tool_calls)
+            ]
+            message = AssistantMessage(role="assistant", content=turn.content or None, tool_calls=calls)
+            self.trajectory.append(message)
+            self.conversation.append(self._policy_message(message, raw))
+            results = [self._env.get_response(call) for call in calls]
+            self.tool_errors += sum(result.error for result in results)
+            self.trajectory.extend(results)
+            return [item for result in results for item in to_openai(result)]
+        message = AssistantMessage(role="assistant", content=turn.content)
+        self.trajectory.append(message)
+        self.conversation.append(self._policy_message(message, raw))
+        if AGENT_STOP in turn.content:
+            await self._finish(Termination.AGENT_STOP)
+            return []
+        return await self._user_turn(message)
+
+    @staticmethod
+    def _policy_message(message: Message, raw: str | None) -> dict[str, Any]:
+        """The assistant turn as the policy wrote it: its raw text (text mode) or structured calls (native)."""
+        if raw is not None:
+            return {"role": "assistant", "content": raw}
+        return to_openai(message)[0]
+
+    async def _finish(self, termination: Termination) -> None:
+        if self.termination is not None:
+            return
+        self.termination = termination
+        if termination in (Termination.USER_STOP, Termination.AGENT_STOP):
+            try:
+                self.reward_info = await asyncio.to_thread(
+                    self.domain.evaluate, self.simulation_run(), self.task, self.config.evaluate_nl_assertions
+                )
+                self.reward = float(self.reward_info.reward)
+            except Exception as exc:  # an evaluator failure must not crash a training step
+                self.evaluation_error = f"{type(exc).__name__}: {exc}"
+                self.reward = 0.0
+        else:
+            self.reward = 0.0
+
+    def simulation_run(self) -> SimulationRun:
+        """The episode as a tau2 `SimulationRun` (what tau2's evaluator takes).
+
+        Raises:
+            RuntimeError: the episode has not ended.
+        """
+        from tau2.data_model.simulation import SimulationRun
+
+        if self.termination is None:
+            raise RuntimeError("the episode has not ended")
+        now = time.time()
+        return SimulationRun(
+            id=str(uuid.uuid4()),
+            task_id=self.task.id,
+            start_time=str(self._started),
+            end_time=str(now),
+            duration=now - self._started,
+            termination_reason=self.termination.to_tau2(),
+            messages=list(self.trajectory),
+        )
+
+    def info(self) -> dict[str, Any]:
+        """Episode metadata for logs and metrics: domain, task, turns, termination, errors, reward details, and
+        the full conversation in OpenAI format."""
+        breakdown = None
+        if self.reward_info is not None and self.reward_info.reward_breakdown:
+            breakdown = {str(getattr(k, "value", k)): v for k, v in self.reward_info.reward_breakdown.items()}
+        return {
+            "domain": self.domain.name,
+            "task_id": self.task.id,
+            "turns": self.turns,
+            "termination": self.termination.value if self.termination else None,
+            "reward": self.reward,
+            "reward_breakdown": breakdown,
+            "tool_errors": self.tool_errors,
+            "parse_failures": self.parse_failures,
+            "empty_turns": self.empty_turns,
+            "user_error": self.user_error,
+            "evaluation_error": self.evaluation_error,
+            "conversation": list(self.conversation),
+            "tools": list(self.tools),
+        }

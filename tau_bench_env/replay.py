@@ -1,0 +1,123 @@
+"""A scripted agent that replays a task's gold actions, optionally corrupted: for tests, parity suites and
+benchmarks of the environment (it never trains anything).
+
+With the `scripted` user, a faithful replay finishes every tau2 retail, airline and telecom task with reward 1:
+the agent makes each gold assistant-side tool call in order, asks the user to act when the next gold action is
+the user's (telecom), and ends by stating every piece of information the task requires it to communicate and
+asking whether the user needs anything else (the scripted user then stops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from ctu.components.parsers.base import ParsedTurn, ToolCall
+
+if TYPE_CHECKING:
+    from tau2.data_model.tasks import Action, Task
+
+ASK_USER = "Please do the next step on your phone and tell me when it is done."
+CLOSING = "Is there anything else I can help you with?"
+FAKE_PAYMENT_ID = "credit_card_0000000"
+
+
+class Corruption(str, Enum):
+    """Ways to spoil a replay so that tau2 scores it 0 (each applies only where the task allows it)."""
+
+    WRONG_ARGUMENT = "wrong_argument"
+    """Change one argument of the last assistant-side action that has a string or number argument."""
+    MISSING_ACTION = "missing_action"
+    """Leave out the last assistant-side action."""
+    FAKE_PAYMENT = "fake_payment"
+    """Replace every `payment_method_id` argument by a payment method that does not exist."""
+    MISSING_INFO = "missing_info"
+    """Say nothing of the information the task requires the agent to communicate."""
+
+
+def _spoil(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "_x"
+    return value
+
+
+def applicable(task: Task, corruption: Corruption) -> bool:
+    """Whether `corruption` changes anything for `task`."""
+    criteria = task.evaluation_criteria
+    actions = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
+    if corruption is Corruption.MISSING_ACTION:
+        return bool(actions)
+    if corruption is Corruption.WRONG_ARGUMENT:
+        return any(isinstance(v, (str, int, float)) for a in actions for v in a.arguments.values())
+    if corruption is Corruption.FAKE_PAYMENT:
+        return any("payment_method_id" in a.arguments for a in actions)
+    return bool(criteria and criteria.communicate_info)
+
+
+def gold_actions(task: Task, corruption: Corruption | None = None) -> list[Action]:
+    """The task's gold actions (copies), with `corruption` applied."""
+    criteria = task.evaluation_criteria
+    actions = [a.model_copy(deep=True) for a in (criteria.actions or [])] if criteria else []
+    assistant = [i for i, a in enumerate(actions) if a.requestor == "assistant"]
+    if corruption is Corruption.MISSING_ACTION and assistant:
+        del actions[assistant[-1]]
+    elif corruption is Corruption.WRONG_ARGUMENT:
+        for index in reversed(assistant):
+            keys = [k for k, v in actions[index].arguments.items() if isinstance(v, (str, int, float))]
+            if keys:
+                actions[index].arguments[keys[0]] = _spoil(actions[index].arguments[keys[0]])
+                break
+    elif corruption is Corruption.FAKE_PAYMENT:
+        for action in actions:
+            if "payment_method_id" in action.arguments:
+                action.arguments["payment_method_id"] = FAKE_PAYMENT_ID
+    return actions
+
+
+@dataclass
+class GoldReplayAgent:
+    """Produces the policy turns of a gold replay of `task` (see the module docstring)."""
+
+    task: Task
+    corruption: Corruption | None = None
+
+    def turns(self) -> Iterator[ParsedTurn]:
+        """The turns, in order; the last is the closing message."""
+        actions = gold_actions(self.task, self.corruption)
+        index = 0
+        while index < len(actions):
+            action = actions[index]
+            if action.requestor == "user":
+                while index < len(actions) and actions[index].requestor == "user":
+                    index += 1
+                yield ParsedTurn(content=ASK_USER)
+                continue
+            yield ParsedTurn(content="", tool_calls=(ToolCall(action.name, dict(action.arguments)),))
+            index += 1
+        criteria = self.task.evaluation_criteria
+        info = list(criteria.communicate_info or []) if criteria else []
+        if self.corruption is Corruption.MISSING_INFO:
+            info = []
+        summary = " ".join(f"{item}." for item in info)
+        yield ParsedTurn(content=f"{summary} {CLOSING}".strip())
+
+
+async def play(episode: Any, agent: GoldReplayAgent) -> dict[str, Any]:
+    """Reset `episode` and play `agent`'s turns until the episode ends (further turns repeat the closing).
+
+    Returns:
+        The episode's `info()`.
+    """
+    await episode.reset()
+    turns = agent.turns()
+    last = ParsedTurn(content=CLOSING)
+    while not episode.done:
+        turn = next(turns, last)
+        await episode.step(turn)
+    return episode.info()
