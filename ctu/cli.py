@@ -178,6 +178,39 @@ def components(
     out.print(table)
 
 
+data_app = typer.Typer(help="Prepare tau-bench datasets.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+def _csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+@data_app.command("prepare")
+def data_prepare(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the parquet files.")],
+    domains: Annotated[str, typer.Option("--domains", help="Comma-separated domains.")] = "retail,airline,telecom",
+    splits: Annotated[str, typer.Option("--splits", help="Comma-separated splits.")] = "train,test",
+    max_tasks_per_domain: Annotated[
+        Optional[int], typer.Option("--max-tasks-per-domain", min=1, help="Keep the first N tasks of each file.")
+    ] = None,
+) -> None:
+    """Write SkyRL-format parquet files, one per domain and split, plus a combined train.parquet."""
+    from ctu.errors import CtuError
+    from ctu.registry import populate_registry
+
+    populate_registry()
+    from tau_bench_env.data import prepare_datasets
+
+    try:
+        written = prepare_datasets(_csv(domains), _csv(splits), out_dir, max_tasks_per_domain)
+    except (CtuError, ValueError) as error:
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    for path in written:
+        out.print(f"wrote {escape(str(path))}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -25,14 +25,18 @@ FAKE_PAYMENT_ID = "credit_card_0000000"
 
 
 class Corruption(str, Enum):
-    """Ways to spoil a replay so that tau2 scores it 0 (each applies only where the task allows it)."""
+    """Ways to spoil a replay so that tau2 scores it 0 (each applies only where the task allows it).
+
+    The write corruptions target the gold actions that change the agent's database (`effective_writes`): a
+    gold write that fails in tau2's own gold run changes nothing, so spoiling it would change nothing either.
+    """
 
     WRONG_ARGUMENT = "wrong_argument"
-    """Change one argument of the last assistant-side action that has a string or number argument."""
+    """Change the first string or number argument of the last effective write."""
     MISSING_ACTION = "missing_action"
-    """Leave out the last assistant-side action."""
+    """Leave out the last effective write."""
     FAKE_PAYMENT = "fake_payment"
-    """Replace every `payment_method_id` argument by a payment method that does not exist."""
+    """Replace the `payment_method_id` of every effective write by a payment method that does not exist."""
     MISSING_INFO = "missing_info"
     """Say nothing of the information the task requires the agent to communicate."""
 
@@ -47,36 +51,53 @@ def _spoil(value: Any) -> Any:
     return value
 
 
-def applicable(task: Task, corruption: Corruption) -> bool:
-    """Whether `corruption` changes anything for `task`."""
+def effective_writes(environment: Any, task: Task) -> tuple[int, ...]:
+    """Indices of the task's gold actions that change the agent's database when the gold actions are run in
+    order in `environment` (a fresh tau2 environment of the task's domain, with the task's initial state)."""
+    from tau2.data_model.message import ToolCall as Tau2ToolCall
+
     criteria = task.evaluation_criteria
-    actions = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
+    state = task.initial_state
+    if state is not None:
+        environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))
+    changed = []
+    for index, action in enumerate(criteria.actions or [] if criteria else []):
+        before = environment.get_db_hash()
+        call = Tau2ToolCall(id=f"gold_{index}", name=action.name, arguments=dict(action.arguments), requestor=action.requestor)
+        environment.get_response(call)
+        if action.requestor == "assistant" and environment.get_db_hash() != before:
+            changed.append(index)
+    return tuple(changed)
+
+
+def applicable(task: Task, corruption: Corruption, writes: tuple[int, ...]) -> bool:
+    """Whether `corruption` changes anything for `task`, given its `effective_writes`."""
+    criteria = task.evaluation_criteria
+    actions = list(criteria.actions or []) if criteria else []
     if corruption is Corruption.MISSING_ACTION:
-        return bool(actions)
+        return bool(writes)
     if corruption is Corruption.WRONG_ARGUMENT:
-        return any(isinstance(v, (str, int, float)) for a in actions for v in a.arguments.values())
+        return bool(writes) and any(isinstance(v, (str, int, float)) for v in actions[writes[-1]].arguments.values())
     if corruption is Corruption.FAKE_PAYMENT:
-        return any("payment_method_id" in a.arguments for a in actions)
+        return any("payment_method_id" in actions[i].arguments for i in writes)
     return bool(criteria and criteria.communicate_info)
 
 
-def gold_actions(task: Task, corruption: Corruption | None = None) -> list[Action]:
-    """The task's gold actions (copies), with `corruption` applied."""
+def gold_actions(task: Task, corruption: Corruption | None = None, writes: tuple[int, ...] = ()) -> list[Action]:
+    """The task's gold actions (copies), with `corruption` applied to its `effective_writes` `writes`."""
     criteria = task.evaluation_criteria
     actions = [a.model_copy(deep=True) for a in (criteria.actions or [])] if criteria else []
-    assistant = [i for i, a in enumerate(actions) if a.requestor == "assistant"]
-    if corruption is Corruption.MISSING_ACTION and assistant:
-        del actions[assistant[-1]]
-    elif corruption is Corruption.WRONG_ARGUMENT:
-        for index in reversed(assistant):
-            keys = [k for k, v in actions[index].arguments.items() if isinstance(v, (str, int, float))]
-            if keys:
-                actions[index].arguments[keys[0]] = _spoil(actions[index].arguments[keys[0]])
-                break
+    if corruption is Corruption.MISSING_ACTION and writes:
+        del actions[writes[-1]]
+    elif corruption is Corruption.WRONG_ARGUMENT and writes:
+        arguments = actions[writes[-1]].arguments
+        keys = [k for k, v in arguments.items() if isinstance(v, (str, int, float))]
+        if keys:
+            arguments[keys[0]] = _spoil(arguments[keys[0]])
     elif corruption is Corruption.FAKE_PAYMENT:
-        for action in actions:
-            if "payment_method_id" in action.arguments:
-                action.arguments["payment_method_id"] = FAKE_PAYMENT_ID
+        for index in writes:
+            if "payment_method_id" in actions[index].arguments:
+                actions[index].arguments["payment_method_id"] = FAKE_PAYMENT_ID
     return actions
 
 
@@ -86,10 +107,12 @@ class GoldReplayAgent:
 
     task: Task
     corruption: Corruption | None = None
+    writes: tuple[int, ...] = ()
+    """The task's `effective_writes`, which the write corruptions target."""
 
     def turns(self) -> Iterator[ParsedTurn]:
         """The turns, in order; the last is the closing message."""
-        actions = gold_actions(self.task, self.corruption)
+        actions = gold_actions(self.task, self.corruption, self.writes)
         index = 0
         while index < len(actions):
             action = actions[index]

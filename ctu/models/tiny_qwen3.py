@@ -1,0 +1,201 @@
+"""`builtin:tiny-qwen3`: a tiny Qwen3 causal LM and its tokenizer, built locally and deterministically.
+
+FOR SMOKE RUNS AND TESTS ONLY, NOT FOR RESULTS: the model is randomly initialised (a few hundred thousand
+parameters) and the tokenizer is a byte-level BPE trained on tau2's own domain texts. Nothing is downloaded:
+the machines ctu is tested on reach no model hub. The chat template speaks Qwen's format (``<|im_start|>``
+roles, Hermes ``<tool_call>`` blocks, tools listed in the system turn, tool results in ``<tool_response>``, and
+Qwen3's ``enable_thinking`` switch), so every code path that a real Qwen model takes is exercised.
+
+The build is cached in ``$CTU_CACHE_DIR`` (default ``~/.cache/ctu``) under a versioned folder; a changed
+recipe gets a new version, never a silently different model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+BUILTIN_PREFIX = "builtin:"
+NAME = "tiny-qwen3"
+VERSION = "v1"
+VOCAB_SIZE = 1024
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
+"""Qwen's special tokens, in Qwen's order of use; each is one token of the tiny tokenizer."""
+
+CHAT_TEMPLATE = r"""{%- set enable_thinking = enable_thinking if enable_thinking is defined else true %}
+{%- if tools %}
+{{- '<|im_start|>system\n' }}
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\n\n' }}{%- endif %}
+{{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>' }}
+{%- for tool in tools %}{{- '\n' + (tool | tojson) }}{%- endfor %}
+{{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' and loop.first %}
+{%- elif message.role == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
+{{- '\n<tool_response>\n' + (message.content or '') + '\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_start|>assistant\n' }}
+{%- if message.content %}{{- message.content }}{%- endif %}
+{%- for call in (message.tool_calls or []) %}
+{%- set function = call.function if call.function is defined else call %}
+{%- if message.content or not loop.first %}{{- '\n' }}{%- endif %}
+{%- set arguments = function.arguments if function.arguments is string else (function.arguments | tojson) %}
+{{- '<tool_call>\n{"name": "' + function.name + '", "arguments": ' + arguments + '}\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\n' }}
+{%- else %}
+{{- '<|im_start|>' + message.role + '\n' + (message.content or '') + '<|im_end|>\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\n' }}
+{%- if not enable_thinking %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}
+{%- endif %}"""
+"""Qwen-format chat template (written for ctu; same layout as Qwen2.5/Qwen3's, including `enable_thinking`)."""
+
+
+def cache_dir() -> Path:
+    """``$CTU_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctu``, else ``~/.cache/ctu``."""
+    if os.environ.get("CTU_CACHE_DIR"):
+        return Path(os.environ["CTU_CACHE_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "ctu"
+
+
+def is_builtin(model_path: str) -> bool:
+    """Whether `model_path` names a built-in model (``builtin:...``)."""
+    return model_path.startswith(BUILTIN_PREFIX)
+
+
+def training_corpus() -> list[str]:
+    """The tokenizer's training text: tau2's domain policies and tasks' user scenarios, in a fixed order,
+    plus the chat template's own text."""
+    from tau_bench_env.runtime import prepare
+
+    prepare()
+    from tau2.utils import DATA_DIR
+
+    texts: list[str] = [CHAT_TEMPLATE]
+    root = Path(DATA_DIR) / "tau2" / "domains"
+    for path in sorted(root.glob("*/*.md")) + sorted(root.glob("*/tasks.json")):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            tasks = json.loads(text)[:200]
+            text = "\n".join(json.dumps(task.get("user_scenario"), sort_keys=True) for task in tasks)
+        texts.append(text)
+    return texts
+
+
+def build_tokenizer(path: Path) -> None:
+    """Train the byte-level BPE on `training_corpus()` and save it with the chat template to `path`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(training_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL_TOKENS[1:],
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=32768,
+    )
+    fast.save_pretrained(str(path))
+
+
+def build_model(path: Path, vocab_size: int, seed: int = 0) -> None:
+    """Save a randomly initialised tiny Qwen3 (hidden 64, 2 layers) with seed `seed` to `path`."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        eos_token_id=SPECIAL_TOKENS.index("<|im_end|>"),
+        pad_token_id=SPECIAL_TOKENS.index("<|endoftext|>"),
+        bos_token_id=None,
+    )
+    model = Qwen3ForCausalLM(config)
+    model.save_pretrained(str(path))
+    model.generation_config.save_pretrained(str(path))
+
+
+def build(path: Path, with_model: bool = True) -> Path:
+    """Build the tokenizer (and the model) into `path` atomically; returns `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    try:
+        build_tokenizer(staging)
+        if with_model:
+            from transformers import AutoTokenizer
+
+            build_model(staging, len(AutoTokenizer.from_pretrained(str(staging))))
+        if path.exists():
+            shutil.rmtree(staging)
+        else:
+            staging.rename(path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return path
+
+
+def tokenizer_path() -> Path:
+    """The cached tokenizer folder (built on first use; no model weights, no torch needed)."""
+    path = cache_dir() / f"{NAME}-tokenizer-{VERSION}"
+    return path if (path / "tokenizer.json").exists() else build(path, with_model=False)
+
+
+def model_path() -> Path:
+    """The cached model folder with tokenizer and weights (built on first use; needs torch)."""
+    path = cache_dir() / f"{NAME}-{VERSION}"
+    return path if (path / "config.json").exists() else build(path, with_model=True)
+
+
+def resolve(model: str) -> str:
+    """A model path for loaders: ``builtin:tiny-qwen3`` becomes its cached folder; other paths pass through.
+
+    Raises:
+        ValueError: an unknown ``builtin:`` name.
+    """
+    if not is_builtin(model):
+        return model
+    name = model.removeprefix(BUILTIN_PREFIX)
+    if name != NAME:
+        raise ValueError(f"unknown built-in model {model!r}; built-in: {BUILTIN_PREFIX}{NAME}")
+    return str(model_path())

@@ -1,0 +1,161 @@
+"""`TauBenchEnv`: a tau-bench episode as a SkyRL-gym text environment (registered as ``tau_bench``).
+
+One environment object is one episode of one task; the task comes from the dataset row's extras
+(``{"domain": "retail", "task_id": "..."}``, as `ctu data prepare` writes them). The async methods `ainit` and
+`astep` are the real interface (the user simulator is async and must not block the event loop); `init` and
+`step` are SkyRL-gym's synchronous interface over them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+
+from ctu.components.parsers.base import ParsedTurn, Parser
+from ctu.components.user_simulators.base import UserSimulator
+from ctu.registry import populate_registry
+from ctu.registry.config import ComponentMarker
+from tau_bench_env.domains import Domain
+from tau_bench_env.episode import Episode, EpisodeConfig
+
+ENV_CLASS = "tau_bench"
+"""The environment's id in skyrl-gym's registry and the `env_class` column of prepared datasets."""
+
+T = TypeVar("T")
+
+
+@dataclass
+class EnvSetup:
+    """What every episode of a run shares: the user simulator, the parser and the episode config."""
+
+    user_simulator: UserSimulator
+    parser: Parser
+    config: EpisodeConfig = field(default_factory=EpisodeConfig)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> EnvSetup:
+        """Build from plain data (e.g. SkyRL's `environment.skyrl_gym.tau_bench` config section):
+        ``user_simulator`` and ``parser`` as spec components (name or ``{type: ..., ...}``; default
+        `scripted` and `hermes`), plus any `EpisodeConfig` field.
+
+        Raises:
+            pydantic.ValidationError: a component or its params is invalid.
+        """
+        populate_registry()
+        data = dict(data)
+        user = ComponentMarker("user_simulators").validate(data.pop("user_simulator", "scripted")).build()
+        parser = ComponentMarker("parsers").validate(data.pop("parser", "hermes")).build()
+        return cls(user, parser, EpisodeConfig(**data))
+
+
+@lru_cache(maxsize=None)
+def shared_domain(name: str, params_json: str = "{}") -> Domain:
+    """The process-wide domain object for `name` and its params (so tasks are loaded once per process)."""
+    from tau_bench_env.domains import domain_by_name
+
+    return domain_by_name(name, json.loads(params_json))
+
+
+def _run_sync(coroutine: Awaitable[T]) -> T:
+    """Run `coroutine` to completion from synchronous code, even inside a thread with a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)  # type: ignore[arg-type]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()  # type: ignore[arg-type]
+
+
+class TauBenchEnv(BaseTextEnv):
+    """One tau-bench episode as a SkyRL-gym `BaseTextEnv`.
+
+    Args:
+        env_config: an `EnvSetup`, or a mapping for `EnvSetup.from_mapping` (None: scripted user, hermes parser).
+        extras: the dataset row's extras: ``domain`` (a registered domain name), ``task_id``, optionally
+            ``domain_params`` (a mapping); also accepted under ``extra_info``.
+
+    Raises:
+        KeyError: the extras name no domain or task, or an unknown task.
+    """
+
+    def __init__(self, env_config: EnvSetup | Mapping[str, Any] | None = None, extras: Mapping[str, Any] | None = None):
+        super().__init__()
+        setup = env_config if isinstance(env_config, EnvSetup) else EnvSetup.from_mapping(env_config or {})
+        extras = dict(extras or {})
+        extras = {**dict(extras.get("extra_info") or {}), **extras}
+        if "domain" not in extras or "task_id" not in extras:
+            raise KeyError("TauBenchEnv needs extras with `domain` and `task_id` (see `ctu data prepare`)")
+        params = extras.get("domain_params") or {}
+        domain = shared_domain(str(extras["domain"]), json.dumps(dict(params), sort_keys=True))
+        task = domain.task(str(extras["task_id"]))
+        self.setup = setup
+        self.episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config)
+        self.max_turns = setup.config.max_turns
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI tool schemas of the domain (after `init`): what native tool calling sends as `tools`."""
+        return self.episode.tools
+
+    async def ainit(self, prompt: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Start the episode. The dataset's prompt is replaced by the episode's own (system prompt with the
+        domain policy, and tools in text mode; tau2's greeting; the user's opening message).
+
+        Returns:
+            ``(prompt, metadata)``; metadata has ``tools`` (OpenAI schemas) and ``done`` (the user hung up at once).
+        """
+        conversation = await self.episode.reset()
+        return conversation, {"tools": self.episode.tools, "done": self.episode.done}
+
+    async def astep(self, action: str | ParsedTurn) -> BaseTextEnvStepOutput:
+        """One policy turn: raw text (parsed by the parser) or a parsed turn (native tool calling)."""
+        result = await self.episode.step(action)
+        self.turns = self.episode.turns
+        return BaseTextEnvStepOutput(
+            observations=result.observations,
+            reward=result.reward,
+            done=result.done,
+            metadata=result.info,
+            postprocessed_action=None,
+        )
+
+    def init(self, prompt: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Synchronous `ainit`."""
+        return _run_sync(self.ainit(prompt))
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:  # type: ignore[override]
+        """Synchronous `astep`."""
+        return _run_sync(self.astep(action))
+
+    def get_metrics(self) -> dict[str, Any]:
+        """Per-episode numbers for `environment/*` metrics."""
+        episode = self.episode
+        metrics: dict[str, Any] = {
+            "turns": episode.turns,
+            "tool_errors": episode.tool_errors,
+            "parse_failures": episode.parse_failures,
+            "user_errors": int(episode.user_error is not None),
+            "evaluation_errors": int(episode.evaluation_error is not None),
+            "reward": episode.reward,
+        }
+        if episode.termination is not None:
+            metrics[f"termination/{episode.termination.value}"] = 1
+        return metrics
+
+
+def register_with_skyrl_gym() -> None:
+    """Register `TauBenchEnv` with skyrl-gym as ``tau_bench`` (idempotent; call it in every Ray worker too)."""
+    from skyrl_gym.envs import registration
+
+    if ENV_CLASS not in registration.registry:
+        registration.register(id=ENV_CLASS, entry_point="tau_bench_env.env:TauBenchEnv")
+
+
+register_with_skyrl_gym()
