@@ -1,0 +1,162 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 with scripted answers and injected faults.
+
+For tests and benchmarks of everything that calls an endpoint (user simulators, judges, samplers): it listens
+on loopback only, answers ``POST /v1/chat/completions`` (any path ending in ``/chat/completions``) from a queue
+of `Answer`s, and records every request body. Never point it, or anything it starts, at another host.
+
+    with ScriptedOpenAIServer([Answer.status(429), Answer.text("Hi, I need help.")]) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One scripted answer: a chat message, an HTTP error status, a raw body, after an optional delay (s)."""
+
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    status: int = 200
+    raw_body: bytes | None = None
+    delay_s: float = 0.0
+
+    @classmethod
+    def text(cls, content: str, delay_s: float = 0.0) -> Answer:
+        """An assistant message with `content`."""
+        return cls(content=content, delay_s=delay_s)
+
+    @classmethod
+    def calls(cls, *calls: tuple[str, dict[str, Any]]) -> Answer:
+        """An assistant message with tool calls, each ``(name, arguments)``."""
+        tool_calls = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(calls)
+        ]
+        return cls(tool_calls=tool_calls)
+
+    @classmethod
+    def error(cls, status: int) -> Answer:
+        """An HTTP error with an OpenAI-style error body."""
+        return cls(status=status, raw_body=json.dumps({"error": {"message": f"injected {status}"}}).encode())
+
+    @classmethod
+    def malformed(cls, body: bytes = b"{not json") -> Answer:
+        """A 200 response whose body is not a chat completion."""
+        return cls(raw_body=body)
+
+    @classmethod
+    def slow(cls, delay_s: float, content: str = "late") -> Answer:
+        """An answer that arrives after `delay_s` seconds (longer than a client's timeout: a timeout)."""
+        return cls(content=content, delay_s=delay_s)
+
+
+@dataclass
+class ScriptedOpenAIServer:
+    """The server. Answers come from `answers` in order, then from `default` (a fixed answer or a function of
+    the request body). Use as a context manager; `base_url` ends in ``/v1``.
+
+    Attributes:
+        requests: every request body received (parsed JSON), in arrival order.
+        arrivals: `time.monotonic()` of each request's arrival, in the same order.
+    """
+
+    answers: Iterable[Answer] = ()
+    default: Answer | Callable[[dict[str, Any]], Answer] = field(default_factory=lambda: Answer.text("ok"))
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._queue: deque[Answer] = deque(self.answers)
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``."""
+        if self._server is None:
+            raise RuntimeError("the server is not running")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def push(self, *answers: Answer) -> None:
+        """Queue more answers."""
+        with self._lock:
+            self._queue.extend(answers)
+
+    def _next(self, body: dict[str, Any]) -> Answer:
+        with self._lock:
+            self.requests.append(body)
+            self.arrivals.append(time.monotonic())
+            if self._queue:
+                return self._queue.popleft()
+        return self.default(body) if callable(self.default) else self.default
+
+    def __enter__(self) -> ScriptedOpenAIServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = {"_raw": raw.decode("utf-8", "replace")}
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, json.dumps({"error": {"message": "not found"}}).encode())
+                    return
+                answer = server._next(body)
+                if answer.delay_s:
+                    time.sleep(answer.delay_s)
+                if answer.raw_body is not None:
+                    self._send(answer.status, answer.raw_body)
+                    return
+                message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+                if answer.tool_calls:
+                    message["tool_calls"] = answer.tool_calls
+                completion = {
+                    "id": f"chatcmpl-{len(server.requests)}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if answer.tool_calls else "stop"}],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                }
+                self._send(answer.status, json.dumps(completion).encode())
+
+            def _send(self, status: int, payload: bytes) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout): nothing to answer
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

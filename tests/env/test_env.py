@@ -1,0 +1,139 @@
+"""`TauBenchEnv` through skyrl-gym, and the episode rules it carries (termination, errors, records)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import skyrl_gym
+
+from ctu.components.parsers.base import ParsedTurn, ToolCall
+from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv
+
+RETAIL_TASK = {"domain": "retail", "task_id": "0"}
+
+
+def make(extras=RETAIL_TASK, **config) -> TauBenchEnv:
+    return skyrl_gym.make(ENV_CLASS, env_config={"user_simulator": "scripted", **config}, extras=extras)
+
+
+def call(name: str, **arguments) -> str:
+    return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
+
+
+def test_registered_with_skyrl_gym_and_builds_from_row_extras():
+    env = make()
+    assert isinstance(env, TauBenchEnv)
+    prompt, metadata = env.init([{"role": "system", "content": "ignored"}])
+    assert [m["role"] for m in prompt] == ["system", "assistant", "user"]
+    assert "<policy>" in prompt[0]["content"] and "<tool_call>" in prompt[0]["content"]  # text mode: tools rendered
+    assert prompt[1]["content"] == "Hi! How can I help you today?"
+    assert metadata["done"] is False
+    assert {tool["function"]["name"] for tool in metadata["tools"]} >= {"find_user_id_by_name_zip", "get_order_details"}
+
+
+def test_extras_nested_under_extra_info_are_accepted():
+    env = make({"extra_info": RETAIL_TASK})
+    assert env.episode.task.id == "0"
+
+
+def test_missing_or_unknown_task_is_a_clear_error():
+    with pytest.raises(KeyError, match="domain"):
+        make({"task_id": "0"})
+    with pytest.raises(KeyError, match="no task 'nope'"):
+        make({"domain": "retail", "task_id": "nope"})
+
+
+def test_tool_calls_run_against_the_episodes_own_database():
+    env, other = make(), make()
+    env.init([])
+    other.init([])
+    out = env.step(call("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122"))
+    assert out["observations"] == [{"role": "tool", "tool_call_id": "call_1_0", "content": "yusuf_rossi_9620"}]
+    assert not out["done"]
+    order = env.step(call("get_order_details", order_id="#W2378156"))
+    status = json.loads(order["observations"][0]["content"])["status"]
+    env.step(call("cancel_pending_order", order_id="#W2378156", reason="no longer needed"))
+    assert status == "delivered"  # delivered orders cannot be cancelled: a tool error, not an exception
+    assert env.episode.tool_errors == 1
+    assert env.episode._env.get_db_hash() == other.episode._env.get_db_hash()
+    env.step(call("modify_user_address", user_id="yusuf_rossi_9620", address1="1 Main St", address2="", city="X", state="PA", country="USA", zip="19122"))
+    assert env.episode._env.get_db_hash() != other.episode._env.get_db_hash()
+
+
+def test_unparsable_and_empty_turns_are_errors_that_never_reach_the_user():
+    env = make(max_errors=3)
+    env.init([])
+    before = len(env.episode.trajectory)
+    bad = env.step("<tool_call>{not json}</tool_call>")
+    assert bad["observations"][0]["role"] == "tool" and "could not be parsed" in bad["observations"][0]["content"]
+    empty = env.step("   ")
+    assert "empty" in empty["observations"][0]["content"]
+    assert len(env.episode.trajectory) == before
+    last = env.step("")
+    assert last["done"] and last["reward"] == 0.0
+    assert last["metadata"]["termination"] == "too_many_errors"
+    assert env.get_metrics()["parse_failures"] == 1 and env.episode.empty_turns == 2
+
+
+def test_max_turns_ends_with_reward_zero():
+    env = make(max_turns=2)
+    env.init([])
+    assert not env.step(call("list_all_product_types"))["done"]
+    out = env.step(call("list_all_product_types"))
+    assert out["done"] and out["reward"] == 0.0 and out["metadata"]["termination"] == "max_turns"
+
+
+def test_agent_stop_ends_and_is_evaluated():
+    env = make()
+    env.init([])
+    out = env.step("I cannot help further. ###STOP###")
+    assert out["done"] and out["metadata"]["termination"] == "agent_stop"
+    assert out["reward"] == 0.0  # nothing was done, so tau2's database check fails
+    assert out["metadata"]["reward_breakdown"] is not None
+
+
+def test_user_stop_and_metadata_hold_the_full_conversation():
+    env = make(user_simulator={"type": "scripted", "turn_budget": 1})
+    env.init([])
+    env.step(call("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122"))
+    out = env.step("Anything else I can do?")
+    assert out["done"] and out["metadata"]["termination"] == "user_stop"
+    metadata = out["metadata"]
+    roles = [m["role"] for m in metadata["conversation"]]
+    assert roles == ["system", "assistant", "user", "assistant", "tool", "assistant"]
+    assert metadata["domain"] == "retail" and metadata["task_id"] == "0" and metadata["turns"] == 2
+    assert env.get_metrics()["termination/user_stop"] == 1
+
+
+def test_native_mode_takes_structured_tool_calls_and_keeps_tools_out_of_the_prompt():
+    setup = EnvSetup.from_mapping({"native_tool_calling": True})
+    env = TauBenchEnv(setup, RETAIL_TASK)
+    prompt, metadata = env.init([])
+    assert "<tool_call>" not in prompt[0]["content"] and metadata["tools"]
+
+    async def play():
+        return await env.astep(ParsedTurn(content="", tool_calls=(ToolCall("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}),)))
+
+    out = asyncio.run(play())
+    assert out["observations"][0]["content"] == "yusuf_rossi_9620"
+    assistant = env.episode.conversation[-2]
+    assert assistant["tool_calls"][0]["function"]["name"] == "find_user_id_by_name_zip"
+
+
+def test_step_after_done_is_refused():
+    env = make(max_turns=1)
+    env.init([])
+    env.step("hello")
+    with pytest.raises(RuntimeError, match="done"):
+        env.step("again")
+
+
+def test_sync_interface_works_inside_a_running_event_loop():
+    async def inside():
+        env = make()
+        prompt, _ = env.init([])
+        return prompt
+
+    assert asyncio.run(inside())[-1]["role"] == "user"

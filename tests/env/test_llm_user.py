@@ -1,0 +1,133 @@
+"""The `llm` user simulator against a real OpenAI-compatible server on 127.0.0.1 (scripted answers, faults)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ctu.components.endpoint import ChatEndpoint, EndpointError
+from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.hermes import HermesParser
+from ctu.components.user_simulators.llm import LLMUserSimulator
+from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+from tau_bench_env.env import shared_domain
+from tau_bench_env.episode import Episode, EpisodeConfig
+
+
+def simulator(server: ScriptedOpenAIServer, **params) -> LLMUserSimulator:
+    values = {"model": "user-model", "base_url": server.base_url, "api_key_env": None, "backoff_s": 0.01, "timeout_s": 2.0}
+    return LLMUserSimulator(LLMUserSimulator.Params(**{**values, **params}))
+
+
+def episode(user, domain="retail", task_index=0, **config) -> Episode:
+    d = shared_domain(domain)
+    return Episode(d, d.tasks("base")[task_index], user, HermesParser(), EpisodeConfig(**config))
+
+
+def test_conversation_proceeds_with_tau2_prompts_and_flipped_roles():
+    answers = [Answer.text("Hi, I want to exchange a keyboard."), Answer.text("My zip is 19122."), Answer.text("###STOP###")]
+    with ScriptedOpenAIServer(answers) as server:
+        ep = episode(simulator(server))
+        prompt = asyncio.run(ep.reset())
+        assert prompt[-1] == {"role": "user", "content": "Hi, I want to exchange a keyboard."}
+        asyncio.run(ep.step(ParsedTurn(content="Sure, what is your zip code?")))
+        result = asyncio.run(ep.step(ParsedTurn(content="Thanks, anything else?")))
+    assert result.done and ep.termination.value == "user_stop"
+    first, second = server.requests[0], server.requests[1]
+    assert first["model"] == "user-model"
+    system = first["messages"][0]
+    assert system["role"] == "system" and "<scenario>" in system["content"] and "exchange" in system["content"]
+    # the agent's greeting reaches the user LLM as a user message (roles flipped, as tau2 does)
+    assert first["messages"][1] == {"role": "user", "content": "Hi! How can I help you today?"}
+    assert [m["role"] for m in second["messages"][1:]] == ["user", "assistant", "user"]
+    assert second["messages"][-1]["content"] == "Sure, what is your zip code?"
+
+
+def test_faults_are_retried_until_an_answer_arrives():
+    faults = [Answer.error(429), Answer.error(500), Answer.malformed(), Answer.malformed(b'{"choices": []}'), Answer.slow(1.0)]
+    with ScriptedOpenAIServer([*faults, Answer.text("Hello there.")]) as server:
+        ep = episode(simulator(server, max_retries=6, timeout_s=0.3))
+        prompt = asyncio.run(ep.reset())
+    assert prompt[-1]["content"] == "Hello there."
+    assert len(server.requests) == 6
+    assert not ep.done
+
+
+def test_a_dead_endpoint_ends_the_episode_flagged_without_raising():
+    with ScriptedOpenAIServer(default=Answer.error(503)) as server:
+        ep = episode(simulator(server, max_retries=2))
+        prompt = asyncio.run(ep.reset())
+    assert ep.done and ep.termination.value == "user_error" and ep.reward == 0.0
+    assert "503" in ep.user_error and "3 attempts" in ep.user_error
+    assert len(server.requests) == 3
+    assert prompt[-1]["role"] == "assistant"  # the greeting; no user message came
+
+
+def test_an_unreachable_endpoint_is_a_user_error_too():
+    with ScriptedOpenAIServer() as server:
+        url = server.base_url
+    sim = LLMUserSimulator(LLMUserSimulator.Params(model="m", base_url=url, api_key_env=None, max_retries=1, backoff_s=0.01, timeout_s=1))
+    ep = episode(sim)
+    asyncio.run(ep.reset())
+    assert ep.termination.value == "user_error" and "Connection" in ep.user_error
+
+
+def test_client_errors_are_not_retried():
+    with ScriptedOpenAIServer(default=Answer.error(401)) as server:
+        endpoint = ChatEndpoint(simulator(server).params)
+        with pytest.raises(EndpointError, match="refused"):
+            asyncio.run(endpoint.complete([{"role": "user", "content": "hi"}]))
+    assert len(server.requests) == 1
+
+
+def test_user_tool_calls_run_on_the_users_device():
+    """Telecom: the user model may call its own tools; their results go back to it before it replies."""
+    answers = [Answer.text("My phone has no service."), Answer.calls(("check_status_bar", {})), Answer.text("It shows no signal.")]
+    with ScriptedOpenAIServer(answers) as server:
+        ep = episode(simulator(server), domain="telecom")
+        asyncio.run(ep.reset())
+        result = asyncio.run(ep.step(ParsedTurn(content="What does your status bar show?")))
+    assert result.observations == [{"role": "user", "content": "It shows no signal."}]
+    assert server.requests[0]["tools"], "telecom's user tools are offered to the user model"
+    tool_result = server.requests[2]["messages"][-1]
+    assert tool_result["role"] == "tool" and "tool_call_id" in tool_result
+    user_calls = [m for m in ep.trajectory if m.role == "user" and m.tool_calls]
+    assert user_calls[0].tool_calls[0].requestor == "user"
+
+
+@pytest.mark.parametrize("strategy", ["react", "verify", "reflection"])
+def test_strategies(strategy):
+    if strategy == "react":
+        answers = [Answer.text("Thought: I should greet.\nUser Response: Hello, my order is late.")]
+        expected = "Hello, my order is late."
+    elif strategy == "verify":
+        answers = [Answer.text("I am an AI."), Answer.text("No"), Answer.text("Hello, my order is late."), Answer.text("Yes")]
+        expected = "Hello, my order is late."
+    else:
+        answers = [Answer.text("I am an AI."), Answer.text("No"), Answer.text("Stay in role."), Answer.text("Hi, order late."), Answer.text("Yes")]
+        expected = "Hi, order late."
+    with ScriptedOpenAIServer(answers) as server:
+        ep = episode(simulator(server, strategy=strategy))
+        prompt = asyncio.run(ep.reset())
+    assert prompt[-1]["content"] == expected
+    if strategy == "reflection":
+        assert "Stay in role." in server.requests[3]["messages"][0]["content"]
+
+
+def test_slow_user_does_not_block_other_episodes():
+    """Eight episodes whose user answers after 1 s: every request is in flight before the first answer."""
+    delay = 1.0
+    with ScriptedOpenAIServer(default=Answer.text("Hello.", delay_s=delay)) as server:
+        user = simulator(server)
+
+        async def main():
+            episodes = [episode(user, task_index=i) for i in range(8)]
+            await asyncio.gather(*(ep.reset() for ep in episodes))
+            return episodes
+
+        episodes = asyncio.run(main())
+    assert all(ep.conversation[-1]["content"] == "Hello." for ep in episodes)
+    assert len(server.arrivals) == 8
+    assert max(server.arrivals) - min(server.arrivals) < delay
