@@ -40,6 +40,13 @@ def test_unclosed_final_block_with_complete_json_is_parsed():
     assert turn.tool_calls == (ToolCall("f", {}),)
 
 
+def test_truncated_json_is_repaired_when_only_closers_are_missing():
+    turn = parser.parse('<tool_call>{"name": "f", "arguments": {"a": "b')
+    assert turn.tool_calls == (ToolCall("f", {"a": "b"}),)
+    turn = parser.parse('<tool_call>{"name": "f", "arguments": {"a": [1, 2</tool_call>')
+    assert turn.tool_calls == (ToolCall("f", {"a": [1, 2]}),)
+
+
 def test_malformed_calls_are_parse_failures_not_exceptions():
     for text in (
         "<tool_call>{not json}</tool_call>",
@@ -47,7 +54,7 @@ def test_malformed_calls_are_parse_failures_not_exceptions():
         '<tool_call>{"arguments": {}}</tool_call>',
         '<tool_call>{"name": "f", "arguments": [1]}</tool_call>',
         '<tool_call>{"name": "f", "arguments": "nope"}</tool_call>',
-        '<tool_call>{"name": "f", "arguments": {"a": 1</tool_call>',
+        '<tool_call>{"name": "f", "arguments": {"a": 1]}</tool_call>',
     ):
         turn = parser.parse(text)
         assert turn.is_parse_failure, text

@@ -7,19 +7,20 @@ import re
 from typing import Any
 
 from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.jsonutil import loads_lenient
 from ctu.registry import ComponentParams, registry
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
 
 def tool_call_from_json(payload: str) -> ToolCall | str:
-    """Parse one ``{"name": str, "arguments": object | JSON string}`` payload.
+    """Parse one ``{"name": str, "arguments": object | JSON string}`` payload (a truncated one is repaired).
 
     Returns:
         The `ToolCall`, or a message saying why the payload is not one (never raises).
     """
     try:
-        data: Any = json.loads(payload)
+        data: Any = loads_lenient(payload)
     except json.JSONDecodeError as exc:
         return f"invalid JSON in tool call: {exc.msg} at char {exc.pos}"
     if not isinstance(data, dict):
@@ -44,7 +45,8 @@ def tool_call_from_json(payload: str) -> ToolCall | str:
 class HermesParser:
     """Hermes-style `<tool_call>` JSON blocks (Qwen2.5, Qwen3); text outside the blocks is the reply to the user.
 
-    An unclosed final block (a turn cut by the token limit) is still parsed when its JSON is complete.
+    A truncated call (a turn cut by the token limit, an unclosed block or brace) is repaired when only closing
+    brackets are missing.
     """
 
     class Params(ComponentParams):

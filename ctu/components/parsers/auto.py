@@ -1,0 +1,40 @@
+"""`auto`: tries several parsers in a configured order and takes the first that finds a call."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ctu.components.parsers.base import ParsedTurn
+from ctu.registry import ComponentParams, registry
+
+ParserName = Literal["hermes", "json", "openai", "python_call", "react"]
+
+
+@registry.parsers.register("auto")
+class AutoParser:
+    """Tries parsers in order; the first that finds a tool call (or a broken one) wins, else the text is a reply."""
+
+    class Params(ComponentParams):
+        order: list[ParserName] = Field(default_factory=lambda: ["hermes", "openai", "json", "react", "python_call"], min_length=1)
+        """Parsers to try, first to last; the first renders the tools into the system prompt."""
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.params = params or self.Params()
+        self.parsers = []
+        for name in self.params.order:
+            info = registry.parsers.get(name)
+            self.parsers.append(info.build(info.params_model()))
+
+    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+        """The first parser's rendering."""
+        return self.parsers[0].render_tools(tools)
+
+    def parse(self, text: str) -> ParsedTurn:
+        """Parse one turn; never raises."""
+        for parser in self.parsers:
+            turn = parser.parse(text)
+            if turn.tool_calls or turn.parse_errors:
+                return turn
+        return ParsedTurn(content=text.strip())

@@ -1,0 +1,74 @@
+"""`json`: a bare ``{"name": ..., "arguments": {...}}`` object (or a list of them), as many models write calls."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.hermes import tool_call_from_json
+from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
+from ctu.registry import ComponentParams, registry
+
+_FENCE = re.compile(r"```(?:json)?\s*|```")
+_CALL_START = re.compile(r'\{\s*"name"\s*:')
+
+
+def calls_in_json(value: Any) -> list[dict[str, Any]] | None:
+    """The call objects in a parsed JSON value (an object with `name`, or a list of them); None if not calls."""
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(item, dict) and "name" in item for item in items):
+        return items
+    return None
+
+
+def render_json_tools(tools: list[dict[str, Any]], example: str) -> str:
+    """System-prompt text listing `tools` and showing the call format `example`."""
+    schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+    return (
+        "# Tools\n\nYou can call these functions (JSON schemas):\n"
+        f"{schemas}\n\nTo call a function, reply with only:\n{example}\n"
+        "To talk to the user, reply with plain text."
+    )
+
+
+@registry.parsers.register("json")
+class JsonParser:
+    """Bare JSON calls, ``{"name": ..., "arguments": {...}}`` (or a list of them), fenced or not; the rest is text."""
+
+    class Params(ComponentParams):
+        pass
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.params = params or self.Params()
+
+    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+        """The tools and the bare-JSON call format."""
+        return render_json_tools(tools, '{"name": "<function-name>", "arguments": {<args>}}')
+
+    def parse(self, text: str) -> ParsedTurn:
+        """Parse one turn; never raises."""
+        plain = _FENCE.sub("", text)
+        calls: list[ToolCall] = []
+        errors: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for start, end, value in iter_json_objects(plain):
+            items = calls_in_json(value)
+            if items is None:
+                continue
+            spans.append((start, end))
+            for item in items:
+                result = tool_call_from_json(json.dumps(item))
+                (calls if isinstance(result, ToolCall) else errors).append(result)
+        rest = plain
+        for start, end in reversed(spans):
+            rest = rest[:start] + rest[end:]
+        dangling = _CALL_START.search(rest)
+        if dangling:  # a call that does not parse: repair a truncation, else report it
+            tail = rest[dangling.start():].strip()
+            repaired = repair_truncated(tail)
+            result = tool_call_from_json(repaired) if repaired else "unparsable JSON tool call"
+            (calls if isinstance(result, ToolCall) else errors).append(result)
+            rest = rest[: dangling.start()]
+        return ParsedTurn(content=rest.strip(), tool_calls=tuple(calls), parse_errors=tuple(errors))

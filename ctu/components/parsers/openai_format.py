@@ -1,0 +1,68 @@
+"""`openai`: calls written in OpenAI's response shape, ``{"tool_calls": [{"function": {...}}]}``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.hermes import tool_call_from_json
+from ctu.components.parsers.json_call import render_json_tools
+from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
+from ctu.registry import ComponentParams, registry
+
+
+@registry.parsers.register("openai")
+class OpenAIFormatParser:
+    """``{"tool_calls": [{"type": "function", "function": {"name": ..., "arguments": ...}}]}`` in the text."""
+
+    class Params(ComponentParams):
+        pass
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.params = params or self.Params()
+
+    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+        """The tools and OpenAI's `tool_calls` format."""
+        example = '{"tool_calls": [{"type": "function", "function": {"name": "<function-name>", "arguments": "<args as JSON>"}}]}'
+        return render_json_tools(tools, example)
+
+    def parse(self, text: str) -> ParsedTurn:
+        """Parse one turn; never raises."""
+        calls: list[ToolCall] = []
+        errors: list[str] = []
+        spans = []
+        for start, end, value in iter_json_objects(text):
+            if isinstance(value, dict) and "tool_calls" in value:
+                spans.append((start, end))
+                self._collect(value["tool_calls"], calls, errors)
+        rest = text
+        for start, end in reversed(spans):
+            rest = rest[:start] + rest[end:]
+        marker = rest.find('"tool_calls"')
+        if marker != -1:
+            start = rest.rfind("{", 0, marker)
+            repaired = repair_truncated(rest[start:].strip()) if start != -1 else None
+            try:
+                value = json.loads(repaired) if repaired else None
+            except json.JSONDecodeError:
+                value = None
+            if isinstance(value, dict):
+                self._collect(value.get("tool_calls"), calls, errors)
+            else:
+                errors.append("unparsable tool_calls object")
+            rest = rest[: start if start != -1 else marker]
+        return ParsedTurn(content=rest.strip(), tool_calls=tuple(calls), parse_errors=tuple(errors))
+
+    @staticmethod
+    def _collect(items: Any, calls: list[ToolCall], errors: list[str]) -> None:
+        if not isinstance(items, list):
+            errors.append("`tool_calls` must be a list")
+            return
+        for item in items:
+            function = item.get("function", item) if isinstance(item, dict) else None
+            if not isinstance(function, dict):
+                errors.append(f"malformed tool call {item!r}"[:200])
+                continue
+            result = tool_call_from_json(json.dumps(function))
+            (calls if isinstance(result, ToolCall) else errors).append(result)

@@ -1,0 +1,71 @@
+"""`react`: ``Thought: ... / Action: tool_name / Action Input: {json}`` (ReAct, Yao et al. 2023, arXiv:2210.03629)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.jsonutil import loads_lenient
+from ctu.registry import ComponentParams, registry
+
+_ACTION = re.compile(r"^\s*Action\s*:\s*(.+?)\s*$", re.MULTILINE)
+_INPUT = re.compile(r"^\s*Action Input\s*:\s*(.*)", re.MULTILINE | re.DOTALL)
+_THOUGHT = re.compile(r"^\s*Thought\s*:[^\n]*\n?", re.MULTILINE)
+RESPOND = "respond"
+"""The action name that means "reply to the user" (its input is the reply, or `{"content": ...}`)."""
+
+
+def _first_json(raw: str) -> object:
+    """The first JSON value at the start of `raw` (text after it is ignored); a truncated one is repaired."""
+    try:
+        return json.JSONDecoder().raw_decode(raw)[0]
+    except json.JSONDecodeError:
+        return loads_lenient(raw)
+
+
+@registry.parsers.register("react")
+class ReactParser:
+    """ReAct turns: a `Thought:`, then `Action:` with a tool name and `Action Input:` with JSON arguments;
+    `Action: respond` (or no action) is a reply to the user. The thought is never shown to the user."""
+
+    class Params(ComponentParams):
+        pass
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.params = params or self.Params()
+
+    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+        """The tools and the ReAct format."""
+        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+        return (
+            "# Tools\n\nYou can call these functions (JSON schemas):\n"
+            f"{schemas}\n\nAnswer in this format:\nThought: <your reasoning>\nAction: <function name, or {RESPOND}>\n"
+            'Action Input: <JSON arguments, or {"content": "<your message to the user>"}>'
+        )
+
+    def parse(self, text: str) -> ParsedTurn:
+        """Parse one turn; never raises."""
+        action = _ACTION.search(text)
+        if action is None:
+            return ParsedTurn(content=_THOUGHT.sub("", text).strip())
+        name = action.group(1).strip()
+        raw_input = _INPUT.search(text, action.end())
+        raw = raw_input.group(1).strip() if raw_input else ""
+        if name == RESPOND:
+            try:
+                value = loads_lenient(raw) if raw.startswith("{") else raw
+            except json.JSONDecodeError:
+                value = raw
+            content = value.get("content", "") if isinstance(value, dict) else str(value)
+            return ParsedTurn(content=str(content).strip())
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            return ParsedTurn(content="", parse_errors=(f"invalid action name {name!r}",))
+        try:
+            arguments = _first_json(raw) if raw else {}
+        except json.JSONDecodeError as exc:
+            return ParsedTurn(content="", parse_errors=(f"Action Input of {name!r} is not JSON: {exc.msg}",))
+        if not isinstance(arguments, dict):
+            return ParsedTurn(content="", parse_errors=(f"Action Input of {name!r} must be a JSON object",))
+        return ParsedTurn(content="", tool_calls=(ToolCall(name, arguments),))
