@@ -118,6 +118,14 @@ class Domain:
         raise KeyError(f"domain {self.name!r} has no task {task_id!r}")
 
     @cached_property
+    def write_tools(self) -> frozenset[str]:
+        """Names of the agent's tools that change the database (tau2's `ToolType.WRITE`)."""
+        from tau2.environment.toolkit import ToolType
+
+        toolkit = self.make_environment().tools
+        return frozenset(name for name in toolkit.get_tools() if toolkit.tool_type(name) == ToolType.WRITE)
+
+    @cached_property
     def policy(self) -> str:
         """The agent's policy text for this domain."""
         return self.make_environment().get_policy()

@@ -50,6 +50,8 @@ class Termination(str, Enum):
     MAX_TURNS = "max_turns"
     TOO_MANY_ERRORS = "too_many_errors"
     USER_ERROR = "user_error"
+    CONTEXT_LIMIT = "context_limit"
+    """The conversation outgrew the model's context (`model.max_model_len`); set by the rollout, not by tau2."""
 
     def to_tau2(self) -> Any:
         """The matching `tau2.data_model.simulation.TerminationReason` (max turns is tau2's MAX_STEPS)."""
@@ -61,6 +63,7 @@ class Termination(str, Enum):
             Termination.MAX_TURNS: TerminationReason.MAX_STEPS,
             Termination.TOO_MANY_ERRORS: TerminationReason.TOO_MANY_ERRORS,
             Termination.USER_ERROR: TerminationReason.USER_ERROR,
+            Termination.CONTEXT_LIMIT: TerminationReason.MAX_STEPS,
         }[self]
 
 
@@ -280,6 +283,10 @@ class Episode:
         if raw is not None:
             return {"role": "assistant", "content": raw}
         return to_openai(message)[0]
+
+    async def end(self, termination: Termination) -> None:
+        """End the episode from outside (e.g. `CONTEXT_LIMIT`); a no-op when it has already ended."""
+        await self._finish(termination)
 
     async def _finish(self, termination: Termination) -> None:
         if self.termination is not None:

@@ -20,20 +20,12 @@ from pathlib import Path
 
 BUILTIN_PREFIX = "builtin:"
 NAME = "tiny-qwen3"
-VERSION = "v1"
+VERSION = "v2"
 VOCAB_SIZE = 1024
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<think>",
-    "</think>",
-]
-"""Qwen's special tokens, in Qwen's order of use; each is one token of the tiny tokenizer."""
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+"""Qwen's control tokens: special (dropped when decoding for a parser)."""
+MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+"""Qwen's markup tokens: one token each but not special, so decoded text keeps them (as Qwen's tokenizer does)."""
 
 CHAT_TEMPLATE = r"""{%- set enable_thinking = enable_thinking if enable_thinking is defined else true %}
 {%- if tools %}
@@ -106,7 +98,7 @@ def training_corpus() -> list[str]:
 
 def build_tokenizer(path: Path) -> None:
     """Train the byte-level BPE on `training_corpus()` and save it with the chat template to `path`."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
@@ -119,11 +111,12 @@ def build_tokenizer(path: Path) -> None:
         show_progress=False,
     )
     tokenizer.train_from_iterator(training_corpus(), trainer=trainer)
+    tokenizer.add_tokens([AddedToken(token, special=False, normalized=False) for token in MARKUP_TOKENS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL_TOKENS[1:],
+        additional_special_tokens=["<|im_start|>"],
         chat_template=CHAT_TEMPLATE,
         model_max_length=32768,
     )

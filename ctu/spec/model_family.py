@@ -9,7 +9,8 @@ NATIVE_TOOL_PARSERS: dict[str, str] = {
     "qwen3": "hermes",
     "llama3": "llama3_json",
 }
-"""vLLM's tool-call parser for each family that supports native tool calling (vLLM `--tool-call-parser`)."""
+"""vLLM's tool-call parser for each family that supports native tool calling (vLLM `--tool-call-parser`).
+On token samplers (Tinker) ctu parses the same format client-side with its parser of that name, or `auto`."""
 
 THINKING_FAMILIES: frozenset[str] = frozenset({"qwen3"})
 """Families whose chat template thinks unless told not to (`enable_thinking=False`)."""

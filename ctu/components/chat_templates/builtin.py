@@ -58,8 +58,24 @@ class DefaultChatTemplate:
         add_generation_prompt: bool = False,
     ) -> list[int]:
         """Token ids of `render(...)`'s text (no special tokens added beyond the template's own)."""
-        text = self.render(tokenizer, messages, tools, add_generation_prompt)
+        return self.encode_text(tokenizer, self.render(tokenizer, messages, tools, add_generation_prompt))
+
+    def encode_text(self, tokenizer: Any, text: str) -> list[int]:
+        """Token ids of an already-rendered piece of conversation text."""
         return list(tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, tokenizer: Any, ids: list[int], skip_special_tokens: bool = True) -> str:
+        """Text of `ids` (special tokens dropped by default: what a parser should see)."""
+        return tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def server_kwargs(self) -> dict[str, Any]:
+        """What a server-side chat-template call (vLLM's OpenAI endpoint) needs to render as this policy does:
+        ``chat_template_kwargs`` (e.g. ``enable_thinking``) and, for a custom template, ``chat_template``."""
+        kwargs: dict[str, Any] = {"chat_template_kwargs": dict(self.template_kwargs)}
+        template = self.chat_template()
+        if template is not None:
+            kwargs["chat_template"] = template
+        return kwargs
 
 
 @registry.chat_templates.register("qwen3_no_thinking")

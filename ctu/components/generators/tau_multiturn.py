@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from ctu.registry import ComponentParams, registry
@@ -11,8 +13,8 @@ from ctu.registry import ComponentParams, registry
 class TauMultiTurnGenerator:
     """Multi-turn tau-bench rollouts: policy turns, tool calls and user replies until the episode ends.
 
-    Implements SkyRL's `GeneratorInterface`; the agent loop is written once over a sampler protocol
-    (SkyRL inference client, Tinker sampling client, or a scripted sampler in tests).
+    Builds `ctu.rollout.generator.TauGenerator`, SkyRL's `GeneratorInterface`; the agent loop is written once
+    over a sampler protocol (SkyRL inference client, Tinker sampling client, or a scripted sampler in tests).
     """
 
     class Params(ComponentParams):
@@ -21,3 +23,11 @@ class TauMultiTurnGenerator:
 
     def __init__(self, params: Params) -> None:
         self.params = params
+
+    def build(self, setup: Any) -> Any:
+        """The SkyRL generator over `setup` (a `ctu.rollout.generator.RolloutSetup`); imports skyrl and torch."""
+        from dataclasses import replace
+
+        from ctu.rollout.generator import TauGenerator
+
+        return TauGenerator(replace(setup, max_concurrent_episodes=self.params.max_concurrent_episodes))

@@ -1,14 +1,21 @@
-"""The built-in judges (their params; verdicts are computed on finished trajectories)."""
+"""The built-in judges: `llm_taxonomy` (an LLM on an endpoint) and `rule_taxonomy` (deterministic, offline)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+import json
+import re
+from typing import Any
 
-from ctu.components.endpoint import OpenAIEndpointParams
+from pydantic import BaseModel, Field, ValidationError
+
+from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
+from ctu.components.judges.base import JudgeInput, Verdict
+from ctu.components.parsers.jsonutil import iter_json_objects
 from ctu.registry import ComponentParams, registry
 
+NO_ERROR = "no_error"
 DEFAULT_TAXONOMY: dict[str, float] = {
-    "no_error": 1.0,
+    NO_ERROR: 1.0,
     "parse_failure": -0.5,
     "tool_error": -0.3,
     "wrong_tool": -0.5,
@@ -18,15 +25,15 @@ DEFAULT_TAXONOMY: dict[str, float] = {
     "unconfirmed_write": -1.0,
     "policy_violation": -1.0,
 }
-"""Error categories and their scores in [-1, 1]; the verdict's score is that of its worst category."""
+"""Error categories and their scores in [-1, 1]; a verdict's score is that of its worst category."""
 
 
 def _check_scores(taxonomy: dict[str, float]) -> dict[str, float]:
     bad = {name: score for name, score in taxonomy.items() if not -1.0 <= score <= 1.0}
     if bad:
         raise ValueError(f"scores must lie in [-1, 1]: {bad}")
-    if not taxonomy:
-        raise ValueError("the taxonomy needs at least one category")
+    if NO_ERROR not in taxonomy:
+        raise ValueError(f"the taxonomy needs the category {NO_ERROR!r}")
     return taxonomy
 
 
@@ -34,29 +41,138 @@ class TaxonomyParams(ComponentParams):
     """An error taxonomy: category -> score."""
 
     taxonomy: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TAXONOMY))
-    """Error categories with their scores in [-1, 1]."""
+    """Error categories with their scores in [-1, 1]; must include `no_error`."""
 
     def model_post_init(self, context: object) -> None:
         _check_scores(self.taxonomy)
 
 
+def score_of(taxonomy: dict[str, float], categories: list[str]) -> float:
+    """The worst score among `categories` (`no_error`'s score when there are none)."""
+    return min((taxonomy[c] for c in categories), default=taxonomy[NO_ERROR])
+
+
+CONFIRMATION = re.compile(r"\b(yes|yeah|yep|confirm|confirmed|go ahead|proceed|sure|correct|please do)\b", re.IGNORECASE)
+
+
+@registry.judges.register("rule_taxonomy")
+class RuleTaxonomyJudge:
+    """Deterministic taxonomy from the episode's own signals, for offline runs and tests.
+
+    Categories: `parse_failure` (a turn whose tool call did not parse), `tool_error` (a tool returned an error),
+    `wrong_tool` (a call to a tool the domain does not have), `max_turns_reached`, `premature_stop` (the call
+    ended although the task needs database writes and none was made), `unconfirmed_write` (a write tool called
+    when the user's last message did not confirm). Categories missing from the taxonomy are ignored.
+    """
+
+    class Params(TaxonomyParams):
+        pass
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.params = params or self.Params()
+
+    def categories(self, episode: JudgeInput) -> list[str]:
+        """The categories the signals show, in taxonomy order."""
+        info = episode.info
+        found: set[str] = set()
+        if info.get("parse_failures") or info.get("empty_turns"):
+            found.add("parse_failure")
+        if info.get("tool_errors") or info.get("termination") == "too_many_errors":
+            found.add("tool_error")
+        if info.get("termination") == "max_turns":
+            found.add("max_turns_reached")
+        known = {tool["function"]["name"] for tool in info.get("tools") or []}
+        last_user = ""
+        writes = 0
+        for message in info.get("conversation") or []:
+            if message["role"] == "user":
+                last_user = message.get("content") or ""
+            for call in message.get("tool_calls") or []:
+                name = call["function"]["name"]
+                if known and name not in known:
+                    found.add("wrong_tool")
+                if name in episode.write_tools:
+                    writes += 1
+                    if not CONFIRMATION.search(last_user):
+                        found.add("unconfirmed_write")
+            if message["role"] == "tool" and "not found" in (message.get("content") or "") and "Tool" in (message.get("content") or ""):
+                found.add("wrong_tool")
+        criteria = getattr(episode.task, "evaluation_criteria", None)
+        gold_writes = [a for a in (criteria.actions or []) if a.name in episode.write_tools] if criteria else []
+        if info.get("termination") in ("user_stop", "agent_stop") and gold_writes and not writes:
+            found.add("premature_stop")
+        return [name for name in self.params.taxonomy if name in found]
+
+    async def judge(self, episode: JudgeInput) -> Verdict:
+        """The rule verdict; never raises."""
+        categories = self.categories(episode)
+        return Verdict(score_of(self.params.taxonomy, categories), tuple(categories))
+
+
+class _Answer(BaseModel):
+    categories: list[str]
+    explanation: str = ""
+
+
+JUDGE_PROMPT = """You review a conversation between a customer-service agent (assistant) and a customer (user), with
+the agent's tool calls and their results. Classify the agent's errors into these categories:
+{categories}
+Use "{no_error}" alone when the agent made no error.
+
+Answer with one JSON object and nothing else: {{"categories": ["<category>", ...], "explanation": "<one sentence>"}}
+
+Conversation:
+{transcript}"""
+
+
+def transcript(conversation: list[dict[str, Any]]) -> str:
+    """A readable transcript of an OpenAI-format conversation (system prompt left out)."""
+    lines = []
+    for message in conversation:
+        if message["role"] == "system":
+            continue
+        content = message.get("content") or ""
+        calls = message.get("tool_calls") or []
+        for call in calls:
+            content += f"\n[tool call] {call['function']['name']}({call['function']['arguments']})"
+        lines.append(f"{message['role']}: {content.strip()}")
+    return "\n".join(lines)
+
+
 @registry.judges.register("llm_taxonomy")
 class LLMTaxonomyJudge:
-    """An LLM on an OpenAI-compatible endpoint classifies the agent's errors into the taxonomy; a failed call gives no bonus."""
+    """An LLM on an OpenAI-compatible endpoint classifies the agent's errors into the taxonomy; its JSON answer is
+    validated, and a failed or malformed call gives no score (no bonus), counted in `judge/failures`."""
 
     class Params(OpenAIEndpointParams, TaxonomyParams):
         pass
 
     def __init__(self, params: Params) -> None:
         self.params = params
+        self.endpoint = ChatEndpoint(params)
 
+    def prompt(self, episode: JudgeInput) -> str:
+        """The classification request for `episode`."""
+        categories = "\n".join(f"- {name}" for name in self.params.taxonomy)
+        return JUDGE_PROMPT.format(
+            categories=categories, no_error=NO_ERROR, transcript=transcript(episode.info.get("conversation") or [])
+        )
 
-@registry.judges.register("rule_taxonomy")
-class RuleTaxonomyJudge:
-    """Deterministic taxonomy from the trajectory's own signals (parse failures, tool errors, max turns...); offline."""
-
-    class Params(TaxonomyParams):
-        pass
-
-    def __init__(self, params: Params) -> None:
-        self.params = params
+    async def judge(self, episode: JudgeInput) -> Verdict:
+        """The LLM verdict; a failure is a verdict with `error` set, never an exception."""
+        try:
+            answer = await self.endpoint.complete([{"role": "user", "content": self.prompt(episode)}])
+        except EndpointError as exc:
+            return Verdict(None, error=str(exc))
+        text = answer.content or ""
+        parsed = next((value for _, _, value in iter_json_objects(text) if isinstance(value, dict)), None)
+        try:
+            result = _Answer.model_validate(parsed)
+        except ValidationError as exc:
+            return Verdict(None, error=f"malformed judge answer: {text[:200]!r} ({exc.error_count()} errors)")
+        unknown = [c for c in result.categories if c not in self.params.taxonomy]
+        if unknown or not result.categories:
+            return Verdict(None, error=f"judge answered categories outside the taxonomy: {unknown or 'none'}")
+        categories = [c for c in result.categories if c != NO_ERROR] or [NO_ERROR]
+        score = score_of(self.params.taxonomy, [c for c in categories if c != NO_ERROR])
+        return Verdict(score, tuple(categories), details={"explanation": result.explanation, "raw": json.dumps(parsed)})

@@ -1,11 +1,13 @@
-"""The built-in reward components (their params; the reward chain runs them in the generator)."""
+"""The built-in reward components. The chain (`ctu.rollout.rewards.RewardChain`) applies them in order."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+import asyncio
+from typing import Any, ClassVar
 
 from pydantic import Field
 
+from ctu.components.rewards.base import RewardContext
 from ctu.registry import ComponentParams, registry
 from ctu.registry.config import Component
 
@@ -16,6 +18,7 @@ JudgeRef = Component("judges")
 class TauOutcomeReward:
     """The environment's tau2 reward for the finished episode (1.0 or 0.0; 0.0 when the episode did not finish)."""
 
+    training_only: ClassVar[bool] = False
     needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
@@ -24,11 +27,19 @@ class TauOutcomeReward:
     def __init__(self, params: Params) -> None:
         self.params = params
 
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """Adds tau2's reward to the reward so far."""
+        return reward + float(context.info.get("reward") or 0.0)
+
 
 @registry.rewards.register("taxonomy_feedback")
 class TaxonomyFeedbackReward:
-    """Adds `weight` x the judge's taxonomy score (a bonus or a penalty), in training only, never in evaluation."""
+    """Adds `weight` x the judge's taxonomy score (a bonus or a penalty), in training only, never in evaluation.
 
+    A failed or malformed judge call adds nothing and is counted in `judge/failures`.
+    """
+
+    training_only: ClassVar[bool] = True
     needs_judge: ClassVar[bool] = True
 
     class Params(ComponentParams):
@@ -39,12 +50,69 @@ class TaxonomyFeedbackReward:
 
     def __init__(self, params: Params) -> None:
         self.params = params
+        self._judge: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _get_judge(self, context: RewardContext) -> Any:
+        async with self._lock:
+            if self._judge is None:
+                config = self.params.judge or context.judge
+                if config is None:
+                    raise ValueError("taxonomy_feedback has no judge (the spec check should have caught this)")
+                self._judge = config.build()
+        return self._judge
+
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """Adds ``weight * verdict.score``; nothing on a failed verdict."""
+        from ctu.components.judges.base import JudgeInput
+        from ctu.metrics import JUDGE, metric
+
+        judge = await self._get_judge(context)
+        verdict = await judge.judge(JudgeInput(context.info, context.task, context.write_tools))
+        context.metrics[metric(JUDGE, "calls")] = 1.0
+        context.metrics[metric(JUDGE, "failures")] = float(verdict.error is not None)
+        context.info.setdefault("judge", {"categories": list(verdict.categories), "score": verdict.score, "error": verdict.error})
+        if verdict.score is None:
+            return reward
+        context.metrics[metric(JUDGE, "score")] = verdict.score
+        return reward + self.params.weight * verdict.score
+
+
+def matched_fraction(task: Any, conversation: list[dict[str, Any]]) -> float | None:
+    """Fraction of the task's gold assistant actions that some tool call of the episode matches (tau2's
+    `Action.compare_with_tool_call`), each call matching at most one action; None when the task has none."""
+    from tau2.data_model.message import ToolCall
+
+    criteria = getattr(task, "evaluation_criteria", None)
+    gold = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
+    if not gold:
+        return None
+    import json
+
+    calls = []
+    for message in conversation:
+        for call in message.get("tool_calls") or []:
+            try:
+                arguments = json.loads(call["function"]["arguments"])
+            except (TypeError, ValueError):
+                continue
+            calls.append(ToolCall(id=call.get("id", ""), name=call["function"]["name"], arguments=arguments))
+    used = [False] * len(calls)
+    matched = 0
+    for action in gold:
+        for index, call in enumerate(calls):
+            if not used[index] and action.compare_with_tool_call(call):
+                used[index] = True
+                matched += 1
+                break
+    return matched / len(gold)
 
 
 @registry.rewards.register("partial_credit")
 class PartialCreditReward:
     """Adds `weight` x the fraction of the task's gold actions the agent matched, so near-misses differ from failures."""
 
+    training_only: ClassVar[bool] = False
     needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
@@ -54,27 +122,39 @@ class PartialCreditReward:
     def __init__(self, params: Params) -> None:
         self.params = params
 
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """Adds ``weight * matched_fraction`` (nothing for tasks without gold actions)."""
+        fraction = matched_fraction(context.task, context.info.get("conversation") or [])
+        return reward if fraction is None else reward + self.params.weight * fraction
+
 
 @registry.rewards.register("format_penalty")
 class FormatPenaltyReward:
-    """Subtracts `penalty` for each parse failure in the episode, at most `max_penalty` in all."""
+    """Subtracts `penalty` for each parse failure (or empty turn) in the episode, at most `max_penalty` in all."""
 
+    training_only: ClassVar[bool] = False
     needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
         penalty: float = Field(0.1, ge=0.0)
-        """Subtracted per turn whose tool call could not be parsed."""
+        """Subtracted per turn whose tool call could not be parsed, or that was empty."""
         max_penalty: float = Field(0.5, ge=0.0)
         """Cap on the total subtracted in one episode."""
 
     def __init__(self, params: Params) -> None:
         self.params = params
 
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """Subtracts the capped penalty."""
+        failures = int(context.info.get("parse_failures") or 0) + int(context.info.get("empty_turns") or 0)
+        return reward - min(self.params.penalty * failures, self.params.max_penalty)
+
 
 @registry.rewards.register("zero_on_non_stop")
 class ZeroOnNonStopReward:
     """Sets the reward to 0 when the last turn ended for any reason but a stop (e.g. the length limit). Off unless listed."""
 
+    training_only: ClassVar[bool] = False
     needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
@@ -82,3 +162,7 @@ class ZeroOnNonStopReward:
 
     def __init__(self, params: Params) -> None:
         self.params = params
+
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """0.0 unless the last turn stopped normally."""
+        return reward if context.stop_reason == "stop" else 0.0

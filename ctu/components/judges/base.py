@@ -1,0 +1,40 @@
+"""The judge seam: a finished episode in, a `Verdict` out. A judge never raises; a failure is a verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judge's classification of a finished episode.
+
+    Attributes:
+        score: in [-1, 1] (the worst category's score; `no_error` when nothing went wrong), None on failure.
+        categories: the error categories found.
+        error: why the judge gave no score (a failed or malformed call), else None.
+    """
+
+    score: float | None
+    categories: tuple[str, ...] = ()
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JudgeInput:
+    """What a judge sees of an episode: its info (`Episode.info()`: conversation, termination, errors, task),
+    the tau2 task, and the domain's write tools."""
+
+    info: dict[str, Any]
+    task: Any
+    write_tools: frozenset[str]
+
+
+class Judge(Protocol):
+    """Classifies the errors of finished episodes."""
+
+    async def judge(self, episode: JudgeInput) -> Verdict:
+        """The verdict; never raises."""
+        ...

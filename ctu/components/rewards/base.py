@@ -1,0 +1,42 @@
+"""The reward seam: components applied in the spec's order, each seeing the reward so far and the phase."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
+
+Phase = Literal["train", "eval"]
+
+
+@dataclass
+class RewardContext:
+    """What reward components see of one finished episode.
+
+    Attributes:
+        info: `Episode.info()` (conversation, termination, errors, the environment's tau2 reward).
+        task: the tau2 task.
+        write_tools: the domain's write tools.
+        phase: ``train`` or ``eval`` (from SkyRL's `batch_metadata.training_phase`).
+        stop_reason: how the policy's last turn ended (``stop`` or ``length``).
+        judge: the spec's top-level judge component config (for rewards with no judge of their own), or None.
+        metrics: components add per-episode numbers here (``judge/failures`` ...).
+    """
+
+    info: dict[str, Any]
+    task: Any
+    write_tools: frozenset[str]
+    phase: Phase
+    stop_reason: str = "stop"
+    judge: Any = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class RewardComponent(Protocol):
+    """One step of the reward chain."""
+
+    training_only: ClassVar[bool]
+    needs_judge: ClassVar[bool]
+
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """The reward after this component, given the reward so far."""
+        ...

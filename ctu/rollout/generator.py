@@ -1,0 +1,288 @@
+"""`TauGenerator`: SkyRL's `GeneratorInterface` over tau-bench episodes. The agent loop is written once here;
+the SkyRL and Tinker runners differ only in the sampler they give it.
+
+Per trajectory: the episode's prompt is tokenised by the chat-template policy; each policy turn is sampled
+(token-in/token-out, or a chat completion with tools for native tool calling on SkyRL, re-tokenised through
+the policy), given to the environment, and the observations' tokens are appended with loss mask 0. The loss
+mask is 1 exactly on the tokens the policy generated. The reward is the spec's reward chain for the batch's
+training phase (from `batch_metadata.training_phase`), so a training-only reward cannot reach evaluation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
+
+from ctu.components.parsers.base import ParsedTurn, Parser
+from ctu.components.rewards.base import Phase, RewardContext
+from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, mean, metric
+from ctu.rollout.rewards import RewardChain
+from ctu.rollout.sampling import Sampler, SamplingParams
+from ctu.rollout.tokens import TokenAccount
+from tau_bench_env.env import EnvSetup, TauBenchEnv
+from tau_bench_env.episode import Termination
+from tau_bench_env.messages import parse_openai_tool_calls
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RolloutSetup:
+    """Everything the generator needs, resolved from the spec by a runner.
+
+    Attributes:
+        tokenizer: the policy's Hugging Face tokenizer.
+        chat_template: the chat-template policy (built component).
+        sampler: the policy's sampler.
+        env: the environment setup (user simulator, parser, episode config).
+        rewards: the reward chain of each phase.
+        sampling: sampling params of each phase.
+        max_model_len: longest conversation in tokens.
+        native_tool_calling: tools as OpenAI `tools` (chat samplers) or in the template (token samplers).
+        native_parser: parses the model family's own tool-call format on token samplers in native mode.
+        max_concurrent_episodes: episodes in flight at once.
+        on_records: called with each batch's `TrajectoryRecord`s, its phase and global step (trajectory logs).
+    """
+
+    tokenizer: Any
+    chat_template: Any
+    sampler: Sampler
+    env: EnvSetup
+    rewards: dict[str, RewardChain]
+    sampling: dict[str, SamplingParams]
+    max_model_len: int = 16384
+    native_tool_calling: bool = False
+    native_parser: Parser | None = None
+    max_concurrent_episodes: int = 256
+    on_records: Callable[[list[TrajectoryRecord], Phase, int], None] | None = None
+
+
+@dataclass
+class TrajectoryRecord:
+    """One trajectory's tokens, reward and episode facts."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    reward: float
+    stop_reason: str
+    info: dict[str, Any]
+    reward_metrics: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+    policy_turns: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def raw_reward(self) -> float:
+        """tau2's reward, before the reward chain."""
+        return float(self.info.get("reward") or 0.0)
+
+    @property
+    def success(self) -> bool:
+        """tau2 scored the episode 1.0."""
+        return self.raw_reward == 1.0
+
+
+class TauGenerator(GeneratorInterface):
+    """Multi-turn tau-bench rollouts for SkyRL (see the module docstring)."""
+
+    def __init__(self, setup: RolloutSetup) -> None:
+        self.setup = setup
+        self.account = TokenAccount(setup.chat_template, setup.tokenizer)
+        self.last_records: list[TrajectoryRecord] = []
+        self._warned_no_phase = False
+
+    def _phase(self, input_batch: GeneratorInput) -> tuple[Phase, int]:
+        metadata = input_batch.get("batch_metadata")
+        if metadata is None:
+            if not self._warned_no_phase:
+                logger.warning("generate() got no batch_metadata: treating the batch as evaluation (no training-only rewards)")
+                self._warned_no_phase = True
+            return "eval", 0
+        phase = metadata.training_phase
+        return ("eval" if phase == "eval" else "train"), int(metadata.global_step or 0)
+
+    async def generate(self, input_batch: GeneratorInput) -> GeneratorOutput:
+        """Run one episode per prompt, concurrently; outputs in input order. Never raises for an episode's
+        failure: a failed episode yields an empty, zero-reward trajectory, counted in `generation/episode_errors`."""
+        started = time.perf_counter()
+        phase, step = self._phase(input_batch)
+        prompts = list(input_batch.get("prompts") or [])
+        extras = list(input_batch.get("env_extras") or [{} for _ in prompts])
+        limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)
+
+        async def one(prompt: Any, extra: dict[str, Any]) -> TrajectoryRecord:
+            async with limit:
+                return await self.run_episode(prompt, extra, phase)
+
+        records = list(await asyncio.gather(*(one(p, e) for p, e in zip(prompts, extras, strict=True))))
+        self.last_records = records
+        if self.setup.on_records is not None:
+            self.setup.on_records(records, phase, step)
+        metrics = rollout_metrics(records)
+        metrics[metric(TIMING, "generate")] = time.perf_counter() - started
+        logprobs = [r.logprobs for r in records]
+        return GeneratorOutput(
+            prompt_token_ids=[r.prompt_ids for r in records],
+            response_ids=[r.response_ids for r in records],
+            rewards=[r.reward for r in records],
+            loss_masks=[r.loss_mask for r in records],
+            stop_reasons=[r.stop_reason for r in records],
+            rollout_metrics=metrics,
+            rollout_logprobs=logprobs if records and all(len(l) == len(r.response_ids) for l, r in zip(logprobs, records)) else None,
+            trajectory_ids=input_batch.get("trajectory_ids"),
+            trajectory_generation_times=[r.seconds for r in records],
+            trajectory_time_splits=None,
+            rollout_expert_indices=None,
+            rollout_sample_support=None,
+            is_last_step=None,
+            env_metrics=[episode_row(r) for r in records],
+            pixel_values=None,
+            image_grid_thw=None,
+        )
+
+    async def run_episode(self, prompt: Any, extras: dict[str, Any], phase: Phase) -> TrajectoryRecord:
+        """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set."""
+        started = time.perf_counter()
+        try:
+            record = await self._episode(prompt, extras, phase)
+        except Exception as exc:  # one broken episode must not end a multi-day run
+            logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
+            eos = self.account.eos_id if self.account.eos_id is not None else 0
+            record = TrajectoryRecord([eos], [eos], [0], [0.0], 0.0, "error", {"task_id": extras.get("task_id")},
+                                      extras=dict(extras), error=f"{type(exc).__name__}: {exc}")
+        record.seconds = time.perf_counter() - started
+        return record
+
+    async def _episode(self, prompt: Any, extras: dict[str, Any], phase: Phase) -> TrajectoryRecord:
+        setup = self.setup
+        account = self.account
+        env = TauBenchEnv(setup.env, extras)
+        messages, metadata = await env.ainit(prompt)
+        native = setup.native_tool_calling
+        chat_mode = native and setup.sampler.supports_chat
+        template_tools = metadata["tools"] if native else None
+        prompt_ids = account.prompt_ids(messages, template_tools)
+        ids = list(prompt_ids)
+        response: list[int] = []
+        mask: list[int] = []
+        logprobs: list[float] = []
+        stop_reason = "stop"
+        turns = 0
+        sampling = setup.sampling[phase]
+        done = bool(metadata["done"])
+        while not done:
+            budget = setup.max_model_len - len(ids)
+            if budget <= 0:
+                await env.episode.end(Termination.CONTEXT_LIMIT)
+                stop_reason = "length"
+                break
+            params = replace(sampling, max_tokens=min(sampling.max_tokens, budget))
+            turns += 1
+            if chat_mode:
+                conversation = list(env.episode.conversation)
+                result = await setup.sampler.chat(conversation, metadata["tools"], params)
+                calls, errors = parse_openai_tool_calls(result.tool_calls, requestor="assistant")
+                message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+                if result.tool_calls:
+                    message["tool_calls"] = result.tool_calls
+                generated = account.assistant_ids(conversation, message, template_tools)
+                turn_logprobs = [0.0] * len(generated)
+                from ctu.components.parsers.base import ToolCall
+
+                action: str | ParsedTurn = ParsedTurn(
+                    content=result.text or "",
+                    tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
+                    parse_errors=tuple(errors),
+                )
+            else:
+                result = await setup.sampler.sample(ids, params)
+                generated = list(result.token_ids)
+                turn_logprobs = list(result.logprobs) if result.logprobs and len(result.logprobs) == len(generated) else [0.0] * len(generated)
+                text = account.decode(generated)
+                action = setup.native_parser.parse(text) if native and setup.native_parser is not None else text
+            stop_reason = result.stop_reason
+            response += generated
+            mask += [1] * len(generated)
+            logprobs += turn_logprobs
+            ids += generated
+            step = await env.astep(action)
+            if step["done"]:
+                break
+            closed = chat_mode or (bool(generated) and generated[-1] == account.eos_id)
+            observation = account.observation_ids(step["observations"], closed)
+            if len(ids) + len(observation) >= setup.max_model_len:
+                await env.episode.end(Termination.CONTEXT_LIMIT)
+                stop_reason = "length"
+                break
+            response += observation
+            mask += [0] * len(observation)
+            logprobs += [0.0] * len(observation)
+            ids += observation
+        if not response:  # nothing was generated (the user hung up at once): one masked token keeps shapes valid
+            eos = account.eos_id if account.eos_id is not None else 0
+            response, mask, logprobs = [eos], [0], [0.0]
+        info = env.episode.info()
+        context = RewardContext(info, env.episode.task, env.episode.domain.write_tools, phase, stop_reason, setup.rewards[phase].judge)
+        reward, reward_metrics = await setup.rewards[phase].score(context)
+        return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, info, reward_metrics,
+                                dict(extras), policy_turns=turns)
+
+
+def episode_row(record: TrajectoryRecord) -> dict[str, Any]:
+    """The per-trajectory facts SkyRL keeps with eval dumps (`env_metrics`)."""
+    return {
+        "domain": record.info.get("domain") or record.extras.get("domain"),
+        "task_id": record.info.get("task_id") or record.extras.get("task_id"),
+        "test_set": record.extras.get("test_set"),
+        "raw_reward": record.raw_reward,
+        "reward": record.reward,
+        "success": record.success,
+        "termination": record.info.get("termination"),
+        "turns": record.info.get("turns", 0),
+    }
+
+
+def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
+    """The batch's metrics, named by `ctu.metrics`; zeros (never NaN) for an empty batch."""
+    count = len(records)
+    turns = sum(r.policy_turns for r in records)
+    failures = sum(int(r.info.get("parse_failures") or 0) + int(r.info.get("empty_turns") or 0) for r in records)
+    metrics: dict[str, float] = {
+        metric(GENERATION, "avg_reward"): mean(r.reward for r in records),
+        metric(GENERATION, "success_rate"): mean(float(r.success) for r in records),
+        metric(GENERATION, "num_trajectories"): float(count),
+        metric(GENERATION, "avg_response_length"): mean(float(sum(r.loss_mask)) for r in records),
+        metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
+        metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
+        metric(REWARD, "avg_raw_reward"): mean(r.raw_reward for r in records),
+        metric(REWARD, "avg_final_reward"): mean(r.reward for r in records),
+        metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
+        metric(ENVIRONMENT, "avg_turns"): mean(float(r.info.get("turns") or 0) for r in records),
+        metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.info.get("tool_errors") or 0) for r in records),
+        metric(ENVIRONMENT, "evaluation_errors"): float(sum(bool(r.info.get("evaluation_error")) for r in records)),
+        metric(USER, "errors"): float(sum(bool(r.info.get("user_error")) for r in records)),
+    }
+    terminations = Counter(r.info.get("termination") or "none" for r in records)
+    for reason, n in terminations.items():
+        metrics[metric(ENVIRONMENT, f"termination/{reason}")] = n / count
+    sums: dict[str, list[float]] = {}
+    for record in records:
+        for name, value in record.reward_metrics.items():
+            sums.setdefault(name, []).append(value)
+    for name, values in sums.items():
+        if name.startswith(f"{JUDGE}/") and name != metric(JUDGE, "score"):
+            metrics[name] = float(sum(values))
+        else:
+            metrics[name] = mean(values)
+    return metrics

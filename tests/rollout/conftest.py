@@ -1,0 +1,87 @@
+"""Rollout test helpers: the tiny tokenizer, a replaying sampler, and specs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ctu.components.parsers.base import ParsedTurn
+from ctu.rollout.sampling import SampleResult, SamplingParams, ScriptedSampler
+from tau_bench_env.env import shared_domain
+from tau_bench_env.replay import GoldReplayAgent, effective_writes
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from ctu.models.tiny_qwen3 import tokenizer_path
+
+    return AutoTokenizer.from_pretrained(str(tokenizer_path()))
+
+
+def hermes_text(turn: ParsedTurn) -> str:
+    """A parsed turn written as Qwen writes it."""
+    if turn.tool_calls:
+        return "\n".join(
+            f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>' for c in turn.tool_calls
+        )
+    return turn.content
+
+
+class ReplayScript:
+    """Plays the gold replay of whichever task a prompt belongs to (found by the user's opening line); the
+    policy turn's index is the number of assistant headers in the prompt, less the greeting and the new one."""
+
+    def __init__(self, tokenizer, domain: str, task_ids: list[str]) -> None:
+        from ctu.components.user_simulators.scripted import opening_line
+
+        self.tokenizer = tokenizer
+        self.turns: dict[str, list[ParsedTurn]] = {}
+        for task_id in task_ids:
+            task = shared_domain(domain).task(task_id)
+            writes = effective_writes(shared_domain(domain).make_environment(), task)
+            self.turns[opening_line(task)] = list(GoldReplayAgent(task, None, writes).turns())
+        self.texts: list[str] = []
+
+    def turn(self, prompt_ids: list[int]) -> ParsedTurn:
+        text = self.tokenizer.decode(prompt_ids)
+        opening = next(o for o in self.turns if o in text)
+        index = text.count("<|im_start|>assistant") - 2
+        turns = self.turns[opening]
+        return turns[min(index, len(turns) - 1)]
+
+    def __call__(self, prompt_ids: list[int], call: int) -> str:
+        text = hermes_text(self.turn(prompt_ids))
+        self.texts.append(text)
+        return text
+
+
+def scripted_sampler(tokenizer, script) -> ScriptedSampler:
+    return ScriptedSampler(script, lambda t: tokenizer.encode(t, add_special_tokens=False), tokenizer.eos_token_id)
+
+
+class ChatReplaySampler:
+    """A chat sampler (as SkyRL's OpenAI endpoint is) that answers with structured tool calls."""
+
+    supports_chat = True
+
+    def __init__(self, tokenizer, script: ReplayScript) -> None:
+        self.tokenizer = tokenizer
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+
+    async def sample(self, prompt_ids, params):  # pragma: no cover - chat only
+        raise AssertionError("a chat sampler in native mode is asked for chats only")
+
+    async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:
+        self.requests.append({"messages": messages, "tools": tools})
+        prompt = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, add_generation_prompt=True, return_dict=False)
+        turn = self.script.turn(prompt)
+        calls = [
+            {"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for i, c in enumerate(turn.tool_calls)
+        ]
+        return SampleResult([], turn.content, "stop", None, calls or None)

@@ -1,0 +1,184 @@
+"""The `tau_multiturn` generator end to end on CPU against `TauBenchEnv`, with scripted samplers."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from skyrl.train.generators.base import BatchMetadata
+
+from ctu.rollout.setup import build_generator
+from ctu.spec import spec_from_dict
+from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+from tau_bench_env.env import ENV_CLASS
+
+from .conftest import ChatReplaySampler, ReplayScript, scripted_sampler
+
+TASKS = ["0", "1", "2"]
+
+
+def spec(minimal, **sections):
+    data = {**minimal, **sections}
+    data.setdefault("model", {"path": "builtin:tiny-qwen3", "max_model_len": 32768})
+    return spec_from_dict(data).spec
+
+
+def batch(task_ids, phase="train", samples=2, domain="retail"):
+    prompts, extras = [], []
+    for task_id in task_ids:
+        for _ in range(samples):
+            prompts.append([{"role": "system", "content": "replaced by the episode"}])
+            extras.append({"domain": domain, "task_id": task_id})
+    return {
+        "prompts": prompts,
+        "env_classes": [ENV_CLASS] * len(prompts),
+        "env_extras": extras,
+        "sampling_params": None,
+        "trajectory_ids": None,
+        "batch_metadata": BatchMetadata(global_step=1, training_phase=phase),
+    }
+
+
+def run(generator, input_batch):
+    return asyncio.run(generator.generate(input_batch))
+
+
+def test_text_mode_replays_score_one_and_masks_cover_exactly_the_policy_tokens(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS)
+    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    output = run(generator, batch(TASKS))
+    assert output["rewards"] == [1.0] * 6
+    assert output["stop_reasons"] == ["stop"] * 6
+    for prompt, response, mask, logprobs, record in zip(
+        output["prompt_token_ids"], output["response_ids"], output["loss_masks"], output["rollout_logprobs"], generator.last_records
+    ):
+        assert len(response) == len(mask) == len(logprobs)
+        # mask 1 exactly on generated tokens: they decode to the policy's turns, each closed by <|im_end|>
+        policy = [message["content"] for message in record.info["conversation"] if message["role"] == "assistant"][1:]
+        generated = tokenizer.decode([t for t, m in zip(response, mask) if m == 1])
+        assert generated == "".join(f"{text}<|im_end|>" for text in policy)
+        assert all(lp == -1.0 for lp, m in zip(logprobs, mask) if m == 1)
+        assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)
+        # the whole sequence decodes back to the conversation, as the chat template renders it
+        rendered = tokenizer.apply_chat_template(record.info["conversation"], tokenize=False)
+        assert tokenizer.decode(prompt + response) == rendered.rstrip("\n") or tokenizer.decode(prompt + response) + "\n" == rendered
+    metrics = output["rollout_metrics"]
+    assert metrics["generation/avg_reward"] == 1.0 and metrics["generation/success_rate"] == 1.0
+    assert metrics["reward/parse_failure_rate"] == 0.0 and metrics["environment/termination/user_stop"] == 1.0
+    assert metrics["reward/tau_outcome/contribution"] == 1.0
+    assert metrics["timing/generate"] > 0
+
+
+def test_native_mode_on_a_token_sampler_renders_tools_in_the_template(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    sampler = scripted_sampler(tokenizer, script)
+    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}, model={"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}), tokenizer, sampler)
+    output = run(generator, batch(TASKS[:1], samples=1))
+    assert output["rewards"] == [1.0]
+    first_prompt = tokenizer.decode(sampler.prompts[0])
+    assert "<tools>" in first_prompt and '"get_order_details"' in first_prompt
+    assert first_prompt.endswith("<think>\n\n</think>\n\n")  # thinking disabled in the template call
+
+
+def test_native_mode_on_a_chat_sampler_retokenises_structured_calls(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    sampler = ChatReplaySampler(tokenizer, script)
+    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, sampler)
+    output = run(generator, batch(TASKS[:1], samples=1))
+    assert output["rewards"] == [1.0]
+    assert sampler.requests[0]["tools"]
+    record = generator.last_records[0]
+    generated = tokenizer.decode([t for t, m in zip(record.response_ids, record.loss_mask) if m == 1])
+    assert "<tool_call>\n{\"name\": \"find_user_id_by_name_zip\"" in generated
+    calls = [m for m in record.info["conversation"] if m.get("tool_calls")]
+    assert calls and calls[0]["tool_calls"][0]["function"]["name"] == "find_user_id_by_name_zip"
+
+
+def test_training_only_reward_never_reaches_evaluation(minimal, tokenizer):
+    with ScriptedOpenAIServer(default=Answer.text('{"categories": ["tool_error"], "explanation": "x"}')) as judge:
+        rewards = [
+            "tau_outcome",
+            {"type": "taxonomy_feedback", "weight": 0.5,
+             "judge": {"type": "llm_taxonomy", "model": "judge", "base_url": judge.base_url, "api_key_env": None}},
+        ]
+        script = ReplayScript(tokenizer, "retail", TASKS[:1])
+        generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+        evaluation = run(generator, batch(TASKS[:1], phase="eval"))
+        assert judge.requests == []
+        assert evaluation["rewards"] == [1.0, 1.0]
+        assert "reward/taxonomy_feedback/contribution" not in evaluation["rollout_metrics"]
+        assert [name for name, _ in generator.setup.rewards["eval"].components] == ["tau_outcome"]
+        training = run(generator, batch(TASKS[:1], phase="train"))
+    assert len(judge.requests) == 2
+    assert training["rewards"] == [pytest.approx(1.0 - 0.5 * 0.3)] * 2
+    assert training["rollout_metrics"]["judge/failures"] == 0.0
+
+
+def test_a_failing_judge_gives_no_bonus_and_is_counted(minimal, tokenizer):
+    with ScriptedOpenAIServer(default=Answer.text("I refuse to answer in JSON")) as judge:
+        rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": {"type": "llm_taxonomy", "model": "j", "base_url": judge.base_url, "api_key_env": None}}]
+        script = ReplayScript(tokenizer, "retail", TASKS[:1])
+        generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+        output = run(generator, batch(TASKS[:1], samples=2))
+    assert output["rewards"] == [1.0, 1.0]
+    assert output["rollout_metrics"]["judge/failures"] == 2.0
+
+
+def test_empty_responses_never_crash(minimal, tokenizer):
+    generator = build_generator(spec(minimal, environment={"user_simulator": "scripted", "max_errors": 3}), tokenizer,
+                                scripted_sampler(tokenizer, lambda ids, n: ""))
+    for phase in ("eval", "train"):
+        output = run(generator, batch(TASKS[:2], phase=phase))
+        assert output["rewards"] == [0.0] * 4
+        assert all(len(r) == len(m) > 0 for r, m in zip(output["response_ids"], output["loss_masks"]))
+        metrics = output["rollout_metrics"]
+        assert metrics["environment/termination/too_many_errors"] == 1.0
+        assert metrics["reward/parse_failure_rate"] == 1.0  # every turn was empty
+        assert not any(math.isnan(v) for v in metrics.values())
+
+
+def test_an_empty_batch_returns_empty_outputs_and_zero_metrics(minimal, tokenizer):
+    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, lambda ids, n: "hi"))
+    empty = batch([], phase="eval")
+    output = run(generator, empty)
+    assert output["response_ids"] == [] and output["rewards"] == []
+    metrics = output["rollout_metrics"]
+    assert metrics["generation/avg_reward"] == 0.0 and metrics["generation/num_trajectories"] == 0.0
+    assert not any(math.isnan(v) for v in metrics.values())
+
+
+def test_context_limit_ends_the_episode_without_crashing(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    probe = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    prompt_length = len(run(probe, batch(TASKS[:1], samples=1))["prompt_token_ids"][0])
+    small = spec(minimal, model={"path": "builtin:tiny-qwen3", "max_model_len": prompt_length + 60})
+    generator = build_generator(small, tokenizer, scripted_sampler(tokenizer, script))
+    output = run(generator, batch(TASKS[:1], samples=1))
+    record = generator.last_records[0]
+    assert record.info["termination"] == "context_limit" and output["rewards"] == [0.0]
+    assert output["stop_reasons"] == ["length"]
+    assert len(output["prompt_token_ids"][0]) + len(output["response_ids"][0]) <= prompt_length + 60
+
+
+def test_a_broken_episode_does_not_break_the_batch(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    bad = batch(TASKS[:1], samples=1)
+    bad["prompts"].append([{"role": "system", "content": "x"}])
+    bad["env_extras"].append({"domain": "retail", "task_id": "no-such-task"})
+    output = run(generator, bad)
+    assert output["rewards"] == [1.0, 0.0]
+    assert output["rollout_metrics"]["generation/episode_errors"] == 1.0
+    assert "no-such-task" in generator.last_records[1].error
+
+
+def test_missing_phase_is_treated_as_evaluation(minimal, tokenizer):
+    with ScriptedOpenAIServer(default=Answer.text('{"categories": ["no_error"]}')) as judge:
+        rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": {"type": "llm_taxonomy", "model": "j", "base_url": judge.base_url, "api_key_env": None}}]
+        script = ReplayScript(tokenizer, "retail", TASKS[:1])
+        generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+        no_phase = batch(TASKS[:1], samples=1)
+        no_phase["batch_metadata"] = None
+        output = run(generator, no_phase)
+    assert judge.requests == [] and output["rewards"] == [1.0]
