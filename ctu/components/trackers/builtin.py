@@ -91,9 +91,24 @@ class JsonlTracker:
             self._file = None
 
 
+TAXONOMY_SUFFIX = "_with_taxonomy_feedback"
+"""Appended to the wandb project when the `taxonomy_feedback` reward is on, so such runs never mix with others."""
+
+
+def uses_taxonomy_feedback(config: Mapping[str, object]) -> bool:
+    """Whether a resolved spec (as a mapping) has the `taxonomy_feedback` reward."""
+    rewards = config.get("rewards") or []
+    return any(isinstance(r, Mapping) and r.get("type") == "taxonomy_feedback" for r in rewards)  # type: ignore[union-attr]
+
+
 @registry.trackers.register("wandb")
 class WandbTracker:
-    """Weights & Biases with the trainer's step as the one step counter; offline when no API key is set."""
+    """Weights & Biases with the trainer's global step as the one step counter; offline when no API key is set.
+
+    The run is finished by an explicit `finish()` at the end of training, never from a destructor (a
+    `finish()` during interpreter shutdown hangs or loses data). The project gets `_with_taxonomy_feedback`
+    when the spec's rewards include `taxonomy_feedback`.
+    """
 
     class Params(ComponentParams):
         project: str | None = None
@@ -107,11 +122,59 @@ class WandbTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
+        self.run = None
+        self.project: str | None = None
+        self.mode: str | None = None
+        self.last_step = -1
+
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
+        """Open (or resume) the wandb run in `<run_dir>/wandb`, with the resolved spec as its config."""
+        import os
+
+        import wandb
+
+        mode = self.params.mode
+        if mode == "auto":
+            mode = "online" if os.environ.get(self.params.api_key_env) else "offline"
+        self.mode = mode
+        self.project = (self.params.project or project) + (TAXONOMY_SUFFIX if uses_taxonomy_feedback(config) else "")
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        run_id = "".join(c if c.isalnum() else "-" for c in f"{run_name}-{Path(run_dir).resolve().name}")[:64]
+        self.run = wandb.init(
+            project=self.project,
+            entity=self.params.entity,
+            name=run_name,
+            id=run_id,
+            resume="allow",
+            dir=str(run_dir),
+            config=dict(config),
+            mode=mode,
+            settings=wandb.Settings(silent=True, console="off"),
+        )
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        """Log `metrics` at the trainer's global `step` (the only step counter).
+
+        Raises:
+            ValueError: `step` is below the last one (wandb would silently drop the metrics).
+        """
+        if self.run is None:
+            raise RuntimeError("WandbTracker.log called before start()")
+        if step < self.last_step:
+            raise ValueError(f"wandb steps must not go back: step {step} after step {self.last_step}")
+        self.last_step = step
+        self.run.log(dict(metrics), step=step)
+
+    def finish(self) -> None:
+        """Finish the run explicitly."""
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
 
 
 @registry.trackers.register("tensorboard")
 class TensorboardTracker:
-    """TensorBoard event files in the run directory."""
+    """TensorBoard event files in the run directory, one scalar per metric at the trainer's global step."""
 
     class Params(ComponentParams):
         log_dir: str = Field("tensorboard", min_length=1)
@@ -119,3 +182,52 @@ class TensorboardTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
+        self.writer = None
+
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
+        """Open an event-file writer in `<run_dir>/<log_dir>`."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(Path(run_dir) / self.params.log_dir))
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        """One scalar per metric at `step`."""
+        if self.writer is None:
+            raise RuntimeError("TensorboardTracker.log called before start()")
+        for name, value in metrics.items():
+            self.writer.add_scalar(name, float(value), global_step=step)
+        self.writer.flush()
+
+    def finish(self) -> None:
+        """Close the writer."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class Trackers:
+    """Several trackers used as one: `start`, `log` and `finish` go to each, in order."""
+
+    def __init__(self, trackers: list[object]) -> None:
+        self.trackers = trackers
+
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
+        """Start every tracker."""
+        for tracker in self.trackers:
+            tracker.start(run_dir, run_name, project, config)  # type: ignore[attr-defined]
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        """Log to every tracker at the same `step`."""
+        for tracker in self.trackers:
+            tracker.log(metrics, step)  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        """Finish every tracker, even when one fails (the first failure is raised after)."""
+        error: BaseException | None = None
+        for tracker in self.trackers:
+            try:
+                tracker.finish()  # type: ignore[attr-defined]
+            except Exception as exc:  # finish the others first
+                error = error or exc
+        if error is not None:
+            raise error

@@ -1,0 +1,126 @@
+"""Judges (`rule_taxonomy`, `llm_taxonomy` against a real server on 127.0.0.1) and reward components."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from ctu.components.judges.base import JudgeInput
+from ctu.components.rewards.base import RewardContext
+from ctu.registry import registry
+from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+from tau_bench_env.env import shared_domain
+
+RETAIL = shared_domain("retail")
+TASK = RETAIL.task("0")
+
+
+def build(kind: str, name: str, **params):
+    info = registry[kind].get(name)
+    return info.build(info.params_model(**params))
+
+
+def call(name: str, **arguments) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def info(conversation, **fields) -> dict:
+    tools = [{"type": "function", "function": {"name": n}} for n in ("get_order_details", "cancel_pending_order", "find_user_id_by_name_zip")]
+    return {"conversation": conversation, "tools": tools, "termination": "user_stop", "parse_failures": 0, "tool_errors": 0, **fields}
+
+
+def judge(name: str, conversation, **fields):
+    return asyncio.run(build("judges", name).judge(JudgeInput(info(conversation, **fields), TASK, RETAIL.write_tools))) if not isinstance(name, object.__class__) else None
+
+
+def rule(conversation, **fields):
+    return asyncio.run(build("judges", "rule_taxonomy").judge(JudgeInput(info(conversation, **fields), TASK, RETAIL.write_tools)))
+
+
+def test_rule_judge_categories():
+    assert rule([{"role": "user", "content": "hi"}], termination="agent_stop").categories == ("premature_stop",)
+    verdict = rule([{"role": "user", "content": "cancel it"}, call("cancel_pending_order", order_id="#W1", reason="x")])
+    assert verdict.categories == ("unconfirmed_write",) and verdict.score == -1.0
+    confirmed = rule([{"role": "user", "content": "Yes, please go ahead"}, call("cancel_pending_order", order_id="#W1", reason="x")])
+    assert confirmed.categories == () and confirmed.score == 1.0
+    verdict = rule([call("delete_everything")], parse_failures=2, termination="max_turns")
+    assert set(verdict.categories) == {"parse_failure", "wrong_tool", "max_turns_reached"}
+    assert verdict.score == -0.5
+
+
+def test_rule_judge_taxonomy_is_configurable():
+    judge = build("judges", "rule_taxonomy", taxonomy={"no_error": 0.5, "parse_failure": -0.2})
+    verdict = asyncio.run(judge.judge(JudgeInput(info([], parse_failures=1, tool_errors=3), TASK, RETAIL.write_tools)))
+    assert verdict.categories == ("parse_failure",) and verdict.score == -0.2
+
+
+def llm_judge(server, **params):
+    return build("judges", "llm_taxonomy", model="judge-model", base_url=server.base_url, api_key_env=None, backoff_s=0.01, **params)
+
+
+def test_llm_judge_validates_its_json_answer():
+    conversation = [{"role": "user", "content": "cancel"}, call("cancel_pending_order", order_id="#W1", reason="x")]
+    answers = [
+        Answer.text('Here: {"categories": ["unconfirmed_write", "tool_error"], "explanation": "did not ask"}'),
+        Answer.text('{"categories": ["made_up"]}'),
+        Answer.text("no json at all"),
+        Answer.text('{"categories": "tool_error"}'),
+        Answer.text('{"categories": ["no_error"]}'),
+    ]
+    with ScriptedOpenAIServer(answers) as server:
+        judge = llm_judge(server)
+        verdicts = [asyncio.run(judge.judge(JudgeInput(info(conversation), TASK, RETAIL.write_tools))) for _ in answers]
+    assert verdicts[0].score == -1.0 and verdicts[0].categories == ("unconfirmed_write", "tool_error")
+    assert all(v.score is None and v.error for v in verdicts[1:4])
+    assert verdicts[4].score == 1.0
+    prompt = server.requests[0]["messages"][0]["content"]
+    assert "unconfirmed_write" in prompt and "cancel_pending_order" in prompt
+
+
+def test_llm_judge_failures_are_verdicts_not_exceptions():
+    with ScriptedOpenAIServer(default=Answer.error(500)) as server:
+        verdict = asyncio.run(llm_judge(server, max_retries=1).judge(JudgeInput(info([]), TASK, RETAIL.write_tools)))
+    assert verdict.score is None and "500" in verdict.error and len(server.requests) == 2
+
+
+def test_taxonomy_scores_are_checked():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"\[-1, 1\]"):
+        build("judges", "rule_taxonomy", taxonomy={"no_error": 1.0, "x": 2.0})
+    with pytest.raises(ValidationError, match="no_error"):
+        build("judges", "rule_taxonomy", taxonomy={"x": -1.0})
+
+
+def context(conversation, phase="train", stop="stop", **fields) -> RewardContext:
+    return RewardContext(info(conversation, **fields), TASK, RETAIL.write_tools, phase, stop)
+
+
+def apply(name: str, reward: float, ctx: RewardContext, **params) -> float:
+    return asyncio.run(build("rewards", name, **params).apply(reward, ctx))
+
+
+def test_tau_outcome_adds_the_environment_reward():
+    assert apply("tau_outcome", 0.0, context([], reward=1.0)) == 1.0
+    assert apply("tau_outcome", 0.0, context([], reward=0.0)) == 0.0
+
+
+def test_partial_credit_is_the_matched_fraction_of_gold_actions():
+    gold = [a for a in TASK.evaluation_criteria.actions if a.requestor == "assistant"]
+    half = [call(a.name, **a.arguments) for a in gold[: len(gold) // 2]]
+    expected = 0.5 * (len(gold) // 2) / len(gold)
+    assert apply("partial_credit", 0.0, context(half)) == pytest.approx(expected)
+    wrong = [call(gold[0].name, **{k: "wrong" for k in gold[0].arguments})]
+    assert apply("partial_credit", 0.0, context(wrong), weight=1.0) == 0.0
+
+
+def test_format_penalty_is_capped():
+    assert apply("format_penalty", 1.0, context([], parse_failures=2)) == pytest.approx(0.8)
+    assert apply("format_penalty", 1.0, context([], parse_failures=50, empty_turns=3)) == pytest.approx(0.5)
+
+
+def test_zero_on_non_stop():
+    assert apply("zero_on_non_stop", 1.0, context([], stop="length")) == 0.0
+    assert apply("zero_on_non_stop", 1.0, context([], stop="stop")) == 1.0

@@ -1,0 +1,93 @@
+"""The `wandb` and `tensorboard` trackers, several trackers at once, and trajectory logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctu.components.trackers.builtin import TAXONOMY_SUFFIX, Trackers, WandbTracker
+from ctu.registry import registry
+from ctu.rollout.generator import TrajectoryRecord
+from ctu.rollout.trajectories import TrajectoryLogger
+
+
+def build(name: str, **params):
+    info = registry.trackers.get(name)
+    return info.build(info.params_model(**params))
+
+
+def test_wandb_is_offline_without_a_key_logs_one_step_counter_and_finishes_explicitly(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    tracker = build("wandb")
+    config = {"rewards": [{"type": "tau_outcome"}, {"type": "taxonomy_feedback", "weight": 0.1}]}
+    tracker.start(tmp_path, "run", "ctu-tau-bench", config)
+    assert tracker.mode == "offline"
+    assert tracker.project == "ctu-tau-bench" + TAXONOMY_SUFFIX
+    tracker.log({"generation/avg_reward": 0.5}, step=1)
+    tracker.log({"test-retail/average_reward": 0.25}, step=1)
+    tracker.log({"generation/avg_reward": 0.75}, step=2)
+    summary = dict(tracker.run.summary)  # step 1 is committed once step 2 starts: both metrics, one counter
+    assert summary["_step"] == 1 and summary["generation/avg_reward"] == 0.5 and summary["test-retail/average_reward"] == 0.25
+    with pytest.raises(ValueError, match="must not go back"):
+        tracker.log({"generation/avg_reward": 0.1}, step=1)
+    tracker.finish()
+    assert tracker.run is None
+    assert list(tmp_path.glob("wandb/offline-run-*/*.wandb"))
+    assert "__del__" not in vars(WandbTracker)
+
+
+def test_wandb_project_has_no_suffix_without_taxonomy_feedback(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    tracker = build("wandb", mode="disabled", project="mine")
+    tracker.start(tmp_path, "run", "ignored", {"rewards": [{"type": "tau_outcome"}]})
+    assert tracker.project == "mine"
+    tracker.finish()
+
+
+def test_tensorboard_writes_scalars_at_the_global_step(tmp_path: Path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tracker = build("tensorboard")
+    tracker.start(tmp_path, "run", "p", {})
+    tracker.log({"generation/avg_reward": 0.5}, step=3)
+    tracker.log({"generation/avg_reward": 1.0}, step=4)
+    tracker.finish()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("generation/avg_reward")] == [(3, 0.5), (4, 1.0)]
+
+
+def test_several_trackers_at_once(tmp_path: Path):
+    trackers = Trackers([build("jsonl"), build("jsonl", filename="copy.jsonl")])
+    trackers.start(tmp_path, "run", "p", {})
+    trackers.log({"a/b": 1.0}, step=7)
+    trackers.finish()
+    for name in ("metrics.jsonl", "copy.jsonl"):
+        assert json.loads((tmp_path / name).read_text()) == {"step": 7, "a/b": 1.0}
+
+
+def record(task_id: str, reward: float) -> TrajectoryRecord:
+    conversation = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "get_order_details", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "{}"}]
+    info = {"domain": "retail", "task_id": task_id, "reward": reward, "turns": 1, "termination": "user_stop", "conversation": conversation}
+    return TrajectoryRecord([1], [2], [1], [0.0], reward, "stop", info)
+
+
+def test_trajectory_logs_every_evaluation_and_a_sample_of_training(tmp_path: Path):
+    logger = TrajectoryLogger(tmp_path, every_n_steps=2, train_samples=2, seed=0)
+    records = [record(str(i), float(i % 2)) for i in range(5)]
+    assert logger(records, "eval", 0).name == "eval_step000000.jsonl"
+    assert logger(records, "train", 1) is None
+    path = logger(records, "train", 2)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 2
+    assert lines[0]["messages"][1]["tool_calls"][0]["function"]["name"] == "get_order_details"
+    assert lines[0]["messages"][2]["role"] == "tool"
+    again = logger(records, "train", 2)  # a resumed run rewrites the step: no duplicate lines
+    assert len(again.read_text().splitlines()) == 2
+    evaluation = [json.loads(line) for line in (tmp_path / "trajectories" / "eval_step000000.jsonl").read_text().splitlines()]
+    assert [line["task_id"] for line in evaluation] == ["0", "1", "2", "3", "4"]
