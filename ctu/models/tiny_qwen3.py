@@ -1,7 +1,10 @@
 """`builtin:tiny-qwen3`: a tiny Qwen3 causal LM and its tokenizer, built locally and deterministically.
 
-FOR SMOKE RUNS AND TESTS ONLY, NOT FOR RESULTS: the model is randomly initialised (a few hundred thousand
-parameters) and the tokenizer is a byte-level BPE trained on tau2's own domain texts. Nothing is downloaded:
+FOR SMOKE RUNS AND TESTS ONLY, NOT FOR RESULTS: the model has about half a million parameters, and its only
+training is a few seconds of warm-up on tau2's gold agent turns (Hermes tool calls and closing lines), so that
+its samples look like agent turns often enough to exercise every code path (parsing, tool errors, the user,
+rewards that differ within a GRPO group). The tokenizer is a byte-level BPE trained on tau2's own domain
+texts, tool schemas and gold calls. Nothing is downloaded:
 the machines ctu is tested on reach no model hub. The chat template speaks Qwen's format (``<|im_start|>``
 roles, Hermes ``<tool_call>`` blocks, tools listed in the system turn, tool results in ``<tool_response>``, and
 Qwen3's ``enable_thinking`` switch), so every code path that a real Qwen model takes is exercised.
@@ -20,8 +23,8 @@ from pathlib import Path
 
 BUILTIN_PREFIX = "builtin:"
 NAME = "tiny-qwen3"
-VERSION = "v2"
-VOCAB_SIZE = 1024
+VERSION = "v3"
+VOCAB_SIZE = 4096
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 """Qwen's control tokens: special (dropped when decoding for a parser)."""
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
@@ -77,13 +80,35 @@ def is_builtin(model_path: str) -> bool:
     return model_path.startswith(BUILTIN_PREFIX)
 
 
+def agent_turns() -> list[str]:
+    """Gold agent turns of tau2's retail and airline training tasks, as Qwen writes them: a Hermes tool call
+    per gold assistant action, and the replay agent's closing message. In a fixed order."""
+    from ctu.registry import populate_registry
+    from tau_bench_env.env import shared_domain
+    from tau_bench_env.replay import GoldReplayAgent
+
+    populate_registry()
+    turns: list[str] = []
+    for name in ("retail", "airline"):
+        for task in shared_domain(name).tasks("train"):
+            for turn in GoldReplayAgent(task).turns():
+                if turn.tool_calls:
+                    call = turn.tool_calls[0]
+                    turns.append(f'<tool_call>\n{json.dumps({"name": call.name, "arguments": call.arguments})}\n</tool_call>')
+                else:
+                    turns.append(turn.content)
+    return turns
+
+
 def training_corpus() -> list[str]:
-    """The tokenizer's training text: tau2's domain policies and tasks' user scenarios, in a fixed order,
-    plus the chat template's own text."""
+    """The tokenizer's training text, in a fixed order: the chat template, tau2's domain policies, user
+    scenarios and tool schemas, and gold agent turns."""
     from tau_bench_env.runtime import prepare
 
     prepare()
     from tau2.utils import DATA_DIR
+
+    from tau_bench_env.env import shared_domain
 
     texts: list[str] = [CHAT_TEMPLATE]
     root = Path(DATA_DIR) / "tau2" / "domains"
@@ -93,6 +118,10 @@ def training_corpus() -> list[str]:
             tasks = json.loads(text)[:200]
             text = "\n".join(json.dumps(task.get("user_scenario"), sort_keys=True) for task in tasks)
         texts.append(text)
+    for name in ("retail", "airline", "telecom"):
+        tools = shared_domain(name).make_environment().get_tools()
+        texts.append("\n".join(json.dumps(tool.openai_schema, ensure_ascii=False) for tool in tools))
+    texts.append("\n".join(agent_turns()))
     return texts
 
 
@@ -123,14 +152,29 @@ def build_tokenizer(path: Path) -> None:
     fast.save_pretrained(str(path))
 
 
-def build_model(path: Path, vocab_size: int, seed: int = 0) -> None:
-    """Save a randomly initialised tiny Qwen3 (hidden 64, 2 layers) with seed `seed` to `path`."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+WARMUP_STEPS = 300
+WARMUP_BATCH = 16
+WARMUP_LR = 3e-3
+MAX_POSITION_OFFSET = 12000
+"""Warm-up sequences start at a random position up to this, so the model behaves alike deep into a long prompt."""
 
+
+def build_model(path: Path, seed: int = 0) -> None:
+    """Save a tiny Qwen3 (hidden 64, 2 layers), warmed up on `agent_turns()`, next to the tokenizer in `path`.
+
+    Deterministic: fixed seeds, one CPU thread, deterministic kernels.
+    """
+    import random
+
+    import torch
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = Qwen3Config(
-        vocab_size=vocab_size,
+        vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
@@ -139,11 +183,36 @@ def build_model(path: Path, vocab_size: int, seed: int = 0) -> None:
         head_dim=16,
         max_position_embeddings=32768,
         tie_word_embeddings=True,
-        eos_token_id=SPECIAL_TOKENS.index("<|im_end|>"),
-        pad_token_id=SPECIAL_TOKENS.index("<|endoftext|>"),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
     )
     model = Qwen3ForCausalLM(config)
+    header = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    turns = [tokenizer.encode(turn + tokenizer.eos_token, add_special_tokens=False)[:96] for turn in agent_turns()]
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=WARMUP_LR)
+    model.train()
+    try:
+        for _ in range(WARMUP_STEPS):
+            batch = [turns[rng.randrange(len(turns))] for _ in range(WARMUP_BATCH)]
+            width = len(header) + max(len(turn) for turn in batch)
+            ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+            labels = torch.full((len(batch), width), -100)  # loss on the agent's turn only
+            positions = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, turn in enumerate(batch):
+                sequence = header + turn
+                ids[row, : len(sequence)] = torch.tensor(sequence)
+                labels[row, len(header) : len(sequence)] = torch.tensor(turn)
+                start = rng.randrange(MAX_POSITION_OFFSET)
+                positions[row] = torch.arange(start, start + width)
+            loss = model(input_ids=ids, labels=labels, position_ids=positions).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
     model.save_pretrained(str(path))
     model.generation_config.save_pretrained(str(path))
 
@@ -155,9 +224,7 @@ def build(path: Path, with_model: bool = True) -> Path:
     try:
         build_tokenizer(staging)
         if with_model:
-            from transformers import AutoTokenizer
-
-            build_model(staging, len(AutoTokenizer.from_pretrained(str(staging))))
+            build_model(staging)
         if path.exists():
             shutil.rmtree(staging)
         else:
