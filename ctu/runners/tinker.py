@@ -1,0 +1,290 @@
+"""The `tinker` backend: a client-side GRPO loop over the Tinker API.
+
+Each step samples groups of rollouts with ctu's generator through a Tinker sampling client, scores them with
+the spec's reward chain, computes group-normalised advantages, runs `forward_backward` with the spec's loss
+(`importance_sampling` or `ppo`) one trajectory at a time (gradients accumulate until `optim_step`), steps the
+optimizer, and samples the next step from the new weights. Test sets are evaluated before training (if asked),
+every `eval_interval` steps and at the end. Checkpoints are saved through the API. `backend.local` starts
+SkyRL's Tinker API server with its JAX backend on this machine for the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import random
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctu.components.trackers.builtin import JsonlTracker, Trackers
+from ctu.metrics import EVAL, TIMING, TRAIN, metric, pass_hat_k, test_set_area
+from ctu.models.tiny_qwen3 import resolve
+from ctu.runners.grpo import group_advantages, learning_rate, token_data
+from ctu.runners.rundir import RunDir
+from ctu.runners.tasks import TaskRow, test_rows, train_rows
+from ctu.spec import Spec, spec_to_dict
+from ctu.spec.models import TinkerBackend
+
+
+@dataclass
+class StepPlan:
+    """Which training rows each step uses: per epoch, a seeded shuffle; `train_batch_size` rows a step."""
+
+    rows: list[TaskRow]
+    batch_size: int
+    epochs: int
+    seed: int
+    shuffle: bool
+    max_steps: int | None
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, len(self.rows) // self.batch_size) if len(self.rows) >= self.batch_size else 1
+
+    @property
+    def total_steps(self) -> int:
+        total = self.steps_per_epoch * self.epochs
+        return min(total, self.max_steps) if self.max_steps is not None else total
+
+    def batch(self, step: int) -> list[TaskRow]:
+        """The rows of 1-based `step` (the same rows whenever it is asked: resumable)."""
+        epoch, index = divmod(step - 1, self.steps_per_epoch)
+        order = list(range(len(self.rows)))
+        if self.shuffle:
+            random.Random(self.seed * 7919 + epoch).shuffle(order)
+        chosen = order[index * self.batch_size : (index + 1) * self.batch_size] or order[: self.batch_size]
+        return [self.rows[i] for i in chosen]
+
+
+def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) -> dict[str, Any]:
+    """A SkyRL `GeneratorInput` with each row repeated `samples` times, consecutively (one GRPO group)."""
+    from skyrl.train.generators.base import BatchMetadata
+
+    from tau_bench_env.env import ENV_CLASS
+
+    repeated = [row for row in rows for _ in range(samples)]
+    return {
+        "prompts": [row.prompt for row in repeated],
+        "env_classes": [ENV_CLASS] * len(repeated),
+        "env_extras": [dict(row.extras) for row in repeated],
+        "sampling_params": None,
+        "trajectory_ids": None,
+        "batch_metadata": BatchMetadata(global_step=step, training_phase=phase),  # type: ignore[arg-type]
+    }
+
+
+def test_set_metrics(name: str, records: list[Any], samples: int) -> dict[str, float]:
+    """``test-<name>/average_reward``, ``success_rate`` and ``pass^k`` for k = 1..samples."""
+    from ctu.metrics import mean
+
+    area = test_set_area(name)
+    metrics = {
+        metric(area, "average_reward"): mean(r.reward for r in records),
+        metric(area, "success_rate"): mean(float(r.success) for r in records),
+        metric(area, "num_episodes"): float(len(records)),
+    }
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for record in records:
+        by_task[str(record.extras.get("task_id"))].append(record.success)
+    for k in range(1, samples + 1):
+        values = [pass_hat_k(len(v), sum(v), k) for v in by_task.values() if len(v) >= k]
+        metrics[metric(area, f"pass^{k}")] = mean(values)
+    return metrics
+
+
+class TinkerRunner:
+    """Runs one spec on the Tinker backend (see the module docstring).
+
+    Args:
+        spec: a valid spec whose backend is `tinker`.
+        run_dir: the run directory.
+        resume: continue from the run directory's last checkpoint.
+        progress: show rich progress bars.
+    """
+
+    def __init__(self, spec: Spec, run_dir: RunDir, resume: bool = False, progress: bool = True) -> None:
+        if not isinstance(spec.backend, TinkerBackend):
+            raise ValueError("TinkerRunner needs a spec with backend type `tinker`")
+        self.spec = spec
+        self.backend: TinkerBackend = spec.backend
+        self.run_dir = run_dir
+        self.resume = resume
+        self.progress = progress
+
+    def run(self) -> dict[str, Any]:
+        """Train; returns the final state (last step, checkpoints, last metrics)."""
+        return asyncio.run(self._run())
+
+    @contextlib.contextmanager
+    def _server(self, model_path: str) -> Iterator[str]:
+        if not self.backend.local:
+            yield str(self.backend.base_url)
+            return
+        from ctu.runners.tinker_server import LocalTinkerServer
+
+        with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
+            yield server.base_url
+
+    def _trackers(self) -> Trackers:
+        trackers = [config.build() for config in self.spec.tracking.trackers]
+        if not any(isinstance(t, JsonlTracker) and t.params.filename == "metrics.jsonl" for t in trackers):
+            trackers.append(JsonlTracker(JsonlTracker.Params()))  # the run directory always has metrics.jsonl
+        return Trackers(trackers)
+
+    async def _run(self) -> dict[str, Any]:
+        import tinker
+        from transformers import AutoTokenizer
+
+        from ctu.rollout.sampling import TinkerSampler
+        from ctu.rollout.setup import build_generator
+        from ctu.rollout.trajectories import TrajectoryLogger
+
+        spec = self.spec
+        state = self.run_dir.read_state() if self.resume else {}
+        start_step = int(state.get("step", 0))
+        self.run_dir.write_spec(spec)
+        model_path = resolve(spec.model.path)
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
+                        spec.data.shuffle, spec.trainer.max_steps)
+        tests = test_rows(spec)
+        trackers = self._trackers()
+        trackers.start(self.run_dir.path, spec.experiment.name, spec.tracking.project, spec_to_dict(spec),
+                       resume_step=start_step if self.resume else None)
+        logger = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
+                                  spec.tracking.trajectories.train_samples, spec.experiment.seed)
+        last_metrics: dict[str, float] = {}
+        try:
+            with self._server(model_path) as base_url:
+                service = tinker.ServiceClient(base_url=base_url, api_key=os.environ.get(self.backend.api_key_env) or "tml-local")
+                if start_step and state.get("checkpoint"):
+                    training = await service.create_training_client_from_state_with_optimizer_async(state["checkpoint"])
+                else:
+                    start_step = 0
+                    training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
+                sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), tokenizer.decode)
+                generator = build_generator(spec, tokenizer, sampler, on_records=logger)
+                with self._progress(plan.total_steps, start_step) as advance:
+                    if start_step == 0 and spec.trainer.eval_before_train and tests:
+                        last_metrics = await self._evaluate(generator, tests, 0)
+                        trackers.log(last_metrics, 0)
+                    for step in range(start_step + 1, plan.total_steps + 1):
+                        started = time.perf_counter()
+                        metrics = await self._train_step(generator, training, plan.batch(step), step)
+                        sampler.client = await training.save_weights_and_get_sampling_client_async()
+                        last = step == plan.total_steps
+                        interval = spec.trainer.eval_interval
+                        if tests and (last or (interval and step % interval == 0)):
+                            metrics.update(await self._evaluate(generator, tests, step))
+                        metrics[metric(TIMING, "step")] = time.perf_counter() - started
+                        checkpoint = None
+                        if last or (spec.trainer.ckpt_interval and step % spec.trainer.ckpt_interval == 0):
+                            checkpoint = await self._checkpoint(training, step)
+                        trackers.log(metrics, step)
+                        last_metrics = metrics
+                        state = {"step": step, "checkpoint": checkpoint or state.get("checkpoint"), "total_steps": plan.total_steps}
+                        self.run_dir.write_state(state)
+                        advance()
+        finally:
+            trackers.finish()
+            self.run_dir.plot_rewards()
+        return {**state, "metrics": last_metrics}
+
+    @contextlib.contextmanager
+    def _progress(self, total: int, done: int) -> Iterator[Any]:
+        if not self.progress:
+            yield lambda: None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+            task = bar.add_task("GRPO steps", total=total, completed=done)
+            yield lambda: bar.advance(task)
+
+    async def _evaluate(self, generator: Any, tests: dict[str, list[TaskRow]], step: int) -> dict[str, float]:
+        """Every test set, in `eval_batch_size` chunks, in the eval phase."""
+        samples = self.spec.rollout.eval_n_samples_per_prompt
+        metrics: dict[str, float] = {}
+        all_records: list[Any] = []
+        for name, rows in tests.items():
+            records: list[Any] = []
+            for start in range(0, len(rows), self.spec.trainer.eval_batch_size):
+                chunk = rows[start : start + self.spec.trainer.eval_batch_size]
+                await generator.generate(generator_input(chunk, samples, "eval", step))
+                records += generator.last_records
+            metrics.update(test_set_metrics(name, records, samples))
+            all_records += records
+        metrics.update(test_set_metrics("all", all_records, samples) if len(tests) > 1 else {})
+        metrics[metric(EVAL, "num_episodes")] = float(len(all_records))
+        return metrics
+
+    async def _train_step(self, generator: Any, training: Any, rows: list[TaskRow], step: int) -> dict[str, float]:
+        import numpy as np
+        import tinker
+
+        spec = self.spec
+        samples = spec.rollout.n_samples_per_prompt
+        output = await generator.generate(generator_input(rows, samples, "train", step))
+        advantages = group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std)
+        logprobs = output["rollout_logprobs"] or [[0.0] * len(r) for r in output["response_ids"]]
+        config = None
+        if self.backend.loss == "ppo":
+            config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
+        trained = 0
+        losses: list[float] = []
+        for prompt, response, mask, probs, advantage in zip(
+            output["prompt_token_ids"], output["response_ids"], output["loss_masks"], logprobs, advantages
+        ):
+            if advantage == 0.0 or not any(mask):
+                continue
+            data = token_data(prompt, response, mask, probs, advantage)
+            datum = tinker.types.Datum(
+                model_input=tinker.types.ModelInput.from_ints(data.inputs),
+                loss_fn_inputs={
+                    "target_tokens": tinker.types.TensorData.from_numpy(np.array(data.targets, dtype=np.int64)),
+                    "logprobs": tinker.types.TensorData.from_numpy(np.array(data.logprobs, dtype=np.float32)),
+                    "advantages": tinker.types.TensorData.from_numpy(np.array(data.advantages, dtype=np.float32)),
+                },
+            )
+            result = await (await training.forward_backward_async([datum], self.backend.loss, config)).result_async()
+            loss = (getattr(result, "metrics", None) or {}).get("loss:sum")
+            if loss is not None and math.isfinite(loss):
+                losses.append(float(loss))
+            trained += 1
+        optimizer = spec.trainer.optimizer
+        rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
+        if trained:
+            params = tinker.types.AdamParams(learning_rate=rate, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.max_grad_norm)
+            await (await training.optim_step_async(params)).result_async()
+        groups = [advantages[i : i + samples] for i in range(0, len(advantages), samples)]
+        metrics = dict(output["rollout_metrics"] or {})
+        metrics.update({
+            metric(TRAIN, "learning_rate"): rate,
+            metric(TRAIN, "trained_trajectories"): float(trained),
+            metric(TRAIN, "groups"): float(len(groups)),
+            metric(TRAIN, "groups_with_nonzero_advantage"): float(sum(any(a != 0.0 for a in g) for g in groups)),
+            metric(TRAIN, "advantage_abs_mean"): sum(abs(a) for a in advantages) / len(advantages) if advantages else 0.0,
+            metric(TRAIN, "optimizer_steps"): float(bool(trained)),
+        })
+        if losses:
+            metrics[metric(TRAIN, "loss_sum")] = sum(losses)
+        return metrics
+
+    async def _checkpoint(self, training: Any, step: int) -> str:
+        """Save weights and optimizer through the API; record the path in `checkpoints/step_NNNNNN.json`."""
+        result = await (await training.save_state_async(name=f"step_{step:06d}", overwrite=True)).result_async()
+        self.run_dir.checkpoints.mkdir(parents=True, exist_ok=True)
+        (self.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": result.path}) + "\n")
+        return result.path
+
+
+def run_tinker(spec: Spec, run_dir: Path | None = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Run `spec` on the Tinker backend in `run_dir` (default: from the spec)."""
+    return TinkerRunner(spec, RunDir.for_spec(spec, run_dir), resume=resume, progress=progress).run()

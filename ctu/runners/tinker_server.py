@@ -1,0 +1,120 @@
+"""SkyRL's Tinker API server with its JAX backend, started on this machine for one run.
+
+It must be started through ``uv run`` (it re-launches its engine with the same uv flags); ``--no-project
+--python <this interpreter>`` keeps uv from resolving ctu's own project for it. It listens on 127.0.0.1
+only, keeps its sqlite database and checkpoints in the run directory, and is stopped (its whole process group)
+at the end of the run or on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+
+class TinkerServerError(RuntimeError):
+    """The local Tinker server could not be started or did not become healthy."""
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalTinkerServer:
+    """Context manager: start the server, wait until `/api/v1/healthz` answers, stop it on exit.
+
+    Args:
+        base_model: local folder of the base model.
+        folder: where the database, checkpoints and `server.log` go.
+        lora_rank: the largest LoRA rank clients may ask for.
+        max_lora_adapters: adapters alive at once (a training client and its samplers).
+        startup_timeout_s: seconds to wait for health.
+    """
+
+    def __init__(self, base_model: str, folder: Path, lora_rank: int = 8, max_lora_adapters: int = 4, startup_timeout_s: float = 300.0) -> None:
+        self.base_model = base_model
+        self.folder = Path(folder)
+        self.lora_rank = lora_rank
+        self.max_lora_adapters = max_lora_adapters
+        self.startup_timeout_s = startup_timeout_s
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        """The server's command line."""
+        uv = shutil.which("uv")
+        if uv is None:
+            raise TinkerServerError("the local Tinker server is started through `uv run`, and uv is not on PATH")
+        backend_config = json.dumps({"max_lora_adapters": self.max_lora_adapters, "max_lora_rank": self.lora_rank})
+        return [
+            uv, "run", "--no-project", "--python", sys.executable, "-m", "skyrl.tinker.api",
+            "--base-model", self.base_model,
+            "--backend", "jax",
+            "--backend-config", backend_config,
+            "--checkpoints-base", str((self.folder / "checkpoints").resolve()),
+            "--database-url", f"sqlite:///{(self.folder / 'tinker.sqlite').resolve()}",
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+        ]
+
+    def healthy(self) -> bool:
+        """Whether the server answers its health check."""
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/api/v1/healthz", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def __enter__(self) -> LocalTinkerServer:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._log = (self.folder / "server.log").open("ab")
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        self.process = subprocess.Popen(
+            self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.folder
+        )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self.stop()
+                raise TinkerServerError(f"the local Tinker server exited with code {self.process.returncode}; see {self.folder / 'server.log'}")
+            if self.healthy():
+                return self
+            time.sleep(1.0)
+        self.stop()
+        raise TinkerServerError(f"the local Tinker server was not healthy after {self.startup_timeout_s:.0f} s; see {self.folder / 'server.log'}")
+
+    def stop(self) -> None:
+        """Stop the server's process group: SIGTERM, then SIGKILL after 15 s."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=15)
+            except ProcessLookupError:
+                pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
