@@ -22,7 +22,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
+out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_SPEC_ERROR = 2
@@ -71,6 +71,7 @@ def _load(path: str, overrides: list[str]):
 @app.command()
 def validate(
     args: Annotated[list[str], typer.Argument(help="Spec files, then optional key=value overrides applied to each.")],
+    deep: Annotated[bool, typer.Option("--deep", help="Also resolve skyrl specs into SkyRL's config and run SkyRL's validation (imports skyrl).")] = False,
 ) -> None:
     """Check specs without a GPU: schema, component params, cross-field rules. Exit 2 listing every problem."""
     from ctu.errors import CtuError
@@ -92,22 +93,79 @@ def validate(
             continue
         if loaded.warnings:
             _print_issues(f"{path}: {len(loaded.warnings)} warning(s)", loaded.warnings, "yellow")
+        if deep and loaded.spec.backend.type == "skyrl":
+            problem = _skyrl_problem(loaded.spec)
+            if problem is not None:
+                failed += 1
+                err.print(f"[red]{escape(path)}: SkyRL rejects the resolved config:[/red] {escape(problem)}")
+                continue
         out.print(f"[green]ok[/green] {escape(path)}")
     if failed:
         err.print(f"[red]{failed} of {len(specs)} spec(s) invalid[/red]")
         raise typer.Exit(EXIT_SPEC_ERROR)
 
 
+def _skyrl_problem(spec) -> str | None:
+    """SkyRL's objection to the spec's resolved config, or None."""
+    from ctu.runners.skyrl import resolve_skyrl_config
+
+    run_dir = Path(spec.experiment.output_dir) / spec.experiment.name
+    try:
+        resolve_skyrl_config(spec, run_dir / "data", run_dir)
+    except (ValueError, AssertionError, TypeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
 @app.command()
 def explain(
     spec: Annotated[str, typer.Argument(help="Spec file.")],
     overrides: Annotated[Optional[list[str]], typer.Argument(help="key=value overrides.")] = None,
+    skyrl: Annotated[bool, typer.Option("--skyrl", help="Print the SkyRL config the spec resolves into (imports skyrl).")] = False,
 ) -> None:
     """Print the fully resolved spec (extends merged, overrides applied, defaults filled in) as YAML."""
     from ctu.spec import dump_spec
 
     loaded = _load(spec, overrides or [])
-    typer.echo(dump_spec(loaded.spec), nl=False)
+    if not skyrl:
+        typer.echo(dump_spec(loaded.spec), nl=False)
+        return
+    if loaded.spec.backend.type != "skyrl":
+        err.print("[red]error:[/red] --skyrl needs a spec whose backend is `skyrl`")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    from ctu.runners.skyrl import config_yaml, resolve_skyrl_config
+
+    run_dir = Path(loaded.spec.experiment.output_dir) / loaded.spec.experiment.name
+    try:
+        config = resolve_skyrl_config(loaded.spec, run_dir / "data", run_dir)
+    except (ValueError, AssertionError, TypeError) as error:
+        err.print(f"[red]SkyRL rejects the resolved config:[/red] {escape(str(error))}")
+        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    typer.echo(config_yaml(config), nl=False)
+
+
+@app.command()
+def run(
+    args: Annotated[Optional[list[str]], typer.Argument(help="The spec file, then key=value overrides.")] = None,
+    smoke: Annotated[bool, typer.Option("--smoke", help="Run the spec at smoke scale on CPU (tiny model, local Tinker, scripted user, rule judge, 2 steps).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and the launch plan; run nothing.")] = False,
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the run in this run directory from its last checkpoint.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh in an existing run directory, deleting its results.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+) -> None:
+    """Train: the spec's backend `skyrl` on a GPU cluster, or `tinker` (locally on CPU with `local: true`)."""
+    from ctu.errors import CtuError
+    from ctu.runners.launch import launch
+
+    specs, overrides = _split_args(args or [])
+    if len(specs) > 1 or (not specs and resume is None):
+        err.print("[red]error:[/red] name one spec file (or --resume RUN_DIR)")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    try:
+        launch(specs[0] if specs else None, overrides, smoke=smoke, dry_run=dry_run, resume=resume,
+               overwrite=overwrite, progress=progress, console=out)
+    except CtuError as error:
+        raise _fail(error) from None
 
 
 @app.command()

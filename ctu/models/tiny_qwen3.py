@@ -1,9 +1,11 @@
 """`builtin:tiny-qwen3`: a tiny Qwen3 causal LM and its tokenizer, built locally and deterministically.
 
 FOR SMOKE RUNS AND TESTS ONLY, NOT FOR RESULTS: the model has about half a million parameters, and its only
-training is a few seconds of warm-up on tau2's gold agent turns (Hermes tool calls and closing lines), so that
-its samples look like agent turns often enough to exercise every code path (parsing, tool errors, the user,
-rewards that differ within a GRPO group). The tokenizer is a byte-level BPE trained on tau2's own domain
+training is a short warm-up on tau2's gold agent turns (Hermes tool calls and closing lines), then a few
+minutes of supervised steps on gold replays of retail training tasks in their real context (system prompt,
+tools, user, tool results; text and native tool formats; with and without Qwen3's empty thinking block), so
+that its samples look like agent turns often enough to exercise every code path (parsing, real tool calls and
+tool errors, the user, rewards that differ within a GRPO group). The tokenizer is a byte-level BPE trained on tau2's own domain
 texts, tool schemas and gold calls. Nothing is downloaded:
 the machines ctu is tested on reach no model hub. The chat template speaks Qwen's format (``<|im_start|>``
 roles, Hermes ``<tool_call>`` blocks, tools listed in the system turn, tool results in ``<tool_response>``, and
@@ -23,7 +25,7 @@ from pathlib import Path
 
 BUILTIN_PREFIX = "builtin:"
 NAME = "tiny-qwen3"
-VERSION = "v3"
+VERSION = "v4"
 VOCAB_SIZE = 4096
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 """Qwen's control tokens: special (dropped when decoding for a parser)."""
@@ -157,6 +159,70 @@ WARMUP_BATCH = 16
 WARMUP_LR = 3e-3
 MAX_POSITION_OFFSET = 12000
 """Warm-up sequences start at a random position up to this, so the model behaves alike deep into a long prompt."""
+CONTEXT_STEPS = 120
+CONTEXT_LR = 2e-3
+CONTEXT_TASKS = 40
+"""Supervised steps on gold turns in their real context, their learning rate, and the retail training tasks used."""
+
+
+def gold_examples(limit: int = CONTEXT_TASKS) -> list[tuple[list[dict], list[dict], int]]:
+    """Gold replays of the first `limit` retail training tasks with the scripted user, as
+    ``(conversation, tools, policy_turn_index)`` triples: every policy turn of every replay."""
+    import asyncio
+
+    from ctu.components.parsers.hermes import HermesParser
+    from ctu.components.user_simulators.scripted import ScriptedUserSimulator
+    from ctu.registry import populate_registry
+    from tau_bench_env.env import shared_domain
+    from tau_bench_env.episode import Episode, EpisodeConfig
+    from tau_bench_env.replay import GoldReplayAgent, play
+
+    populate_registry()
+    domain = shared_domain("retail")
+    examples = []
+    for task in domain.tasks("train")[:limit]:
+        episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=40, native_tool_calling=True))
+        info = asyncio.run(play(episode, GoldReplayAgent(task)))
+        conversation = info["conversation"]
+        turns = [i for i, m in enumerate(conversation) if m["role"] == "assistant" and i > 1]
+        examples += [(conversation, info["tools"], i) for i in turns]
+    return examples
+
+
+def _as_text_mode(messages: list[dict], tools: list[dict]) -> list[dict]:
+    """The conversation as text mode shows it: tools in the system prompt, calls as Hermes text."""
+    from ctu.components.parsers.base import ToolCall
+    from ctu.components.parsers.hermes import HermesParser, format_hermes_calls
+
+    converted = []
+    for message in messages:
+        message = dict(message)
+        if message["role"] == "system":
+            message["content"] = message["content"] + "\n\n" + HermesParser().render_tools(tools)
+        if message.get("tool_calls"):
+            calls = [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.pop("tool_calls")]
+            message["content"] = format_hermes_calls(calls)
+        converted.append(message)
+    return converted
+
+
+def context_example(tokenizer, example: tuple[list[dict], list[dict], int], native: bool, thinking: bool) -> tuple[list[int], list[int]]:
+    """``(prompt_ids, target_ids)``: the conversation before a gold policy turn as the sampler sees it, and the
+    turn itself ended by the end-of-turn token."""
+    from ctu.components.parsers.base import ToolCall
+    from ctu.components.parsers.hermes import format_hermes_calls
+
+    conversation, tools, index = example
+    history = conversation[:index] if native else _as_text_mode(conversation[:index], tools)
+    prompt = tokenizer.apply_chat_template(history, tools=tools if native else None, add_generation_prompt=True,
+                                           tokenize=False, enable_thinking=thinking)
+    turn = conversation[index]
+    if turn.get("tool_calls"):
+        calls = [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in turn["tool_calls"]]
+        content = format_hermes_calls(calls)
+    else:
+        content = turn.get("content") or ""
+    return (tokenizer.encode(prompt, add_special_tokens=False), tokenizer.encode(content + tokenizer.eos_token, add_special_tokens=False))
 
 
 def build_model(path: Path, seed: int = 0) -> None:
@@ -207,6 +273,18 @@ def build_model(path: Path, seed: int = 0) -> None:
                 start = rng.randrange(MAX_POSITION_OFFSET)
                 positions[row] = torch.arange(start, start + width)
             loss = model(input_ids=ids, labels=labels, position_ids=positions).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        examples = gold_examples()
+        for group in optimizer.param_groups:
+            group["lr"] = CONTEXT_LR
+        for _ in range(CONTEXT_STEPS):
+            example = examples[rng.randrange(len(examples))]
+            prompt, target = context_example(tokenizer, example, native=rng.random() < 0.5, thinking=rng.random() < 0.5)
+            ids = torch.tensor([prompt + target])
+            labels = torch.tensor([[-100] * len(prompt) + target])
+            loss = model(input_ids=ids, labels=labels).loss
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -100,7 +100,14 @@ class TauGenerator(GeneratorInterface):
         self.setup = setup
         self.account = TokenAccount(setup.chat_template, setup.tokenizer)
         self.last_records: list[TrajectoryRecord] = []
+        self.eval_records: list[TrajectoryRecord] = []
+        """Every evaluation record since the last `pop_eval_records()` (SkyRL evaluates in several batches)."""
         self._warned_no_phase = False
+
+    def pop_eval_records(self) -> list[TrajectoryRecord]:
+        """The evaluation records gathered since the last call, and forget them."""
+        records, self.eval_records = self.eval_records, []
+        return records
 
     def _phase(self, input_batch: GeneratorInput) -> tuple[Phase, int]:
         metadata = input_batch.get("batch_metadata")
@@ -127,6 +134,8 @@ class TauGenerator(GeneratorInterface):
 
         records = list(await asyncio.gather(*(one(p, e) for p, e in zip(prompts, extras, strict=True))))
         self.last_records = records
+        if phase == "eval":
+            self.eval_records += records
         if self.setup.on_records is not None:
             self.setup.on_records(records, phase, step)
         metrics = rollout_metrics(records)

@@ -41,6 +41,13 @@ def tool_call_from_json(payload: str) -> ToolCall | str:
     return ToolCall(name=name, arguments=arguments)
 
 
+def format_hermes_calls(calls: list[ToolCall] | tuple[ToolCall, ...]) -> str:
+    """Tool calls written as Qwen writes them: one `<tool_call>` block per call, JSON inside."""
+    return "\n".join(
+        f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)}\n</tool_call>' for c in calls
+    )
+
+
 @registry.parsers.register("hermes")
 class HermesParser:
     """Hermes-style `<tool_call>` JSON blocks (Qwen2.5, Qwen3); text outside the blocks is the reply to the user.

@@ -1,0 +1,116 @@
+"""`ctu run`: from a spec file (or a run directory to resume) to the right runner."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ctu.errors import CtuError
+from ctu.spec import LoadedSpec, Spec, SpecIssue, load_spec, spec_hash
+
+
+class RunError(CtuError):
+    """A run cannot start as asked (an occupied run directory, a resume that does not match)."""
+
+
+RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots", "tensorboard", "wandb", "tinker", "data")
+"""What a run writes into its directory (removed by `--overwrite`)."""
+
+
+def _print_warnings(loaded: LoadedSpec, console: Any) -> None:
+    for issue in loaded.warnings:
+        console.print(f"[yellow]warning[/yellow] {issue}")
+
+
+def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None) -> tuple[Spec, Path | None]:
+    """The spec to run and, when resuming, its run directory.
+
+    Raises:
+        SpecError: bad spec or overrides. RunError: a resume that does not match the spec given.
+    """
+    if resume is not None:
+        resolved = resume / "spec.resolved.yaml"
+        if not resolved.exists():
+            raise RunError(f"{resume} is not a run directory (no spec.resolved.yaml)")
+        spec = load_spec(resolved, overrides).spec
+        if spec_path is not None:
+            given = load_spec(spec_path, overrides).spec
+            if smoke:
+                from ctu.runners.smoke import smoke_spec
+
+                given = smoke_spec(given).spec
+            if spec_hash(given) != spec_hash(spec):
+                raise RunError(f"{spec_path} differs from the spec of the run in {resume}; resume without naming a spec")
+        return spec, resume
+    assert spec_path is not None
+    loaded = load_spec(spec_path, overrides)
+    if smoke:
+        from ctu.runners.smoke import smoke_spec
+
+        loaded = smoke_spec(loaded.spec)
+    return loaded.spec, None
+
+
+def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, dry_run: bool = False,
+           resume: Path | None = None, overwrite: bool = False, progress: bool = True, console: Any) -> None:
+    """Run (or, with `dry_run`, describe) a spec on its backend.
+
+    Raises:
+        SpecError, RunError, NoGPUError, TinkerServerError: as their runners do.
+    """
+    spec, run_path = resolve_run_spec(spec_path, overrides, smoke, resume)
+    from ctu.runners.rundir import RunDir
+
+    run_dir = RunDir(run_path) if run_path is not None else RunDir(Path(spec.experiment.output_dir) / spec.experiment.name)
+    if dry_run:
+        _dry_run(spec, run_dir.path, console)
+        return
+    if resume is None and run_dir.state_file.exists():
+        if not overwrite:
+            raise RunError(f"{run_dir.path} already holds a run; use --resume {run_dir.path}, --overwrite, or another experiment.name")
+        for name in RESULTS:
+            target = run_dir.path / name
+            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    if spec.backend.type == "skyrl":
+        from ctu.runners.skyrl import run_skyrl
+
+        run_skyrl(spec, run_dir.path)
+        return
+    from ctu.runners.tinker import TinkerRunner
+
+    state = TinkerRunner(spec, run_dir, resume=resume is not None, progress=progress).run()
+    console.print(f"[green]done[/green] {state.get('step', 0)} step(s); results in {run_dir.path}")
+
+
+def _dry_run(spec: Spec, run_dir: Path, console: Any) -> None:
+    if spec.backend.type == "skyrl":
+        from ctu.runners.skyrl import config_yaml, launch_plan, resolve_skyrl_config
+
+        try:
+            config = resolve_skyrl_config(spec, run_dir / "data", run_dir)
+        except (ValueError, AssertionError, TypeError) as error:
+            from ctu.spec import SpecError
+
+            raise SpecError([SpecIssue("backend", f"SkyRL rejects the resolved config: {error}")], spec.experiment.name) from None
+        console.print("[bold]# SkyRL config (accepted by SkyRL's validate_cfg)[/bold]")
+        console.print(config_yaml(config), markup=False, highlight=False)
+        steps = launch_plan(spec, run_dir / "data", run_dir)
+    else:
+        from ctu.spec import dump_spec
+
+        console.print("[bold]# resolved spec[/bold]")
+        console.print(dump_spec(spec), markup=False, highlight=False)
+        backend = spec.backend
+        server = "start SkyRL's Tinker API server (JAX backend) on 127.0.0.1" if backend.local else f"use the Tinker server at {backend.base_url}"
+        steps = [
+            server,
+            f"model {spec.model.path}, LoRA rank {backend.lora_rank}, loss {backend.loss}",
+            f"up to {spec.trainer.max_steps or 'all'} step(s) of {spec.trainer.train_batch_size} tasks x {spec.rollout.n_samples_per_prompt} samples",
+            f"evaluate {', '.join(spec.data.test_sets) or 'no test sets'} every {spec.trainer.eval_interval} step(s)",
+            f"write results under {run_dir}",
+        ]
+    console.print("[bold]# launch plan[/bold]")
+    for number, line in enumerate(steps, 1):
+        console.print(f"{number}. {line}", markup=False, highlight=False)

@@ -1,0 +1,211 @@
+"""The `skyrl` backend: the spec resolved into SkyRL's own config, validated by SkyRL, launched on Ray.
+
+Resolution happens once, on the driver, at one boundary (`skyrl_overrides`), and SkyRL's `validate_cfg`
+runs on the result. The launch initialises Ray and runs `CtuPPOExp` in a remote entrypoint; the entrypoint
+populates ctu's registry and registers `TauBenchEnv` with skyrl-gym there, since registries filled by imports
+on the driver are empty in Ray workers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ctu.errors import CtuError
+from ctu.spec import Spec
+from ctu.spec.checks import model_family
+from ctu.spec.model_family import NATIVE_TOOL_PARSERS
+from ctu.spec.models import SkyRLBackend
+
+
+class NoGPUError(CtuError):
+    """The `skyrl` backend was asked to run on a machine without GPUs."""
+
+
+def gpus_available() -> int:
+    """How many NVIDIA GPUs `nvidia-smi -L` lists (0 when there is no driver or no GPU). Imports no torch."""
+    binary = shutil.which("nvidia-smi")
+    if binary is None:
+        return 0
+    try:
+        listing = subprocess.run([binary, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path) -> dict[str, Any]:
+    """SkyRL config overrides (dotted keys) for `spec`; `data_dir` holds the prepared parquet files.
+
+    Raises:
+        ValueError: the spec's backend is not `skyrl`.
+    """
+    backend = spec.backend
+    if not isinstance(backend, SkyRLBackend):
+        raise ValueError("skyrl_overrides needs a spec with backend type `skyrl`")
+    trainer, algorithm, optimizer, rollout = spec.trainer, spec.algorithm, spec.trainer.optimizer, spec.rollout
+    template = spec.model.chat_template.build()
+    overrides: dict[str, Any] = {
+        "data.train_data": [str(data_dir / "train.parquet")],
+        "data.val_data": [str(data_dir / f"test_{name}.parquet") for name in spec.data.test_sets],
+        "environment.env_class": "tau_bench",
+        "trainer.policy.model.path": spec.model.path,
+        "trainer.strategy": backend.strategy,
+        "trainer.placement.colocate_all": backend.colocate_all,
+        "trainer.placement.policy_num_nodes": backend.num_nodes,
+        "trainer.placement.policy_num_gpus_per_node": backend.num_gpus_per_node,
+        "trainer.placement.ref_num_nodes": backend.num_nodes,
+        "trainer.placement.ref_num_gpus_per_node": backend.num_gpus_per_node,
+        "trainer.gradient_checkpointing": backend.gradient_checkpointing,
+        "trainer.seed": spec.experiment.seed,
+        "trainer.project_name": spec.tracking.project,
+        "trainer.run_name": spec.experiment.name,
+        "trainer.tags": list(spec.experiment.tags),
+        "trainer.logger": "console",
+        "trainer.ckpt_path": str(run_dir / "checkpoints"),
+        "trainer.export_path": str(run_dir / "exports"),
+        "trainer.log_path": str(run_dir / "logs"),
+        "trainer.epochs": trainer.epochs,
+        "trainer.max_training_steps": trainer.max_steps,
+        "trainer.train_batch_size": trainer.train_batch_size,
+        "trainer.policy_mini_batch_size": trainer.policy_mini_batch_size,
+        "trainer.micro_train_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
+        "trainer.micro_forward_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
+        "trainer.eval_batch_size": trainer.eval_batch_size,
+        "trainer.eval_interval": trainer.eval_interval,
+        "trainer.eval_before_train": trainer.eval_before_train,
+        "trainer.ckpt_interval": trainer.ckpt_interval,
+        "trainer.max_ckpts_to_keep": trainer.max_ckpts_to_keep,
+        "trainer.max_prompt_length": spec.model.max_model_len,
+        "trainer.algorithm.advantage_estimator": algorithm.advantage_estimator,
+        "trainer.algorithm.grpo_norm_by_std": algorithm.norm_adv_by_std,
+        "trainer.algorithm.eps_clip_low": algorithm.eps_clip_low,
+        "trainer.algorithm.eps_clip_high": algorithm.eps_clip_high,
+        "trainer.algorithm.value_clip": algorithm.value_clip,
+        "trainer.algorithm.use_kl_loss": algorithm.use_kl_loss,
+        "trainer.algorithm.kl_loss_coef": algorithm.kl_loss_coef,
+        "trainer.algorithm.kl_estimator_type": algorithm.kl_estimator,
+        "trainer.algorithm.use_entropy_loss": algorithm.entropy_coef > 0,
+        "trainer.algorithm.entropy_loss_coef": algorithm.entropy_coef,
+        "trainer.algorithm.loss_reduction": algorithm.loss_reduction,
+        "trainer.policy.optimizer_config.lr": optimizer.lr,
+        "trainer.policy.optimizer_config.weight_decay": optimizer.weight_decay,
+        "trainer.policy.optimizer_config.max_grad_norm": optimizer.max_grad_norm,
+        "trainer.policy.optimizer_config.num_warmup_steps": optimizer.warmup_steps,
+        "generator.n_samples_per_prompt": rollout.n_samples_per_prompt,
+        "generator.eval_n_samples_per_prompt": rollout.eval_n_samples_per_prompt,
+        "generator.max_turns": spec.environment.max_turns,
+        "generator.max_input_length": spec.model.max_model_len,
+        "generator.zero_reward_on_non_stop": False,
+        "generator.use_conversation_multi_turn": True,
+        "generator.batched": False,
+        "generator.chat_template_kwargs": dict(template.template_kwargs),
+        "generator.sampling_params.temperature": rollout.temperature,
+        "generator.sampling_params.top_p": rollout.top_p,
+        "generator.sampling_params.repetition_penalty": rollout.repetition_penalty,
+        "generator.sampling_params.max_generate_length": rollout.max_tokens_per_turn,
+        "generator.eval_sampling_params.temperature": rollout.eval_temperature,
+        "generator.eval_sampling_params.max_generate_length": rollout.max_tokens_per_turn,
+        "generator.inference_engine.backend": "vllm",
+        "generator.inference_engine.num_engines": backend.num_inference_engines,
+        "generator.inference_engine.tensor_parallel_size": backend.inference_engine_tensor_parallel_size,
+        "generator.inference_engine.gpu_memory_utilization": backend.gpu_memory_utilization,
+    }
+    if rollout.native_tool_calling:
+        overrides["generator.inference_engine.engine_init_kwargs"] = {
+            "enable_auto_tool_choice": True,
+            "tool_call_parser": NATIVE_TOOL_PARSERS[model_family(spec)],
+        }
+    overrides.update(backend.skyrl_overrides)
+    return overrides
+
+
+def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path) -> Any:
+    """SkyRL's `SkyRLTrainConfig` for `spec`, checked by SkyRL's own `validate_cfg` (imports skyrl, torch).
+
+    Raises:
+        ValueError, AssertionError: SkyRL rejects the config (the message is SkyRL's).
+    """
+    from skyrl.train.config import SkyRLTrainConfig
+    from skyrl.train.utils import validate_cfg
+
+    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(spec, data_dir, run_dir))
+    validate_cfg(config)
+    return config
+
+
+def config_yaml(config: Any) -> str:
+    """SkyRL's config as YAML (SkyRL's own rendering)."""
+    from skyrl.train.config import get_config_as_yaml_str
+
+    return get_config_as_yaml_str(config)
+
+
+def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:
+    """What `ctu run` does for a `skyrl` spec, in order, as readable lines."""
+    backend = spec.backend
+    assert isinstance(backend, SkyRLBackend)
+    return [
+        f"prepare datasets in {data_dir}: train.parquet and test_<name>.parquet for {', '.join(spec.data.test_sets) or 'no test sets'}",
+        f"initialise Ray; {backend.num_nodes} node(s) x {backend.num_gpus_per_node} GPU(s), strategy {backend.strategy}, "
+        f"{backend.num_inference_engines} vLLM engine(s) of tensor-parallel size {backend.inference_engine_tensor_parallel_size}",
+        "in the remote entrypoint: populate ctu's registry, register `tau_bench` with skyrl-gym, run CtuPPOExp",
+        f"generator {spec.rollout.generator.type} (native tool calling: {spec.rollout.native_tool_calling}), "
+        f"rewards {[r.type for r in spec.rewards]}, trackers {[t.type for t in spec.tracking.trackers]}",
+        f"write checkpoints, metrics and trajectories under {run_dir}",
+    ]
+
+
+def prepare_data(spec: Spec, data_dir: Path) -> None:
+    """Write `train.parquet` (every training source) and `test_<name>.parquet` (each test set, `data_source`
+    set to the test set's name) for SkyRL's dataset loader."""
+    import json
+
+    from tau_bench_env.data import agent_system_prompt, write_rows
+    from tau_bench_env.env import ENV_CLASS, shared_domain
+
+    from ctu.runners.tasks import source_rows
+
+    def rows(source: Any, test_set: str | None) -> list[dict[str, Any]]:
+        result = []
+        for row in source_rows(source, test_set):
+            domain = shared_domain(row.extras["domain"], json.dumps(row.extras["domain_params"], sort_keys=True))
+            result.append({
+                "prompt": [{"role": "system", "content": agent_system_prompt(domain.policy)}],
+                "env_class": ENV_CLASS,
+                "data_source": test_set or row.extras["domain"],
+                "domain": row.extras["domain"],
+                "task_id": row.extras["task_id"],
+                "split": row.extras["split"],
+            })
+        return result
+
+    write_rows([r for source in spec.data.train for r in rows(source, None)], data_dir / "train.parquet")
+    for name, source in spec.data.test_sets.items():
+        write_rows(rows(source, name), data_dir / f"test_{name}.parquet")
+
+
+def run_skyrl(spec: Spec, run_dir: Path) -> None:
+    """Launch `spec` on a GPU cluster through SkyRL.
+
+    Raises:
+        NoGPUError: this machine has no GPU (use ``--smoke`` or ``specs/smoke.yaml``).
+    """
+    if gpus_available() == 0:
+        raise NoGPUError(
+            "the skyrl backend needs GPUs and this machine has none. To run this spec small on CPU, use "
+            "`ctu run SPEC --smoke`; for the CPU main job, `ctu run specs/smoke.yaml`; to inspect the SkyRL "
+            "config without running, `ctu run SPEC --dry-run`."
+        )
+    import ray
+
+    from ctu.runners.skyrl_exp import skyrl_entrypoint
+    from skyrl.train.utils.utils import initialize_ray
+
+    data_dir = run_dir / "data"
+    prepare_data(spec, data_dir)
+    config = resolve_skyrl_config(spec, data_dir, run_dir)
+    initialize_ray(config)
+    ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run_dir)))

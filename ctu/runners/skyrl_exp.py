@@ -1,0 +1,104 @@
+"""The SkyRL experiment ctu runs on Ray: `BasePPOExp` with ctu's generator, trackers and test-set metrics.
+
+Imported only inside the launch (it imports ray, torch and skyrl's trainer).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import ray
+from skyrl.train.entrypoints.main_base import BasePPOExp
+from skyrl.train.trainer import RayPPOTrainer
+
+from ctu.components.trackers.builtin import JsonlTracker, Trackers
+from ctu.registry import populate_registry
+from ctu.rollout.sampling import SkyRLSampler
+from ctu.rollout.setup import build_generator
+from ctu.rollout.trajectories import TrajectoryLogger
+from ctu.spec import Spec, spec_from_dict, spec_to_dict
+
+
+class CtuTracking:
+    """SkyRL's tracker interface over ctu's trackers: one step counter (the trainer's global step), an
+    explicit finish, never a destructor."""
+
+    def __init__(self, trackers: Trackers) -> None:
+        self.trackers = trackers
+
+    def log(self, data: dict[str, Any], step: int, commit: bool = False) -> None:
+        """Log the numeric entries of `data` at `step`."""
+        numbers = {k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        self.trackers.log(numbers, step)
+
+    def finish(self) -> None:
+        """Finish every tracker."""
+        self.trackers.finish()
+
+    def log_exception(self, error: BaseException, step: int = 0) -> None:
+        """Nothing beyond SkyRL's own logging; the trackers keep numbers only."""
+
+    def log_samples_to_table(self, *args: Any, **kwargs: Any) -> None:
+        """Trajectories go to ctu's JSONL logs instead."""
+
+
+class CtuPPOTrainer(RayPPOTrainer):
+    """SkyRL's trainer, adding ``test-<name>/average_reward``, ``success_rate`` and pass^k to each evaluation."""
+
+    async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        from ctu.runners.tinker import test_set_metrics
+
+        self.generator.pop_eval_records()
+        metrics = await super().eval(*args, **kwargs)
+        groups: dict[str, list[Any]] = defaultdict(list)
+        for record in self.generator.pop_eval_records():
+            groups[str(record.extras.get("test_set") or record.extras.get("data_source"))].append(record)
+        samples = self.cfg.generator.eval_n_samples_per_prompt
+        for name, records in groups.items():
+            metrics.update(test_set_metrics(name, records, samples))
+        return metrics
+
+
+class CtuPPOExp(BasePPOExp):
+    """`BasePPOExp` whose hooks return ctu's generator and trackers, and `CtuPPOTrainer`."""
+
+    def __init__(self, cfg: Any, spec: Spec, run_dir: Path) -> None:
+        self.spec = spec
+        self.run_dir = Path(run_dir)
+        super().__init__(cfg)
+
+    def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> Any:
+        from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
+
+        template = self.spec.model.chat_template.build()
+        sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), dict(template.template_kwargs))
+        trajectories = self.spec.tracking.trajectories
+        logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
+        return build_generator(self.spec, tokenizer, sampler, on_records=logger)
+
+    def get_tracker(self) -> CtuTracking:
+        trackers = [config.build() for config in self.spec.tracking.trackers]
+        if not any(isinstance(t, JsonlTracker) for t in trackers):
+            trackers.append(JsonlTracker(JsonlTracker.Params()))
+        combined = Trackers(trackers)
+        combined.start(self.run_dir, self.spec.experiment.name, self.spec.tracking.project, spec_to_dict(self.spec))
+        return CtuTracking(combined)
+
+    def get_trainer(self, cfg, tracker, tokenizer, train_dataset, eval_dataset, inference_engine_client, generator, colocate_pg):
+        return CtuPPOTrainer(
+            cfg=cfg, tracker=tracker, tokenizer=tokenizer, train_dataset=train_dataset, eval_dataset=eval_dataset,
+            inference_engine_client=inference_engine_client, generator=generator, colocate_pg=colocate_pg,
+        )
+
+
+@ray.remote(num_cpus=1)
+def skyrl_entrypoint(cfg: Any, spec_data: dict[str, Any], run_dir: str) -> None:
+    """Ray entrypoint: register ctu's components and environment in this worker, then run the experiment."""
+    from tau_bench_env.env import register_with_skyrl_gym
+
+    populate_registry()
+    register_with_skyrl_gym()
+    spec = spec_from_dict(spec_data, source="resolved spec").spec
+    CtuPPOExp(cfg, spec, Path(run_dir)).run()

@@ -1,0 +1,82 @@
+"""Every spec resolves into a SkyRL config that SkyRL's own validation accepts; the CLI around it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctu.runners.skyrl import resolve_skyrl_config, skyrl_overrides
+from ctu.runners.smoke import smoke_spec
+from ctu.spec import load_spec
+
+from ..conftest import REPO, SPECS
+
+SKYRL_SPECS = [p for p in SPECS if load_spec(p).spec.backend.type == "skyrl"]
+
+
+@pytest.mark.parametrize("path", SKYRL_SPECS, ids=lambda p: p.stem)
+def test_skyrl_accepts_every_resolved_spec(path: Path, tmp_path: Path):
+    spec = load_spec(path).spec
+    config = resolve_skyrl_config(spec, tmp_path / "data", tmp_path)
+    assert config.trainer.policy.model.path == spec.model.path
+    assert config.generator.zero_reward_on_non_stop is False
+    assert config.trainer.train_batch_size == spec.trainer.train_batch_size
+    assert config.trainer.algorithm.kl_loss_coef == spec.algorithm.kl_loss_coef
+    assert config.environment.env_class == "tau_bench"
+    if spec.rollout.native_tool_calling:
+        assert config.generator.inference_engine.engine_init_kwargs["tool_call_parser"] in ("hermes", "llama3_json")
+    if spec.model.chat_template.type == "qwen3_no_thinking":
+        assert config.generator.chat_template_kwargs == {"enable_thinking": False}
+
+
+def test_raw_overrides_are_applied_last(tmp_path: Path):
+    spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["backend.skyrl_overrides={trainer.policy.sequence_parallel_size: 2}"]).spec
+    assert skyrl_overrides(spec, tmp_path, tmp_path)["trainer.policy.sequence_parallel_size"] == 2
+    config = resolve_skyrl_config(spec, tmp_path, tmp_path)
+    assert config.trainer.policy.sequence_parallel_size == 2
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_every_spec_has_a_valid_smoke_version(path: Path):
+    original = load_spec(path).spec
+    smoke = smoke_spec(original).spec
+    assert smoke.backend.type == "tinker" and smoke.backend.local
+    assert smoke.model.path == "builtin:tiny-qwen3"
+    assert smoke.environment.user_simulator.type == "scripted"
+    assert smoke.rollout.native_tool_calling == original.rollout.native_tool_calling
+    assert [r.type for r in smoke.rewards] == [r.type for r in original.rewards]
+    assert smoke.judge is None or smoke.judge.type == "rule_taxonomy"
+    assert all(t.params.mode == "offline" for t in smoke.tracking.trackers if t.type == "wandb")
+    assert smoke.trainer.max_steps == 2 and smoke.experiment.name.endswith("_smoke")
+
+
+def ctu(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctu.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_run_without_gpus_stops_at_once_naming_the_cpu_paths():
+    result = ctu("run", "specs/tau_bench.yaml")
+    assert result.returncode == 1
+    assert "--smoke" in result.stderr and "specs/smoke.yaml" in result.stderr
+
+
+def test_dry_run_prints_the_accepted_skyrl_config_and_the_plan():
+    result = ctu("run", "specs/retail_8b_taxonomy.yaml", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "accepted by SkyRL's validate_cfg" in result.stdout
+    assert "model:\n" in result.stdout and "path: Qwen/Qwen3-8B" in result.stdout
+    assert "tool_call_parser: hermes" in result.stdout and "# launch plan" in result.stdout
+
+
+def test_explain_skyrl_and_validate_deep():
+    explained = ctu("explain", "specs/tau_bench_llama.yaml", "--skyrl")
+    assert explained.returncode == 0 and "llama3_json" in explained.stdout
+    deep = ctu("validate", "--deep", "specs/tau_bench.yaml", "specs/smoke.yaml")
+    assert deep.returncode == 0, deep.stderr
+    rejected = ctu("validate", "--deep", "specs/tau_bench.yaml", "backend.skyrl_overrides={trainer.algorithm.advantage_estimator: nope}")
+    assert rejected.returncode == 2 and "SkyRL rejects" in rejected.stderr
