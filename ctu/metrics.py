@@ -25,7 +25,7 @@ def metric(area: str, name: str) -> str:
     return f"{area}/{name}"
 
 
-def test_set_area(test_set: str) -> str:
+def area_of_test_set(test_set: str) -> str:
     """The area of a named test set: ``test-<name>``."""
     return f"test-{test_set}"
 

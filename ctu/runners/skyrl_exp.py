@@ -48,7 +48,7 @@ class CtuPPOTrainer(RayPPOTrainer):
     """SkyRL's trainer, adding ``test-<name>/average_reward``, ``success_rate`` and pass^k to each evaluation."""
 
     async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
-        from ctu.runners.tinker import test_set_metrics
+        from ctu.runners.tinker import evaluation_metrics
 
         self.generator.pop_eval_records()
         metrics = await super().eval(*args, **kwargs)
@@ -57,7 +57,7 @@ class CtuPPOTrainer(RayPPOTrainer):
             groups[str(record.extras.get("test_set") or record.extras.get("data_source"))].append(record)
         samples = self.cfg.generator.eval_n_samples_per_prompt
         for name, records in groups.items():
-            metrics.update(test_set_metrics(name, records, samples))
+            metrics.update(evaluation_metrics(name, records, samples))
         return metrics
 
 

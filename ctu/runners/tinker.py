@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ctu.components.trackers.builtin import JsonlTracker, Trackers
-from ctu.metrics import EVAL, TIMING, TRAIN, metric, pass_hat_k, test_set_area
+from ctu.metrics import EVAL, TIMING, TRAIN, metric, pass_hat_k, area_of_test_set
 from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, token_data
 from ctu.runners.rundir import RunDir
@@ -80,11 +80,11 @@ def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) ->
     }
 
 
-def test_set_metrics(name: str, records: list[Any], samples: int) -> dict[str, float]:
+def evaluation_metrics(name: str, records: list[Any], samples: int) -> dict[str, float]:
     """``test-<name>/average_reward``, ``success_rate`` and ``pass^k`` for k = 1..samples."""
     from ctu.metrics import mean
 
-    area = test_set_area(name)
+    area = area_of_test_set(name)
     metrics = {
         metric(area, "average_reward"): mean(r.reward for r in records),
         metric(area, "success_rate"): mean(float(r.success) for r in records),
@@ -219,9 +219,9 @@ class TinkerRunner:
                 chunk = rows[start : start + self.spec.trainer.eval_batch_size]
                 await generator.generate(generator_input(chunk, samples, "eval", step))
                 records += generator.last_records
-            metrics.update(test_set_metrics(name, records, samples))
+            metrics.update(evaluation_metrics(name, records, samples))
             all_records += records
-        metrics.update(test_set_metrics("all", all_records, samples) if len(tests) > 1 else {})
+        metrics.update(evaluation_metrics("all", all_records, samples) if len(tests) > 1 else {})
         metrics[metric(EVAL, "num_episodes")] = float(len(all_records))
         return metrics
 

@@ -58,11 +58,26 @@ class LocalTinkerServer:
         """``http://127.0.0.1:<port>``."""
         return f"http://127.0.0.1:{self.port}"
 
+    @staticmethod
+    def uv_binary() -> str:
+        """The uv executable: the `uv` package's own binary (a ctu dependency), else uv on PATH.
+
+        Raises:
+            TinkerServerError: no uv anywhere.
+        """
+        try:
+            from uv import find_uv_bin
+
+            return find_uv_bin()
+        except (ImportError, FileNotFoundError):
+            found = shutil.which("uv")
+            if found is None:
+                raise TinkerServerError("the local Tinker server is started through `uv run`, and uv cannot be found") from None
+            return found
+
     def command(self) -> list[str]:
         """The server's command line."""
-        uv = shutil.which("uv")
-        if uv is None:
-            raise TinkerServerError("the local Tinker server is started through `uv run`, and uv is not on PATH")
+        uv = self.uv_binary()
         backend_config = json.dumps({"max_lora_adapters": self.max_lora_adapters, "max_lora_rank": self.lora_rank})
         return [
             uv, "run", "--no-project", "--python", sys.executable, "-m", "skyrl.tinker.api",
@@ -86,7 +101,9 @@ class LocalTinkerServer:
     def __enter__(self) -> LocalTinkerServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._log = (self.folder / "server.log").open("ab")
-        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        # the server relaunches its engine with a bare `uv run`: uv's folder goes first on PATH
+        uv_folder = str(Path(self.uv_binary()).parent)
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "PATH": uv_folder + os.pathsep + os.environ.get("PATH", "")}
         self.process = subprocess.Popen(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.folder
         )

@@ -8,7 +8,7 @@ import pytest
 
 from ctu.runners.grpo import group_advantages, learning_rate, token_data
 from ctu.runners.tasks import TaskRow
-from ctu.runners.tinker import StepPlan, test_set_metrics
+from ctu.runners.tinker import StepPlan, evaluation_metrics
 
 
 def test_group_advantages_are_centred_and_scaled_per_group():
@@ -61,9 +61,9 @@ class Record:
         self.reward = reward
 
 
-def test_test_set_metrics_with_pass_hat_k():
+def test_evaluation_metrics_with_pass_hat_k():
     records = [Record("a", True, 1.0), Record("a", True, 1.0), Record("b", True, 1.0), Record("b", False, 0.0)]
-    metrics = test_set_metrics("retail", records, samples=2)
+    metrics = evaluation_metrics("retail", records, samples=2)
     assert metrics["test-retail/average_reward"] == 0.75
     assert metrics["test-retail/success_rate"] == 0.75
     assert metrics["test-retail/pass^1"] == pytest.approx(0.75)
