@@ -25,12 +25,33 @@ from pathlib import Path
 
 BUILTIN_PREFIX = "builtin:"
 NAME = "tiny-qwen3"
-VERSION = "v4"
+VERSION = "v6"
 VOCAB_SIZE = 4096
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 """Qwen's control tokens: special (dropped when decoding for a parser)."""
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 """Qwen's markup tokens: one token each but not special, so decoded text keeps them (as Qwen's tokenizer does)."""
+CALL_SCAFFOLD_TOKENS = ['<tool_call>\n{"name": "', '", "arguments": {', '}}\n</tool_call>']
+"""Hermes call scaffolding kept as single tokens, so that a model this small can learn the call format at all
+(decoded text is unchanged: parsers see ordinary Hermes calls). Each tool name of tau2's domains, and each
+argument key as ``"key": ``, is a single token too (`call_tokens`)."""
+
+
+def call_tokens() -> list[str]:
+    """`CALL_SCAFFOLD_TOKENS`, then every tool name and ``"<argument>": `` of tau2's retail, airline and telecom
+    tools, sorted (a fixed order)."""
+    from ctu.registry import populate_registry
+    from tau_bench_env.env import shared_domain
+
+    populate_registry()
+    names: set[str] = set()
+    keys: set[str] = set()
+    for domain in ("retail", "airline", "telecom"):
+        for tool in shared_domain(domain).make_environment().get_tools():
+            schema = tool.openai_schema["function"]
+            names.add(schema["name"])
+            keys.update(f'"{key}": ' for key in (schema.get("parameters") or {}).get("properties", {}))
+    return CALL_SCAFFOLD_TOKENS + sorted(names) + sorted(keys)
 
 CHAT_TEMPLATE = r"""{%- set enable_thinking = enable_thinking if enable_thinking is defined else true %}
 {%- if tools %}
@@ -142,7 +163,7 @@ def build_tokenizer(path: Path) -> None:
         show_progress=False,
     )
     tokenizer.train_from_iterator(training_corpus(), trainer=trainer)
-    tokenizer.add_tokens([AddedToken(token, special=False, normalized=False) for token in MARKUP_TOKENS])
+    tokenizer.add_tokens([AddedToken(token, special=False, normalized=False) for token in call_tokens() + MARKUP_TOKENS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from ctu.registry import ComponentParams
 
 
 @dataclass(frozen=True)
@@ -45,3 +48,19 @@ class Parser(Protocol):
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """System-prompt text presenting `tools` (OpenAI schemas) and this parser's call format (text mode)."""
         ...
+
+
+class ParserBase:
+    """Shared constructor of the built-in parsers: `params` default to the class's `Params`."""
+
+    class Params(ComponentParams):
+        pass
+
+    def __init__(self, params: ComponentParams | None = None) -> None:
+        self.params = params or self.Params()
+
+
+def render_tool_list(tools: list[dict[str, Any]], call_format: str) -> str:
+    """System-prompt text listing `tools` (OpenAI schemas, one JSON per line) followed by `call_format`."""
+    schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+    return f"# Tools\n\nYou can call these functions (JSON schemas):\n{schemas}\n\n{call_format}"

@@ -6,9 +6,9 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall
 from ctu.components.parsers.jsonutil import loads_lenient
-from ctu.registry import ComponentParams, registry
+from ctu.registry import registry
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
@@ -49,18 +49,12 @@ def format_hermes_calls(calls: list[ToolCall] | tuple[ToolCall, ...]) -> str:
 
 
 @registry.parsers.register("hermes")
-class HermesParser:
+class HermesParser(ParserBase):
     """Hermes-style `<tool_call>` JSON blocks (Qwen2.5, Qwen3); text outside the blocks is the reply to the user.
 
     A truncated call (a turn cut by the token limit, an unclosed block or brace) is repaired when only closing
     brackets are missing.
     """
-
-    class Params(ComponentParams):
-        pass
-
-    def __init__(self, params: Params | None = None) -> None:
-        self.params = params or self.Params()
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools as Qwen's chat template presents them: JSON schemas in <tools>, calls in <tool_call>."""

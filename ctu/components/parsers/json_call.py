@@ -6,10 +6,10 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.hermes import tool_call_from_json
 from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
-from ctu.registry import ComponentParams, registry
+from ctu.registry import registry
 
 _FENCE = re.compile(r"```(?:json)?\s*|```")
 _CALL_START = re.compile(r'\{\s*"name"\s*:')
@@ -25,23 +25,12 @@ def calls_in_json(value: Any) -> list[dict[str, Any]] | None:
 
 def render_json_tools(tools: list[dict[str, Any]], example: str) -> str:
     """System-prompt text listing `tools` and showing the call format `example`."""
-    schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
-    return (
-        "# Tools\n\nYou can call these functions (JSON schemas):\n"
-        f"{schemas}\n\nTo call a function, reply with only:\n{example}\n"
-        "To talk to the user, reply with plain text."
-    )
+    return render_tool_list(tools, f"To call a function, reply with only:\n{example}\nTo talk to the user, reply with plain text.")
 
 
 @registry.parsers.register("json")
-class JsonParser:
+class JsonParser(ParserBase):
     """Bare JSON calls, ``{"name": ..., "arguments": {...}}`` (or a list of them), fenced or not; the rest is text."""
-
-    class Params(ComponentParams):
-        pass
-
-    def __init__(self, params: Params | None = None) -> None:
-        self.params = params or self.Params()
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and the bare-JSON call format."""

@@ -5,22 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall
 from ctu.components.parsers.hermes import tool_call_from_json
 from ctu.components.parsers.json_call import render_json_tools
 from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
-from ctu.registry import ComponentParams, registry
+from ctu.registry import registry
 
 
 @registry.parsers.register("openai")
-class OpenAIFormatParser:
+class OpenAIFormatParser(ParserBase):
     """``{"tool_calls": [{"type": "function", "function": {"name": ..., "arguments": ...}}]}`` in the text."""
-
-    class Params(ComponentParams):
-        pass
-
-    def __init__(self, params: Params | None = None) -> None:
-        self.params = params or self.Params()
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and OpenAI's `tool_calls` format."""

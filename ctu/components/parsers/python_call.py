@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ToolCall
-from ctu.registry import ComponentParams, registry
+from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall, render_tool_list
+from ctu.registry import registry
 
 _BLOCK = re.compile(r"```(?:python|py|tool_code)?\s*\n?(.*?)```", re.DOTALL)
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*\(.*\)?\s*$")
@@ -48,22 +48,15 @@ def call_from_line(line: str) -> ToolCall | str | None:
 
 
 @registry.parsers.register("python_call")
-class PythonCallParser:
+class PythonCallParser(ParserBase):
     """Python-style calls with keyword literals, ``get_order_details(order_id="#W1")``, one per line or in a block."""
-
-    class Params(ComponentParams):
-        pass
-
-    def __init__(self, params: Params | None = None) -> None:
-        self.params = params or self.Params()
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and the call format."""
-        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
-        return (
-            "# Tools\n\nYou can call these functions (JSON schemas):\n"
-            f"{schemas}\n\nTo call one, write a line such as:\nfunction_name(argument=\"value\")\n"
-            "using keyword arguments only. To talk to the user, reply with plain text."
+        return render_tool_list(
+            tools,
+            'To call one, write a line such as:\nfunction_name(argument="value")\n'
+            "using keyword arguments only. To talk to the user, reply with plain text.",
         )
 
     def parse(self, text: str) -> ParsedTurn:

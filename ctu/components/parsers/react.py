@@ -6,9 +6,9 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.jsonutil import loads_lenient
-from ctu.registry import ComponentParams, registry
+from ctu.registry import registry
 
 _ACTION = re.compile(r"^\s*Action\s*:\s*(.+?)\s*$", re.MULTILINE)
 _INPUT = re.compile(r"^\s*Action Input\s*:\s*(.*)", re.MULTILINE | re.DOTALL)
@@ -26,23 +26,16 @@ def _first_json(raw: str) -> object:
 
 
 @registry.parsers.register("react")
-class ReactParser:
+class ReactParser(ParserBase):
     """ReAct turns: a `Thought:`, then `Action:` with a tool name and `Action Input:` with JSON arguments;
     `Action: respond` (or no action) is a reply to the user. The thought is never shown to the user."""
 
-    class Params(ComponentParams):
-        pass
-
-    def __init__(self, params: Params | None = None) -> None:
-        self.params = params or self.Params()
-
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and the ReAct format."""
-        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
-        return (
-            "# Tools\n\nYou can call these functions (JSON schemas):\n"
-            f"{schemas}\n\nAnswer in this format:\nThought: <your reasoning>\nAction: <function name, or {RESPOND}>\n"
-            'Action Input: <JSON arguments, or {"content": "<your message to the user>"}>'
+        return render_tool_list(
+            tools,
+            f"Answer in this format:\nThought: <your reasoning>\nAction: <function name, or {RESPOND}>\n"
+            'Action Input: <JSON arguments, or {"content": "<your message to the user>"}>',
         )
 
     def parse(self, text: str) -> ParsedTurn:
