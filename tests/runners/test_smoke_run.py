@@ -89,5 +89,8 @@ def test_resume_continues_without_losing_or_duplicating_lines(tmp_path: Path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [line["step"] for line in metrics(run)] == [0, 1, 2]
     assert json.loads((run / "state.json").read_text())["step"] == 2
+    # the first run evaluated at its last step (1); the resumed one at its own last step (2)
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
-        "eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
+        "eval_step000000.jsonl", "eval_step000001.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl",
+        "train_step000002.jsonl"]
+    assert sum(1 for line in metrics(run) if "test-retail/average_reward" in line) == 3

@@ -1,0 +1,124 @@
+"""The fast reward path: tau2's reward of a finished episode without replaying it into new environments.
+
+tau2's `evaluate_simulation` rebuilds two environments from JSON for every trajectory, replays the whole
+trajectory into one and the task's gold actions into the other, and compares their database hashes. Both
+replays are avoidable: the gold outcome of a task is deterministic, so its database hashes are computed once
+per task per process (`GoldOutcomes`); and the episode's own environment already holds the final state a
+replay would rebuild, so its hashes are read directly. The action, communication and combination rules are
+tau2's own evaluators (`ActionEvaluator`, `CommunicateEvaluator`), called as `evaluate_simulation` calls them;
+the parity suite (tests/env/test_gold_replay.py) checks the result equals `evaluate_simulation` on every case.
+
+NL assertions need tau2's LLM judge: episodes that ask for them take tau2's own path.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from tau_bench_env.runtime import prepare
+
+if TYPE_CHECKING:
+    from tau2.data_model.simulation import RewardInfo
+    from tau2.data_model.tasks import Task
+
+
+class GoldOutcomes:
+    """Database hashes of each task's gold final state, computed once per task (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._hashes: dict[str, tuple[str | None, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def hashes(self, domain: Any, task: Task) -> tuple[str | None, str | None]:
+        """``(agent_db_hash, user_db_hash)`` after the task's initial state and gold actions, as tau2's
+        `EnvironmentEvaluator` builds its gold environment (gold actions that fail are skipped, as there)."""
+        with self._lock:
+            if task.id in self._hashes:
+                return self._hashes[task.id]
+        environment = domain.make_environment()
+        state = task.initial_state
+        environment.set_state(
+            initialization_data=state.initialization_data if state is not None else None,
+            initialization_actions=state.initialization_actions if state is not None else None,
+            message_history=list(state.message_history or []) if state is not None else [],
+        )
+        for action in task.evaluation_criteria.actions or []:
+            try:
+                environment.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
+            except Exception:  # tau2 logs and skips a failing gold action
+                pass
+        result = (environment.get_db_hash(), environment.get_user_db_hash())
+        with self._lock:
+            self._hashes[task.id] = result
+        return result
+
+
+def fast_reward(domain: Any, task: Task, environment: Any, messages: list[Any], finished: bool) -> RewardInfo:
+    """tau2's reward for an episode whose final state is `environment` and whose trajectory is `messages`.
+
+    Args:
+        domain: the domain (its `gold_outcomes` cache and `make_environment`).
+        task: the task.
+        environment: the episode's live tau2 environment, in its final state (read, not changed, except by
+            running the task's environment assertions, which tau2 also runs on its replayed environment).
+        messages: the episode's tau2 messages.
+        finished: the episode ended by the agent's or the user's stop (otherwise the reward is 0, as in tau2).
+    """
+    prepare()
+    from tau2.data_model.simulation import DBCheck, EnvAssertionCheck, RewardInfo
+    from tau2.data_model.tasks import RewardType
+    from tau2.evaluator.evaluator_action import ActionEvaluator
+    from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
+
+    if not finished:
+        return RewardInfo(reward=0.0, reward_basis=None, info={"note": "Simulation terminated prematurely."})
+    criteria = task.evaluation_criteria
+    if criteria is None:
+        return RewardInfo(reward=1.0, reward_basis=None, info={"note": "No evaluation criteria"})
+    if criteria.actions is None and criteria.env_assertions is None:
+        env_reward, db_check, assertion_checks, env_breakdown = 1.0, DBCheck(db_match=True, db_reward=1.0), [], {}
+    else:
+        gold_agent, gold_user = domain.gold_outcomes.hashes(domain, task)
+        db_match = environment.get_db_hash() == gold_agent and environment.get_user_db_hash() == gold_user
+        db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)
+        assertion_checks = []
+        assertion_reward = 1.0
+        for assertion in criteria.env_assertions or []:
+            met = environment.run_env_assertion(assertion, raise_assertion_error=False)
+            check = EnvAssertionCheck(env_assertion=assertion, met=met, reward=1.0 if met else 0.0)
+            assertion_checks.append(check)
+            assertion_reward *= check.reward
+        env_reward, env_breakdown = 1.0, {}
+        if RewardType.DB in criteria.reward_basis:
+            env_breakdown[RewardType.DB] = db_check.db_reward
+            env_reward *= db_check.db_reward
+        if RewardType.ENV_ASSERTION in criteria.reward_basis:
+            env_breakdown[RewardType.ENV_ASSERTION] = assertion_reward
+            env_reward *= assertion_reward
+    action = ActionEvaluator.calculate_reward(task=task, full_trajectory=messages)
+    communicate = CommunicateEvaluator.calculate_reward(task=task, full_trajectory=messages)
+    basis = set(criteria.reward_basis)
+    reward = 1.0
+    breakdown: dict[Any, float] = {}
+    if basis & {RewardType.DB, RewardType.ENV_ASSERTION}:
+        breakdown.update(env_breakdown)
+        reward *= env_reward
+    if RewardType.ACTION in basis:
+        breakdown.update(action.reward_breakdown or {})
+        reward *= action.reward
+    if RewardType.NL_ASSERTION in basis:
+        raise ValueError("NL assertions are part of the reward basis; use tau2's evaluator (evaluate_nl_assertions)")
+    if RewardType.COMMUNICATE in basis:
+        breakdown.update(communicate.reward_breakdown or {})
+        reward *= communicate.reward
+    return RewardInfo(
+        reward=reward,
+        db_check=db_check,
+        env_assertions=assertion_checks,
+        action_checks=action.action_checks,
+        communicate_checks=communicate.communicate_checks,
+        reward_basis=criteria.reward_basis,
+        reward_breakdown=breakdown,
+        info={"path": "fast"},
+    )
