@@ -54,6 +54,9 @@ class Domain:
 
     tau2_name: ClassVar[str | None] = None
     splits: ClassVar[tuple[str, ...]] = ("train", "test", "base")
+    fast_path: ClassVar[bool] = False
+    """Rewards by `tau_bench_env.fast_eval` (True for tau2's domains, whose tools are deterministic and whose
+    parity with tau2's evaluator is tested); a custom domain uses tau2's `evaluate_simulation`."""
 
     class Params(ComponentParams):
         pass
@@ -118,6 +121,13 @@ class Domain:
         raise KeyError(f"domain {self.name!r} has no task {task_id!r}")
 
     @cached_property
+    def gold_outcomes(self) -> Any:
+        """The per-task cache of gold database hashes (`tau_bench_env.fast_eval.GoldOutcomes`)."""
+        from tau_bench_env.fast_eval import GoldOutcomes
+
+        return GoldOutcomes()
+
+    @cached_property
     def write_tools(self) -> frozenset[str]:
         """Names of the agent's tools that change the database (tau2's `ToolType.WRITE`)."""
         from tau2.environment.toolkit import ToolType
@@ -154,6 +164,7 @@ class RetailDomain(Domain):
     """tau2 retail: orders, returns and exchanges in an online shop (114 tasks: train 74 / test 40)."""
 
     tau2_name = "retail"
+    fast_path = True
 
 
 @registry.domains.register("airline")
@@ -161,6 +172,7 @@ class AirlineDomain(Domain):
     """tau2 airline: bookings, changes and cancellations (50 tasks: train 30 / test 20)."""
 
     tau2_name = "airline"
+    fast_path = True
 
 
 @registry.domains.register("telecom")
@@ -169,6 +181,7 @@ class TelecomDomain(Domain):
 
     tau2_name = "telecom"
     splits = ("train", "test", "base", "small", "full")
+    fast_path = True
 
 
 @registry.domains.register("mock")

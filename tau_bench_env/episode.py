@@ -5,8 +5,9 @@ answers, then each policy turn is either tool calls (run against the episode's o
 the policy) or text (sent to the user, whose reply is the next observation; the user may first run tools of
 their own, as in telecom). It ends as tau2 ends episodes: the user's ###STOP###, ###TRANSFER### or
 ###OUT-OF-SCOPE###, the agent's ###STOP###, `max_turns` policy turns, `max_errors` errors, or a user simulator
-that failed (`user_error`). The reward is tau2's `evaluate_simulation` of the recorded trajectory; an episode
-that did not finish scores 0.
+that failed (`user_error`). The reward is tau2's: for tau2's domains by the fast path (`fast_eval`: the
+episode's own final state against each task's cached gold state, tau2's action and communication evaluators),
+otherwise tau2's `evaluate_simulation` of the recorded trajectory; an episode that did not finish scores 0.
 
 Two records are kept: `trajectory`, tau2 messages exactly as tau2 would record them (what the evaluator
 replays), and `conversation`, the OpenAI-format messages the policy saw and wrote (what is trained on and
@@ -130,6 +131,7 @@ class Episode:
         self.reward = 0.0
         self.reward_info: RewardInfo | None = None
         self.evaluation_error: str | None = None
+        self.reward_path: str | None = None
         self._env: Any = None
         self._session: Any = None
         self._started = 0.0
@@ -294,9 +296,18 @@ class Episode:
         self.termination = termination
         if termination in (Termination.USER_STOP, Termination.AGENT_STOP):
             try:
-                self.reward_info = await asyncio.to_thread(
-                    self.domain.evaluate, self.simulation_run(), self.task, self.config.evaluate_nl_assertions
-                )
+                if self.domain.fast_path and not self.config.evaluate_nl_assertions:
+                    from tau_bench_env.fast_eval import fast_reward
+
+                    self.reward_path = "fast"
+                    self.reward_info = await asyncio.to_thread(
+                        fast_reward, self.domain, self.task, self._env, list(self.trajectory), True
+                    )
+                else:
+                    self.reward_path = "tau2"
+                    self.reward_info = await asyncio.to_thread(
+                        self.domain.evaluate, self.simulation_run(), self.task, self.config.evaluate_nl_assertions
+                    )
                 self.reward = float(self.reward_info.reward)
             except Exception as exc:  # an evaluator failure must not crash a training step
                 self.evaluation_error = f"{type(exc).__name__}: {exc}"
@@ -343,6 +354,7 @@ class Episode:
             "empty_turns": self.empty_turns,
             "user_error": self.user_error,
             "evaluation_error": self.evaluation_error,
+            "reward_path": self.reward_path,
             "conversation": list(self.conversation),
             "tools": list(self.tools),
         }

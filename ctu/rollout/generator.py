@@ -280,6 +280,7 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.info.get("turns") or 0) for r in records),
         metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.info.get("tool_errors") or 0) for r in records),
         metric(ENVIRONMENT, "evaluation_errors"): float(sum(bool(r.info.get("evaluation_error")) for r in records)),
+        metric(ENVIRONMENT, "fast_reward_rate"): mean(float(r.info.get("reward_path") == "fast") for r in records if r.info.get("reward_path")),
         metric(USER, "errors"): float(sum(bool(r.info.get("user_error")) for r in records)),
     }
     terminations = Counter(r.info.get("termination") or "none" for r in records)

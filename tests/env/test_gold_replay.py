@@ -1,5 +1,6 @@
 """Gold replays of every retail, airline and telecom (base) task score 1.0 through `Episode` with the scripted
-user; corrupted replays score 0.0; and on every trajectory ctu's reward equals tau2's own `evaluate_simulation`.
+user; corrupted replays score 0.0; and on every trajectory ctu's reward (the fast path) equals tau2's own
+`evaluate_simulation` (the parity suite).
 
 The suite plays every case once (a module fixture, spread over two processes) and the tests assert over the
 results, so every mismatch is reported at once.
@@ -31,6 +32,7 @@ class Case:
     termination: str
     turns: int
     evaluation_error: str | None
+    reward_path: str | None
 
 
 async def _run_case(domain_name, task, variant, corruption, writes, max_turns) -> Case:
@@ -50,7 +52,8 @@ async def _run_case(domain_name, task, variant, corruption, writes, max_turns) -
     expected = evaluate_simulation(
         simulation=episode.simulation_run(), task=task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain_name
     ).reward
-    return Case(domain_name, task.id, variant, info["reward"], expected, info["termination"], info["turns"], info["evaluation_error"])
+    return Case(domain_name, task.id, variant, info["reward"], expected, info["termination"], info["turns"],
+                info["evaluation_error"], info["reward_path"])
 
 
 async def _run_chunk(domain_name: str, indices: list[int]) -> list[Case]:
@@ -115,7 +118,10 @@ def test_corrupted_replays_score_zero(cases):
 
 
 def test_reward_equals_tau2_evaluate_simulation_on_every_trajectory(cases):
+    """ctu's reward comes from the fast path (tau_bench_env.fast_eval); tau2's evaluator is the judge."""
     assert len(cases) >= 300
+    finished = [c for c in cases if c.termination in ("user_stop", "agent_stop")]
+    assert finished and all(c.reward_path == "fast" for c in finished)
     assert [c for c in cases if c.evaluation_error] == []
     mismatched = [(c.domain, c.task_id, c.variant, c.reward, c.tau2_reward) for c in cases if c.reward != c.tau2_reward]
     assert not mismatched, mismatched
