@@ -90,9 +90,8 @@ class RunDir:
         for line in self.metrics_file.read_text().splitlines():
             record = json.loads(line)
             for name, value in record.items():
-                if value is None or not (name == "generation/avg_reward" and record.get("phase") != "eval" or name.endswith("/average_reward")):
-                    continue
-                series.setdefault(name, []).append((record["step"], value))
+                if value is not None and (name == "generation/avg_reward" or name.endswith("/average_reward")):
+                    series.setdefault(name, []).append((record["step"], value))
         self.plots.mkdir(parents=True, exist_ok=True)
         figure, axes = plt.subplots(figsize=(7, 4))
         for name, points in sorted(series.items()):
