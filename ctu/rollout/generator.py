@@ -50,6 +50,8 @@ class RolloutSetup:
         native_parser: parses the model family's own tool-call format on token samplers in native mode.
         max_concurrent_episodes: episodes in flight at once.
         on_records: called with each batch's `TrajectoryRecord`s, its phase and global step (trajectory logs).
+        on_episode: called with the batch size when a batch starts (episodes 0 of n) and after each episode
+            that finishes (progress bars).
     """
 
     tokenizer: Any
@@ -63,6 +65,7 @@ class RolloutSetup:
     native_parser: Parser | None = None
     max_concurrent_episodes: int = 256
     on_records: Callable[[list[TrajectoryRecord], Phase, int], None] | None = None
+    on_episode: Callable[[int, bool], None] | None = None
 
 
 @dataclass
@@ -127,10 +130,16 @@ class TauGenerator(GeneratorInterface):
         prompts = list(input_batch.get("prompts") or [])
         extras = list(input_batch.get("env_extras") or [{} for _ in prompts])
         limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)
+        notify = self.setup.on_episode
+        if notify is not None:
+            notify(len(prompts), False)
 
         async def one(prompt: Any, extra: dict[str, Any]) -> TrajectoryRecord:
             async with limit:
-                return await self.run_episode(prompt, extra, phase)
+                record = await self.run_episode(prompt, extra, phase)
+            if notify is not None:
+                notify(len(prompts), True)
+            return record
 
         records = list(await asyncio.gather(*(one(p, e) for p, e in zip(prompts, extras, strict=True))))
         self.last_records = records

@@ -53,6 +53,7 @@ def build_generator(
     tokenizer: Any,
     sampler: Sampler,
     on_records: Callable[..., None] | None = None,
+    on_episode: Callable[[int, bool], None] | None = None,
 ) -> TauGenerator:
     """The spec's generator component, built over `sampler` and `tokenizer`."""
     eos = tokenizer.eos_token_id
@@ -67,5 +68,6 @@ def build_generator(
         native_tool_calling=spec.rollout.native_tool_calling,
         native_parser=native_parser(spec),
         on_records=on_records,
+        on_episode=on_episode,
     )
     return spec.rollout.generator.build().build(setup)

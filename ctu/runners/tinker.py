@@ -170,8 +170,8 @@ class TinkerRunner:
                     start_step = 0
                     training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
                 sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), tokenizer.decode)
-                generator = build_generator(spec, tokenizer, sampler, on_records=logger)
-                with self._progress(plan.total_steps, start_step) as advance:
+                with self._progress(plan.total_steps, start_step) as (advance, on_episode):
+                    generator = build_generator(spec, tokenizer, sampler, on_records=logger, on_episode=on_episode)
                     if start_step == 0 and spec.trainer.eval_before_train and tests:
                         last_metrics = await self._evaluate(generator, tests, 0)
                         trackers.log(last_metrics, 0)
@@ -199,14 +199,23 @@ class TinkerRunner:
 
     @contextlib.contextmanager
     def _progress(self, total: int, done: int) -> Iterator[Any]:
+        """Yields ``(advance_step, on_episode)``: rich bars over GRPO steps and each batch's episodes."""
         if not self.progress:
-            yield lambda: None
+            yield (lambda: None), None
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-            task = bar.add_task("GRPO steps", total=total, completed=done)
-            yield lambda: bar.advance(task)
+            steps = bar.add_task("GRPO steps", total=total, completed=done)
+            episodes = bar.add_task("episodes", total=0)
+
+            def on_episode(batch: int, finished: bool) -> None:
+                if finished:
+                    bar.advance(episodes)
+                else:
+                    bar.reset(episodes, total=batch)
+
+            yield (lambda: bar.advance(steps)), on_episode
 
     async def _evaluate(self, generator: Any, tests: dict[str, list[TaskRow]], step: int) -> dict[str, float]:
         """Every test set, in `eval_batch_size` chunks, in the eval phase."""

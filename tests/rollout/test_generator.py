@@ -182,3 +182,12 @@ def test_missing_phase_is_treated_as_evaluation(minimal, tokenizer):
         no_phase["batch_metadata"] = None
         output = run(generator, no_phase)
     assert judge.requests == [] and output["rewards"] == [1.0]
+
+
+def test_progress_callback_sees_each_batch_and_episode(minimal, tokenizer):
+    calls = []
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script),
+                                on_episode=lambda size, finished: calls.append((size, finished)))
+    run(generator, batch(TASKS[:1], samples=3))
+    assert calls == [(3, False), (3, True), (3, True), (3, True)]
