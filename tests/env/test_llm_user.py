@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError
-from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.llm import LLMUserSimulator
 from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
