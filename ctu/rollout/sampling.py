@@ -172,3 +172,22 @@ class TinkerSampler:
 
     async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
         raise NotImplementedError("Tinker samplers are token samplers; native mode renders tools in the template")
+
+
+@dataclass
+class OpenAIChatSampler:
+    """A policy served by any OpenAI-compatible endpoint (a vLLM server, a benchmark's scripted server): chat
+    requests with tools, answered with text or structured tool calls. For evaluation and benchmarks: it gives
+    no token ids or logprobs, so the generator re-tokenises its turns."""
+
+    endpoint: Any
+    supports_chat: bool = True
+
+    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:  # pragma: no cover
+        raise NotImplementedError("OpenAIChatSampler answers chat requests only (native tool calling)")
+
+    async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:
+        """One chat completion through `endpoint` (a `ctu.components.endpoint.ChatEndpoint`)."""
+        answer = await self.endpoint.complete(messages, tools, max_tokens=params.max_tokens, top_p=params.top_p)
+        calls = [call.model_dump() for call in answer.tool_calls or []]
+        return SampleResult([], answer.content or "", "stop", None, calls or None)

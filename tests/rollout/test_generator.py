@@ -191,3 +191,21 @@ def test_progress_callback_sees_each_batch_and_episode(minimal, tokenizer):
                                 on_episode=lambda size, finished: calls.append((size, finished)))
     run(generator, batch(TASKS[:1], samples=3))
     assert calls == [(3, False), (3, True), (3, True), (3, True)]
+
+
+def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer):
+    """A policy behind an OpenAI-compatible server on 127.0.0.1 (native tool calling, re-tokenised turns)."""
+    from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
+    from ctu.rollout.sampling import OpenAIChatSampler
+
+    answers = [Answer.calls(("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"})),
+               Answer.text("Is there anything else I can help you with?")]
+    with ScriptedOpenAIServer(answers) as server:
+        endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=server.base_url, api_key_env=None))
+        generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, OpenAIChatSampler(endpoint))
+        output = run(generator, batch(TASKS[:1], samples=1))
+    record = generator.last_records[0]
+    assert record.info["termination"] == "user_stop"
+    tools = [m for m in record.info["conversation"] if m["role"] == "tool"]
+    assert tools and tools[0]["content"] == "yusuf_rossi_9620"
+    assert server.requests[0]["tools"] and output["loss_masks"][0].count(1) > 0
