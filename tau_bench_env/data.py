@@ -27,20 +27,28 @@ def agent_system_prompt(policy: str) -> str:
     return SYSTEM_PROMPT.format(domain_policy=policy, agent_instruction=AGENT_INSTRUCTION)
 
 
-def dataset_rows(domain: str, split: str, max_tasks: int | None = None) -> list[dict[str, Any]]:
+def dataset_rows(
+    domain: str, split: str, max_tasks: int | None = None, data_source: str | None = None, params: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """The rows of one domain and split, in tau2's task order (at most `max_tasks`).
+
+    Args:
+        data_source: the rows' `data_source` (SkyRL groups evaluation metrics by it); default the domain.
+        params: the domain component's params.
 
     Raises:
         ValueError: the domain has no such split. ComponentError: unknown domain.
     """
-    component = shared_domain(domain)
+    import json
+
+    component = shared_domain(domain, json.dumps(params or {}, sort_keys=True))
     tasks = component.tasks(split)[:max_tasks] if max_tasks is not None else component.tasks(split)
     system = agent_system_prompt(component.policy)
     return [
         {
             "prompt": [{"role": "system", "content": system}],
             "env_class": ENV_CLASS,
-            "data_source": domain,
+            "data_source": data_source or domain,
             "domain": domain,
             "task_id": task.id,
             "split": split,

@@ -161,28 +161,13 @@ def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:
 def prepare_data(spec: Spec, data_dir: Path) -> None:
     """Write `train.parquet` (every training source) and `test_<name>.parquet` (each test set, `data_source`
     set to the test set's name) for SkyRL's dataset loader."""
-    import json
+    from tau_bench_env.data import dataset_rows, write_rows
 
-    from tau_bench_env.data import agent_system_prompt, write_rows
-    from tau_bench_env.env import ENV_CLASS, shared_domain
+    def rows(source: Any, data_source: str | None = None) -> list[dict[str, Any]]:
+        params = source.domain.params.model_dump(mode="json")
+        return dataset_rows(source.domain.type, source.split, source.max_tasks, data_source, params)
 
-    from ctu.runners.tasks import source_rows
-
-    def rows(source: Any, test_set: str | None) -> list[dict[str, Any]]:
-        result = []
-        for row in source_rows(source, test_set):
-            domain = shared_domain(row.extras["domain"], json.dumps(row.extras["domain_params"], sort_keys=True))
-            result.append({
-                "prompt": [{"role": "system", "content": agent_system_prompt(domain.policy)}],
-                "env_class": ENV_CLASS,
-                "data_source": test_set or row.extras["domain"],
-                "domain": row.extras["domain"],
-                "task_id": row.extras["task_id"],
-                "split": row.extras["split"],
-            })
-        return result
-
-    write_rows([r for source in spec.data.train for r in rows(source, None)], data_dir / "train.parquet")
+    write_rows([row for source in spec.data.train for row in rows(source)], data_dir / "train.parquet")
     for name, source in spec.data.test_sets.items():
         write_rows(rows(source, name), data_dir / f"test_{name}.parquet")
 

@@ -80,3 +80,20 @@ def test_explain_skyrl_and_validate_deep():
     assert deep.returncode == 0, deep.stderr
     rejected = ctu("validate", "--deep", "specs/tau_bench.yaml", "backend.skyrl_overrides={trainer.algorithm.advantage_estimator: nope}")
     assert rejected.returncode == 2 and "SkyRL rejects" in rejected.stderr
+
+
+def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
+    import pyarrow.parquet as pq
+
+    from ctu.runners.skyrl import prepare_data
+
+    spec = load_spec(REPO / "specs" / "multi_domain.yaml", ["data.train.0.max_tasks=3", "data.test_sets.retail.max_tasks=2",
+                                                           "data.test_sets.airline.max_tasks=2", "data.test_sets.telecom.max_tasks=2"]).spec
+    prepare_data(spec, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_airline.parquet", "test_retail.parquet", "test_telecom.parquet", "train.parquet"]
+    train = pq.read_table(tmp_path / "train.parquet").to_pylist()
+    assert [r["domain"] for r in train] == ["telecom"] * 3 and train[0]["split"] == "train"
+    retail = pq.read_table(tmp_path / "test_retail.parquet").to_pylist()
+    assert {r["data_source"] for r in retail} == {"retail"} and len(retail) == 2
+    config = resolve_skyrl_config(spec, tmp_path, tmp_path)
+    assert config.data.val_data == [str(tmp_path / f"test_{name}.parquet") for name in ("telecom", "retail", "airline")]
