@@ -13,7 +13,7 @@ import ray
 from skyrl.train.entrypoints.main_base import BasePPOExp
 from skyrl.train.trainer import RayPPOTrainer
 
-from ctu.components.trackers.builtin import JsonlTracker, Trackers
+from ctu.components.trackers.builtin import Trackers, run_trackers
 from ctu.registry import populate_registry
 from ctu.rollout.sampling import SkyRLSampler
 from ctu.rollout.setup import build_generator
@@ -79,10 +79,7 @@ class CtuPPOExp(BasePPOExp):
         return build_generator(self.spec, tokenizer, sampler, on_records=logger)
 
     def get_tracker(self) -> CtuTracking:
-        trackers = [config.build() for config in self.spec.tracking.trackers]
-        if not any(isinstance(t, JsonlTracker) for t in trackers):
-            trackers.append(JsonlTracker(JsonlTracker.Params()))
-        combined = Trackers(trackers)
+        combined = run_trackers(self.spec.tracking.trackers)
         combined.start(self.run_dir, self.spec.experiment.name, self.spec.tracking.project, spec_to_dict(self.spec))
         return CtuTracking(combined)
 

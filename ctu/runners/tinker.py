@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctu.components.trackers.builtin import JsonlTracker, Trackers
+from ctu.components.trackers.builtin import run_trackers
 from ctu.metrics import EVAL, TIMING, TRAIN, metric, pass_hat_k, area_of_test_set
 from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, token_data
@@ -132,12 +132,6 @@ class TinkerRunner:
         with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
             yield server.base_url
 
-    def _trackers(self) -> Trackers:
-        trackers = [config.build() for config in self.spec.tracking.trackers]
-        if not any(isinstance(t, JsonlTracker) and t.params.filename == "metrics.jsonl" for t in trackers):
-            trackers.append(JsonlTracker(JsonlTracker.Params()))  # the run directory always has metrics.jsonl
-        return Trackers(trackers)
-
     async def _run(self) -> dict[str, Any]:
         import tinker
         from transformers import AutoTokenizer
@@ -155,7 +149,7 @@ class TinkerRunner:
         plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
                         spec.data.shuffle, spec.trainer.max_steps)
         tests = test_rows(spec)
-        trackers = self._trackers()
+        trackers = run_trackers(self.spec.tracking.trackers)
         trackers.start(self.run_dir.path, spec.experiment.name, spec.tracking.project, spec_to_dict(spec),
                        resume_step=start_step if self.resume else None)
         logger = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ctu.components.parsers.base import ParsedTurn
+from ctu.components.parsers.hermes import format_hermes_calls
 from ctu.rollout.sampling import SampleResult, SamplingParams, ScriptedSampler
 from tau_bench_env.env import shared_domain
 from tau_bench_env.replay import GoldReplayAgent, effective_writes
@@ -24,11 +25,7 @@ def tokenizer():
 
 def hermes_text(turn: ParsedTurn) -> str:
     """A parsed turn written as Qwen writes it."""
-    if turn.tool_calls:
-        return "\n".join(
-            f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>' for c in turn.tool_calls
-        )
-    return turn.content
+    return format_hermes_calls(turn.tool_calls) if turn.tool_calls else turn.content
 
 
 class ReplayScript:

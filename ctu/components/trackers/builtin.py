@@ -237,3 +237,12 @@ class Trackers:
                 error = error or exc
         if error is not None:
             raise error
+
+
+def run_trackers(configs: list[object]) -> Trackers:
+    """The spec's trackers (`ComponentConfig`s), built, plus a `jsonl` tracker writing `metrics.jsonl` when none
+    does: every run directory has that file."""
+    trackers = [config.build() for config in configs]  # type: ignore[attr-defined]
+    if not any(isinstance(t, JsonlTracker) and t.params.filename == "metrics.jsonl" for t in trackers):
+        trackers.append(JsonlTracker(JsonlTracker.Params()))
+    return Trackers(trackers)
