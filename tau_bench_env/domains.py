@@ -57,6 +57,11 @@ class Domain:
     fast_path: ClassVar[bool] = False
     """Rewards by `tau_bench_env.fast_eval` (True for tau2's domains, whose tools are deterministic and whose
     parity with tau2's evaluator is tested); a custom domain uses tau2's `evaluate_simulation`."""
+    copy_on_access: ClassVar[bool] = False
+    """Episodes share one read-only database and copy the records they touch (`tau_bench_env.overlay`).
+    Only for domains whose tools never mutate a record reached by iterating a table and which have no user
+    database (tau2's retail and airline; the parity suite checks it). Otherwise every episode gets
+    `make_environment()`."""
 
     class Params(ComponentParams):
         pass
@@ -128,17 +133,57 @@ class Domain:
         return GoldOutcomes()
 
     @cached_property
+    def _template(self) -> Environment:
+        """One environment of this domain, built once: its toolkit type, policy and tool schemas are shared,
+        its database is the copy-on-access base (never used for episodes directly)."""
+        return self.make_environment()
+
+    @cached_property
+    def base_database(self) -> Any:
+        """The shared read-only database of copy-on-access episodes (`tau_bench_env.overlay.BaseDatabase`)."""
+        from tau_bench_env.overlay import BaseDatabase
+
+        return BaseDatabase(self._template.tools.db)
+
+    def episode_environment(self, task: Task | None = None) -> Environment:
+        """A fresh environment for one episode of `task`, before its initial state is applied.
+
+        For a `copy_on_access` domain, tau2's own environment and toolkit classes over an `OverlayDatabase`
+        (O(1) to build, O(records touched) in memory); a task whose initial state rewrites the database
+        (`initialization_data`) and every other domain get `make_environment()`.
+        """
+        state = task.initial_state if task is not None else None
+        if not self.copy_on_access or (state is not None and state.initialization_data is not None):
+            return self.make_environment()
+        template = self._template
+        return type(template)(
+            domain_name=template.domain_name,
+            policy=template.policy,
+            tools=type(template.tools)(self.base_database.overlay()),
+        )
+
+    @cached_property
+    def tools(self) -> list[Any]:
+        """The agent's tools (tau2 `Tool` objects, built once; their schemas are the same for every episode)."""
+        return self._template.get_tools()
+
+    @cached_property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The agent's tools as OpenAI tool schemas (shared by every episode: do not mutate)."""
+        return [tool.openai_schema for tool in self.tools]
+
+    @cached_property
     def write_tools(self) -> frozenset[str]:
         """Names of the agent's tools that change the database (tau2's `ToolType.WRITE`)."""
         from tau2.environment.toolkit import ToolType
 
-        toolkit = self.make_environment().tools
+        toolkit = self._template.tools
         return frozenset(name for name in toolkit.get_tools() if toolkit.tool_type(name) == ToolType.WRITE)
 
     @cached_property
     def policy(self) -> str:
         """The agent's policy text for this domain."""
-        return self.make_environment().get_policy()
+        return self._template.get_policy()
 
     def evaluate(self, simulation: SimulationRun, task: Task, nl_assertions: bool = False) -> RewardInfo:
         """The reward of a finished episode, as tau2's `evaluate_simulation` computes it.
@@ -165,6 +210,7 @@ class RetailDomain(Domain):
 
     tau2_name = "retail"
     fast_path = True
+    copy_on_access = True
 
 
 @registry.domains.register("airline")
@@ -173,6 +219,7 @@ class AirlineDomain(Domain):
 
     tau2_name = "airline"
     fast_path = True
+    copy_on_access = True
 
 
 @registry.domains.register("telecom")

@@ -165,7 +165,7 @@ class Episode:
         from tau2.data_model.message import AssistantMessage
 
         self._started = time.time()
-        self._env = await asyncio.to_thread(self.domain.make_environment)
+        self._env = await asyncio.to_thread(self.domain.episode_environment, self.task)
         state = self.task.initial_state
         history = list(state.message_history or []) if state is not None else []
         await asyncio.to_thread(
@@ -174,7 +174,7 @@ class Episode:
             initialization_actions=state.initialization_actions if state is not None else None,
             message_history=history,
         )
-        self.tools = [tool.openai_schema for tool in self._env.get_tools()]
+        self.tools = self.domain.tool_schemas
         user_tools = self._env.get_user_tools() if self._env.user_tools is not None else None
         self._session = self.user.session(self.task, user_tools, self.trajectory)
         self.conversation = [{"role": "system", "content": self.system_prompt()}]

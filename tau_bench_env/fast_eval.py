@@ -4,7 +4,8 @@ tau2's `evaluate_simulation` rebuilds two environments from JSON for every traje
 trajectory into one and the task's gold actions into the other, and compares their database hashes. Both
 replays are avoidable: the gold outcome of a task is deterministic, so its database hashes are computed once
 per task per process (`GoldOutcomes`); and the episode's own environment already holds the final state a
-replay would rebuild, so its hashes are read directly. The action, communication and combination rules are
+replay would rebuild, so it is compared directly (by its touched records when its database is
+copy-on-access, `tau_bench_env.overlay`; otherwise by tau2's hashes). The action, communication and combination rules are
 tau2's own evaluators (`ActionEvaluator`, `CommunicateEvaluator`), called as `evaluate_simulation` calls them;
 the parity suite (tests/env/test_gold_replay.py) checks the result equals `evaluate_simulation` on every case.
 
@@ -24,19 +25,20 @@ if TYPE_CHECKING:
 
 
 class GoldOutcomes:
-    """Database hashes of each task's gold final state, computed once per task (thread-safe)."""
+    """Each task's gold final state, computed once per task and kind of environment (thread-safe).
+
+    For an episode over a copy-on-access database (`tau_bench_env.overlay`) the gold state is kept as its
+    touched records (`DatabaseState`); otherwise as tau2's database hashes.
+    """
 
     def __init__(self) -> None:
-        self._hashes: dict[str, tuple[str | None, str | None]] = {}
+        self._states: dict[tuple[str, bool], Any] = {}
         self._lock = threading.Lock()
 
-    def hashes(self, domain: Any, task: Task) -> tuple[str | None, str | None]:
-        """``(agent_db_hash, user_db_hash)`` after the task's initial state and gold actions, as tau2's
+    def _gold_environment(self, domain: Any, task: Task, overlay: bool) -> Any:
+        """An environment of the task's domain after its initial state and gold actions, as tau2's
         `EnvironmentEvaluator` builds its gold environment (gold actions that fail are skipped, as there)."""
-        with self._lock:
-            if task.id in self._hashes:
-                return self._hashes[task.id]
-        environment = domain.make_environment()
+        environment = domain.episode_environment(task) if overlay else domain.make_environment()
         state = task.initial_state
         environment.set_state(
             initialization_data=state.initialization_data if state is not None else None,
@@ -48,10 +50,36 @@ class GoldOutcomes:
                 environment.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
             except Exception:  # tau2 logs and skips a failing gold action
                 pass
-        result = (environment.get_db_hash(), environment.get_user_db_hash())
+        return environment
+
+    def _state(self, domain: Any, task: Task, overlay: bool) -> Any:
+        marker = (task.id, overlay)
         with self._lock:
-            self._hashes[task.id] = result
+            if marker in self._states:
+                return self._states[marker]
+        environment = self._gold_environment(domain, task, overlay)
+        if overlay:
+            result: Any = environment.tools.db.state()
+        else:
+            result = (environment.get_db_hash(), environment.get_user_db_hash())
+        with self._lock:
+            self._states[marker] = result
         return result
+
+    def hashes(self, domain: Any, task: Task) -> tuple[str | None, str | None]:
+        """``(agent_db_hash, user_db_hash)`` of the task's gold final state (tau2's hashes)."""
+        return self._state(domain, task, overlay=False)
+
+    def matches(self, domain: Any, task: Task, environment: Any) -> bool:
+        """Whether `environment` (an episode's, in its final state) holds the task's gold final state: its
+        agent and user databases equal the gold ones, as tau2's hash comparison decides."""
+        from tau_bench_env.overlay import OverlayDatabase
+
+        database = environment.tools.db if environment.tools is not None else None
+        if isinstance(database, OverlayDatabase) and environment.user_tools is None:
+            return self._state(domain, task, overlay=True).matches(database)
+        gold_agent, gold_user = self.hashes(domain, task)
+        return environment.get_db_hash() == gold_agent and environment.get_user_db_hash() == gold_user
 
 
 def fast_reward(domain: Any, task: Task, environment: Any, messages: list[Any], finished: bool) -> RewardInfo:
@@ -79,8 +107,7 @@ def fast_reward(domain: Any, task: Task, environment: Any, messages: list[Any], 
     if criteria.actions is None and criteria.env_assertions is None:
         env_reward, db_check, assertion_checks, env_breakdown = 1.0, DBCheck(db_match=True, db_reward=1.0), [], {}
     else:
-        gold_agent, gold_user = domain.gold_outcomes.hashes(domain, task)
-        db_match = environment.get_db_hash() == gold_agent and environment.get_user_db_hash() == gold_user
+        db_match = domain.gold_outcomes.matches(domain, task, environment)
         db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)
         assertion_checks = []
         assertion_reward = 1.0

@@ -109,10 +109,12 @@ class GoldReplayAgent:
     corruption: Corruption | None = None
     writes: tuple[int, ...] = ()
     """The task's `effective_writes`, which the write corruptions target."""
+    actions: list[Action] | None = None
+    """Actions to replay instead of the (corrupted) gold ones, e.g. a reordered or repeated variant."""
 
     def turns(self) -> Iterator[ParsedTurn]:
         """The turns, in order; the last is the closing message."""
-        actions = gold_actions(self.task, self.corruption, self.writes)
+        actions = self.actions if self.actions is not None else gold_actions(self.task, self.corruption, self.writes)
         index = 0
         while index < len(actions):
             action = actions[index]

@@ -1,9 +1,12 @@
 """Gold replays of every retail, airline and telecom (base) task score 1.0 through `Episode` with the scripted
-user; corrupted replays score 0.0; and on every trajectory ctu's reward (the fast path) equals tau2's own
-`evaluate_simulation` (the parity suite).
+user; corrupted replays score 0.0; and on every trajectory (at least 300 per domain) ctu's reward (the fast
+path, over copy-on-access databases for retail and airline) equals tau2's own `evaluate_simulation` (the
+parity suite). Besides gold and corrupted replays it plays variants whose reward tau2 decides either way
+(a write repeated, a read added or dropped, writes reordered) and episodes cut by `max_turns` at three points.
 
 The suite plays every case once (a module fixture, spread over two processes) and the tests assert over the
-results, so every mismatch is reported at once.
+results, so every mismatch is reported at once. Each process also checks that no episode wrote to its
+domain's shared base database.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from dataclasses import dataclass
 import pytest
 
 DOMAINS = ("retail", "airline", "telecom")
-CORRUPT_EVERY = 2
-"""Corrupted variants are played for every second task of retail and airline."""
-CUT_EVERY = 4
-"""A max-turns cut is played for every fourth task of each domain."""
+CORRUPT_EVERY = {"retail": 2, "airline": 1}
+"""Corrupted and perturbed variants are played for every second retail task and every airline task."""
+CUT_EVERY = {"retail": 2, "airline": 1, "telecom": 1}
+"""Max-turns cuts (one turn short, half way and a third of the way) are played for every N-th task."""
+MIN_CASES_PER_DOMAIN = 300
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,26 @@ class Case:
     reward_path: str | None
 
 
-async def _run_case(domain_name, task, variant, corruption, writes, max_turns) -> Case:
+def _perturbations(task, writes):
+    """Replays tau2 may score either way: ``{variant: actions}`` for those that apply to `task`."""
+    from tau_bench_env.replay import gold_actions
+
+    actions = gold_actions(task)
+    variants = {}
+    if writes:
+        variants["repeated_write"] = actions[: writes[-1] + 1] + [actions[writes[-1]]] + actions[writes[-1] + 1 :]
+    reads = [a for i, a in enumerate(actions) if i not in writes and a.requestor == "assistant"]
+    if reads:
+        variants["extra_read"] = actions + [reads[0]]
+        variants["dropped_read"] = [a for a in actions if a is not reads[0]]
+    if len(writes) >= 2:
+        reordered = list(actions)
+        reordered[writes[0]], reordered[writes[-1]] = actions[writes[-1]], actions[writes[0]]
+        variants["reordered_writes"] = reordered
+    return variants
+
+
+async def _run_case(domain_name, task, variant, corruption, writes, max_turns, actions=None) -> Case:
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
     from ctu.components.parsers.hermes import HermesParser
@@ -47,7 +70,7 @@ async def _run_case(domain_name, task, variant, corruption, writes, max_turns) -
     domain = shared_domain(domain_name)
     config = EpisodeConfig(max_turns=max_turns, max_errors=50)
     episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), config)
-    info = await play(episode, GoldReplayAgent(task, corruption, writes))
+    info = await play(episode, GoldReplayAgent(task, corruption, writes, actions))
     # tau2's own evaluator on the recorded trajectory, called independently of the episode's reward path
     expected = evaluate_simulation(
         simulation=episode.simulation_run(), task=task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain_name
@@ -68,25 +91,37 @@ async def _run_chunk(domain_name: str, indices: list[int]) -> list[Case]:
         writes = effective_writes(domain.make_environment(), task)
         gold = await _run_case(domain_name, task, "gold", None, writes, 80)
         cases.append(gold)
-        if domain_name != "telecom" and index % CORRUPT_EVERY == 0:
+        if domain_name in CORRUPT_EVERY and index % CORRUPT_EVERY[domain_name] == 0:
             for corruption in Corruption:
                 if applicable(task, corruption, writes):
                     cases.append(await _run_case(domain_name, task, corruption.value, corruption, writes, 80))
-        if index % CUT_EVERY == 0 and gold.turns > 1:
-            cases.append(await _run_case(domain_name, task, "max_turns_cut", None, writes, gold.turns - 1))
+            for variant, actions in _perturbations(task, writes).items():
+                cases.append(await _run_case(domain_name, task, variant, None, writes, 80, actions))
+        if index % CUT_EVERY[domain_name] == 0 and gold.turns > 1:
+            for turns in sorted({gold.turns - 1, max(1, gold.turns // 2), max(1, gold.turns // 3)}):
+                cases.append(await _run_case(domain_name, task, "max_turns_cut", None, writes, turns))
     return cases
 
 
-def run_chunk(domain_name: str, indices: list[int]) -> list[Case]:
-    """Process-pool entry point: play the cases of `indices` of `domain_name`'s base tasks."""
+def run_chunk(domain_name: str, indices: list[int]) -> tuple[list[Case], bool]:
+    """Process-pool entry point: play the cases of `indices` of `domain_name`'s base tasks.
+
+    Returns:
+        The cases, and whether the domain's shared base database is unchanged by them (always True for a
+        domain without copy-on-access episodes).
+    """
     from ctu.registry import populate_registry
+    from tau_bench_env.env import shared_domain
 
     populate_registry()
-    return asyncio.run(_run_chunk(domain_name, indices))
+    domain = shared_domain(domain_name)
+    before = domain.base_database.hash() if domain.copy_on_access else None
+    cases = asyncio.run(_run_chunk(domain_name, indices))
+    return cases, (domain.base_database.hash() == before if domain.copy_on_access else True)
 
 
 @pytest.fixture(scope="module")
-def cases() -> list[Case]:
+def played() -> tuple[list[Case], list[tuple[str, bool]]]:
     from tau_bench_env.env import shared_domain
 
     jobs = []
@@ -95,8 +130,19 @@ def cases() -> list[Case]:
         jobs += [(name, list(range(start, count, 2))) for start in (0, 1)]
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-        results = pool.map(run_chunk, *zip(*jobs))
-        return [case for chunk in results for case in chunk]
+        results = list(pool.map(run_chunk, *zip(*jobs)))
+    cases = [case for chunk, _ in results for case in chunk]
+    bases = [(job[0], unchanged) for job, (_, unchanged) in zip(jobs, results)]
+    return cases, bases
+
+
+@pytest.fixture(scope="module")
+def cases(played) -> list[Case]:
+    return played[0]
+
+
+def test_no_episode_writes_to_the_shared_base_database(played):
+    assert [name for name, unchanged in played[1] if not unchanged] == []
 
 
 def test_every_gold_replay_scores_one(cases):
@@ -108,10 +154,12 @@ def test_every_gold_replay_scores_one(cases):
 
 
 def test_corrupted_replays_score_zero(cases):
-    corrupted = [c for c in cases if c.variant != "gold"]
+    from tau_bench_env.replay import Corruption
+
+    corrupted = [c for c in cases if c.variant in {k.value for k in Corruption} | {"max_turns_cut"}]
     kinds = {c.variant for c in corrupted}
     assert kinds == {"wrong_argument", "missing_action", "fake_payment", "missing_info", "max_turns_cut"}
-    assert len(corrupted) >= 150
+    assert len(corrupted) >= 300
     failed = [(c.domain, c.task_id, c.variant, c.reward) for c in corrupted if c.reward != 0.0]
     assert not failed, failed
     assert all(c.termination == "max_turns" for c in corrupted if c.variant == "max_turns_cut")
@@ -119,7 +167,10 @@ def test_corrupted_replays_score_zero(cases):
 
 def test_reward_equals_tau2_evaluate_simulation_on_every_trajectory(cases):
     """ctu's reward comes from the fast path (tau_bench_env.fast_eval); tau2's evaluator is the judge."""
-    assert len(cases) >= 300
+    per_domain = {name: sum(1 for c in cases if c.domain == name) for name in DOMAINS}
+    assert min(per_domain.values()) >= MIN_CASES_PER_DOMAIN, per_domain
+    perturbed = [c for c in cases if c.variant in ("repeated_write", "extra_read", "dropped_read", "reordered_writes")]
+    assert {c.reward for c in perturbed} == {0.0, 1.0}  # tau2 scores these either way
     finished = [c for c in cases if c.termination in ("user_stop", "agent_stop")]
     assert finished and all(c.reward_path == "fast" for c in finished)
     assert [c for c in cases if c.evaluation_error] == []
