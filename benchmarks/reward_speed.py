@@ -1,9 +1,18 @@
-"""Reward of a finished episode: tau2's `evaluate_simulation` against ctu's fast path, side by side.
+"""Environment cost per episode, tau2 against ctu side by side: reward, reset and memory.
 
-Run: `uv run python benchmarks/reward_speed.py [--tasks N]`. For each domain it replays N gold episodes (the
-scripted user and the gold replay agent), then times both reward paths on each finished episode (medians,
-after one warm-up call that fills the gold-outcome cache), checks they agree, and prints the ratio. It also
-times an episode reset (a fresh environment with the task's initial state) and the memory of live episodes.
+Run: `uv run python benchmarks/reward_speed.py [--tasks N] [--live 256]`. For retail and airline it
+
+- plays N gold episodes (scripted user, gold replay agent) and times the reward of each finished episode by
+  tau2's `evaluate_simulation` and by ctu's fast path (`tau_bench_env.fast_eval`; "warm": the task's gold
+  state is cached, as for every episode after a task's first in a process; "first": including computing it),
+  and counts disagreements;
+- times a reset, i.e. a fresh database with the task's initial state: tau2's `get_environment()` (JSON load)
+  against ctu's `Domain.episode_environment` (copy-on-access overlay), and ctu's whole `Episode.reset()`
+  (system prompt, user session, the user's first message);
+- measures the memory (tracemalloc) of live episodes: 16 tau2 environments, and `--live` ctu episodes
+  played to the end and kept alive at once (ctu's shared base database is counted once, separately).
+
+Every figure is a median over the episodes; ratios are tau2 / ctu. The issue's goals are printed alongside.
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ import gc
 import statistics
 import time
 import tracemalloc
+from collections.abc import Callable
+from typing import Any
 
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
@@ -22,66 +33,124 @@ from tau_bench_env.env import shared_domain
 from tau_bench_env.episode import Episode, EpisodeConfig
 from tau_bench_env.fast_eval import fast_reward
 from tau_bench_env.replay import GoldReplayAgent, play
+from tau_bench_env.runtime import prepare
 
 
 def median_ms(samples: list[float]) -> float:
+    """Median of `samples` (seconds), in milliseconds."""
     return statistics.median(samples) * 1000
 
 
-async def finished_episodes(name: str, count: int) -> list[Episode]:
-    domain = shared_domain(name)
+def timed(function: Callable[[], Any]) -> float:
+    """Seconds one call of `function` takes."""
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def new_episode(name: str, task: Any) -> Episode:
+    return Episode(shared_domain(name), task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=80, max_errors=50))
+
+
+async def played(name: str, tasks: list[Any]) -> list[Episode]:
+    """Gold replays of `tasks`, played to the end."""
     episodes = []
-    for task in domain.tasks("base")[:count]:
-        episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=80, max_errors=50))
+    for task in tasks:
+        episode = new_episode(name, task)
         await play(episode, GoldReplayAgent(task))
         episodes.append(episode)
     return episodes
 
 
-def bench_domain(name: str, count: int) -> None:
+def tau2_environment(name: str, task: Any) -> Any:
+    """A fresh tau2 environment with the task's initial state, as tau2's orchestrator builds it."""
+    from tau2.registry import registry
+
+    environment = registry.get_env_constructor(name)()
+    state = task.initial_state
+    if state is not None:
+        environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))
+    return environment
+
+
+def ctu_environment(name: str, task: Any) -> Any:
+    """A fresh episode database with the task's initial state, as `Episode.reset` builds it."""
+    environment = shared_domain(name).episode_environment(task)
+    state = task.initial_state
+    if state is not None:
+        environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))
+    return environment
+
+
+def live_memory(build: Callable[[], list[Any]]) -> float:
+    """Bytes held by what `build` returns (tracemalloc, after a collection), per object."""
+    gc.collect()
+    tracemalloc.start()
+    baseline, _ = tracemalloc.get_traced_memory()
+    objects = build()
+    gc.collect()
+    current, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    count = len(objects)
+    del objects
+    return (current - baseline) / count
+
+
+def row(label: str, tau2: float, ctu: float, unit: str, goal: str) -> str:
+    return f"  {label:<28} tau2 {tau2:10.2f} {unit:<3} ctu {ctu:9.3f} {unit:<3} ratio {tau2 / ctu:8.1f}x   goal {goal}"
+
+
+def bench_domain(name: str, count: int, live: int) -> None:
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
     domain = shared_domain(name)
-    episodes = asyncio.run(finished_episodes(name, count))
-    tau2_times, fast_times, mismatches = [], [], 0
+    tasks = domain.tasks("base")[:count]
+    domain.base_database  # noqa: B018  (load the shared base once, outside the timings)
+    episodes = asyncio.run(played(name, tasks))
+
+    tau2_times, first_times, warm_times, mismatches = [], [], [], 0
     for episode in episodes:
+        arguments = (domain, episode.task, episode._env, list(episode.trajectory), True)
         run = episode.simulation_run()
         start = time.perf_counter()
         expected = evaluate_simulation(run, episode.task, EvaluationType.ALL, False, name).reward
         tau2_times.append(time.perf_counter() - start)
-        fast_reward(domain, episode.task, episode._env, list(episode.trajectory), True)  # fills the gold cache
+        domain.gold_outcomes._states.clear()
+        first_times.append(timed(lambda: fast_reward(*arguments)))
         start = time.perf_counter()
-        got = fast_reward(domain, episode.task, episode._env, list(episode.trajectory), True).reward
-        fast_times.append(time.perf_counter() - start)
+        got = fast_reward(*arguments).reward
+        warm_times.append(time.perf_counter() - start)
         mismatches += got != expected
-    reset_times = []
-    for episode in episodes[:20]:
-        start = time.perf_counter()
-        environment = domain.make_environment()
-        state = episode.task.initial_state
-        if state is not None:
-            environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))
-        reset_times.append(time.perf_counter() - start)
-    gc.collect()
-    tracemalloc.start()
-    live = [domain.make_environment() for _ in range(16)]
-    current, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    del live
-    tau2_ms, fast_ms = median_ms(tau2_times), median_ms(fast_times)
-    print(f"{name}: {len(episodes)} episodes, reward mismatches: {mismatches}")
-    print(f"  reward  tau2 evaluate_simulation {tau2_ms:8.2f} ms   ctu fast path {fast_ms:8.2f} ms   ratio {tau2_ms / fast_ms:6.1f}x   (goal <= 5 ms)")
-    print(f"  reset   fresh environment        {median_ms(reset_times):8.2f} ms   (goal <= 2 ms; ctu uses tau2's environment as is)")
-    print(f"  memory  per live environment      {current / 16 / 2**20:8.2f} MB   (goal <= 1 MB; not met yet)")
+
+    tau2_reset = [timed(lambda t=task: tau2_environment(name, t)) for task in tasks[:20]]
+    ctu_reset = [timed(lambda t=task: ctu_environment(name, t)) for task in tasks]
+    episode_reset = [timed(lambda t=task: asyncio.run(new_episode(name, t).reset())) for task in tasks]
+
+    tau2_memory = live_memory(lambda: [tau2_environment(name, tasks[i % len(tasks)]) for i in range(16)])
+    all_tasks = domain.tasks("base")
+    ctu_memory = live_memory(lambda: asyncio.run(played(name, [all_tasks[i % len(all_tasks)] for i in range(live)])))
+    base_memory = live_memory(lambda: [type(domain.base_database)(domain.make_environment().tools.db)])
+
+    tau2_ms, first_ms, warm_ms = median_ms(tau2_times), median_ms(first_times), median_ms(warm_times)
+    print(f"{name}: {len(episodes)} gold episodes, reward disagreements with tau2: {mismatches}")
+    print(row("reward (warm gold cache)", tau2_ms, warm_ms, "ms", "<= 5 ms"))
+    print(row("reward (first of its task)", tau2_ms, first_ms, "ms", "(gold state computed once per task)"))
+    print(row("reset: fresh database", median_ms(tau2_reset), median_ms(ctu_reset), "ms", "<= 2 ms"))
+    print(row("reset: whole Episode.reset", median_ms(tau2_reset), median_ms(episode_reset), "ms", "(scripted user)"))
+    print(row("memory per live episode", tau2_memory / 2**20, ctu_memory / 2**20, "MB",
+              f"<= 1 MB ({live} ctu episodes alive, played to the end; tau2: 16 environments)"))
+    print(f"  shared base database (once per domain and process): {base_memory / 2**20:.2f} MB")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tasks", type=int, default=30)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=30, help="gold episodes timed per domain")
+    parser.add_argument("--live", type=int, default=256, help="ctu episodes alive at once for the memory figure")
     args = parser.parse_args()
+    prepare()
     populate_registry()
     for name in ("retail", "airline"):
-        bench_domain(name, args.tasks)
+        bench_domain(name, args.tasks, args.live)
 
 
 if __name__ == "__main__":
