@@ -214,7 +214,7 @@ class TauGenerator(GeneratorInterface):
                 message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
                 if result.tool_calls:
                     message["tool_calls"] = result.tool_calls
-                generated = account.assistant_ids(conversation, message, template_tools)
+                generated = account.assistant_ids(message)
                 turn_logprobs = [0.0] * len(generated)
                 from ctu.components.parsers.base import ToolCall
 

@@ -4,7 +4,14 @@ all through the chat-template policy (the one place ctu tokenises conversations)
 Observation tokens are found the way SkyRL's multi-turn generator finds them: render a fixed base
 conversation followed by the observations, and keep what comes after the base assistant turn's end-of-turn
 token. The base's end is located by a marker, not by prefix length, so templates that render the last
-assistant turn differently (Qwen3's thinking blocks) still give the right delta.
+assistant turn differently (Qwen3's thinking blocks) still give the right delta. A structured assistant turn
+(native tool calling) is rendered the same way, after a fixed two-message base, so every turn costs the same
+whatever the conversation's length.
+
+A prompt's system block (the system prompt and the tool schemas, thousands of tokens and the same for every
+episode of a domain) is tokenised once: prompts are split where the first message's block ends, just before
+the template's next special token, where a Hugging Face tokenizer never merges across (added tokens split the
+text before pre-tokenisation); the first split of each distinct block is checked against a whole encoding.
 """
 
 from __future__ import annotations
@@ -13,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 MARKER = "ctu-base-assistant-turn"
-BASE = [
+CONTEXT = [
     {"role": "system", "content": "ctu"},
     {"role": "user", "content": "ctu"},
-    {"role": "assistant", "content": MARKER},
 ]
+BASE = [*CONTEXT, {"role": "assistant", "content": MARKER}]
 
 
 @dataclass
@@ -30,10 +37,35 @@ class TokenAccount:
     def __post_init__(self) -> None:
         self.eos_text: str = self.tokenizer.eos_token or ""
         self.eos_id: int | None = self.tokenizer.eos_token_id
+        self._system_blocks: dict[str, list[int]] = {}
+        plain = self.policy.render(self.tokenizer, CONTEXT, None, add_generation_prompt=False)
+        prompted = self.policy.render(self.tokenizer, CONTEXT, None, add_generation_prompt=True)
+        if not prompted.startswith(plain):
+            raise ValueError("the chat template's generation prompt does not extend the conversation")
+        self._context_text = plain
+        self._generation_prompt = prompted[len(plain):]
 
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
-        """Ids of the prompt, ending with the generation prompt."""
-        return self.policy.encode(self.tokenizer, messages, tools, add_generation_prompt=True)
+        """Ids of the prompt, ending with the generation prompt (the system block's ids cached, see above)."""
+        text = self.policy.render(self.tokenizer, messages, tools, add_generation_prompt=True)
+        if not messages or len(messages) < 2:
+            return self.policy.encode_text(self.tokenizer, text)
+        block = self.policy.render(self.tokenizer, messages[:1], tools, add_generation_prompt=False)
+        if not block or not text.startswith(block) or not self._splits_at_special_token(text, len(block)):
+            return self.policy.encode_text(self.tokenizer, text)
+        rest = self.policy.encode_text(self.tokenizer, text[len(block):])
+        cached = self._system_blocks.get(block)
+        if cached is None:
+            cached = self.policy.encode_text(self.tokenizer, block)
+            whole = self.policy.encode_text(self.tokenizer, text)
+            if whole != cached + rest:  # this tokenizer merges across the split: never cache its blocks
+                return whole
+            self._system_blocks[block] = cached
+        return cached + rest
+
+    def _splits_at_special_token(self, text: str, position: int) -> bool:
+        """Whether `text[position:]` starts with one of the tokenizer's added special tokens."""
+        return any(text.startswith(token, position) for token in self.tokenizer.all_special_tokens if token)
 
     def _after_base(self, text: str) -> str:
         position = text.find(MARKER)
@@ -53,14 +85,32 @@ class TokenAccount:
             text = self.eos_text + text
         return self.policy.encode_text(self.tokenizer, text)
 
-    def assistant_ids(self, conversation: list[dict[str, Any]], message: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
-        """Ids of a structured assistant turn (native tool calling) as the template renders it, ending with the
-        end-of-turn token: the re-tokenisation of a chat-completion answer."""
-        before = self.policy.render(self.tokenizer, conversation, tools, add_generation_prompt=True)
-        after = self.policy.render(self.tokenizer, [*conversation, message], tools, add_generation_prompt=False)
-        if not after.startswith(before):
+    def assistant_ids(self, message: dict[str, Any]) -> list[int]:
+        """Ids of a structured assistant turn (native tool calling), ending with the end-of-turn token: the
+        re-tokenisation of a chat-completion answer, i.e. what the policy would have generated after the
+        generation prompt.
+
+        The turn is rendered after a fixed two-message context. Where the template renders a past assistant
+        turn without part of the generation prompt (a Qwen-style template whose generation prompt opens an
+        empty thinking block that past turns leave out), the turn's text starts after the longest line-ending
+        part of the generation prompt it repeats.
+
+        Raises:
+            ValueError: the template renders the context differently once an assistant turn follows it.
+        """
+        after = self.policy.render(self.tokenizer, [*CONTEXT, message], None, add_generation_prompt=False)
+        if not after.startswith(self._context_text):
             raise ValueError("the chat template is not prefix-stable for an assistant turn")
-        turn = after[len(before):]
+        turn = after[len(self._context_text):]
+        header = self._generation_prompt
+        if turn.startswith(header):
+            turn = turn[len(header):]
+        else:
+            cut = 0
+            for end in range(len(header)):
+                if header[end] == "\n" and turn.startswith(header[: end + 1]):
+                    cut = end + 1
+            turn = turn[cut:]
         end = turn.find(self.eos_text) if self.eos_text else -1
         if end != -1:
             turn = turn[: end + len(self.eos_text)]

@@ -60,6 +60,11 @@ class Answer:
         return cls(content=content, delay_s=delay_s)
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 4096
+    """Listen backlog: hundreds of clients connect at once (the default 5 drops their SYNs for a second)."""
+
+
 @dataclass
 class ScriptedOpenAIServer:
     """The server. Answers come from `answers` in order, then from `default` (a fixed answer or a function of
@@ -149,7 +154,7 @@ class ScriptedOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout): nothing to answer
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-openai", daemon=True)
         self._thread.start()

@@ -1,0 +1,105 @@
+"""Token accounting (`ctu.rollout.tokens.TokenAccount`): cached system blocks and short-context assistant turns
+give the same ids as rendering and encoding whole conversations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctu.registry import registry
+from ctu.rollout.tokens import TokenAccount
+from tau_bench_env.env import shared_domain
+
+QWEN3_LIKE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message.role + '\\n' }}"
+    "{%- if message.role == 'assistant' and loop.last and enable_thinking is defined and not enable_thinking %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{{- (message.content or '') }}"
+    "{%- for call in (message.tool_calls or []) %}"
+    "{{- '<tool_call>\\n{\"name\": \"' + call.function.name + '\", \"arguments\": ' + call.function.arguments + '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and not enable_thinking %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"
+)
+"""Real Qwen3's behaviour in small: the last assistant turn repeats the generation prompt's empty thinking block."""
+
+
+def policy(name: str, **params):
+    info = registry.chat_templates.get(name)
+    return info.build(info.params_model(**params))
+
+
+def call(name: str, arguments: dict) -> dict:
+    return {"id": "c0", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def conversation(system: str, user: str) -> list[dict]:
+    return [
+        {"role": "system", "content": system},
+        {"role": "assistant", "content": "Hi! How can I help you today?"},
+        {"role": "user", "content": user},
+        {"role": "assistant", "content": None, "tool_calls": [call("get_order_details", {"order_id": "#W1"})]},
+        {"role": "tool", "tool_call_id": "c0", "content": json.dumps({"order_id": "#W1", "status": "pending"})},
+    ]
+
+
+@pytest.mark.parametrize("template", ["default", "qwen3_no_thinking"])
+def test_prompt_ids_equal_a_whole_encoding_and_cache_the_system_block(tokenizer, template):
+    account = TokenAccount(policy(template), tokenizer)
+    tools = shared_domain("retail").tool_schemas
+    system = shared_domain("retail").policy
+    for user in ("Where is my order #W1?", "Hello\n\n  I want to return something.", "<tool_call>not really"):
+        for tool_schemas in (tools, None):
+            messages = conversation(system, user)
+            whole = account.policy.encode(tokenizer, messages, tool_schemas, add_generation_prompt=True)
+            assert account.prompt_ids(messages, tool_schemas) == whole
+            assert account.prompt_ids(messages, tool_schemas) == whole  # the cached block's turn
+    assert len(account._system_blocks) == 2  # one block with the tool schemas, one without
+
+
+def _full_context_turn(account: TokenAccount, messages: list[dict], message: dict, tools) -> list[int]:
+    """The assistant turn's ids by rendering the whole conversation before and after it (prefix-stable templates)."""
+    before = account.policy.render(account.tokenizer, messages, tools, add_generation_prompt=True)
+    after = account.policy.render(account.tokenizer, [*messages, message], tools, add_generation_prompt=False)
+    assert after.startswith(before)
+    turn = after[len(before):]
+    return account.policy.encode_text(account.tokenizer, turn[: turn.index(account.eos_text) + len(account.eos_text)])
+
+
+@pytest.mark.parametrize("message", [
+    {"role": "assistant", "content": "Your order is pending. Anything else?"},
+    {"role": "assistant", "content": None, "tool_calls": [call("cancel_pending_order", {"order_id": "#W1", "reason": "no longer needed"})]},
+    {"role": "assistant", "content": "Let me look.", "tool_calls": [call("get_user_details", {"user_id": "u1"})]},
+])
+def test_assistant_turn_in_short_context_equals_the_whole_conversations(tokenizer, message):
+    account = TokenAccount(policy("default"), tokenizer)
+    tools = shared_domain("retail").tool_schemas
+    messages = conversation(shared_domain("retail").policy, "Where is my order?")
+    ids = account.assistant_ids(message)
+    assert ids == _full_context_turn(account, messages, message, tools)
+    assert ids[-1] == tokenizer.eos_token_id
+
+
+def test_assistant_turn_after_an_empty_thinking_generation_prompt(tokenizer, tmp_path):
+    """The turn is what the policy generates after the generation prompt, whether or not the template repeats
+    the prompt's empty thinking block in past turns (real Qwen3 does; ctu's tiny template does not)."""
+    path = tmp_path / "qwen3_like.jinja"
+    path.write_text(QWEN3_LIKE)
+    message = {"role": "assistant", "content": None, "tool_calls": [call("get_user_details", {"user_id": "u1"})]}
+    expected = '<tool_call>\n{"name": "get_user_details", "arguments": {"user_id": "u1"}}\n</tool_call><|im_end|>'
+    for template in (policy("qwen3_no_thinking"), _with_kwargs(policy("jinja_file", path=str(path)))):
+        account = TokenAccount(template, tokenizer)
+        assert account._generation_prompt.endswith("<think>\n\n</think>\n\n")
+        ids = account.assistant_ids(message)
+        assert tokenizer.decode(ids) == expected
+        prompt = account.prompt_ids(conversation("Be brief.", "Hi"), None)
+        assert tokenizer.decode(prompt + ids).endswith("<think>\n\n</think>\n\n" + expected)
+
+
+def _with_kwargs(template):
+    template.template_kwargs = {"enable_thinking": False}
+    return template
