@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 from pydantic import Field
 
 from ctu.registry import ComponentParams
@@ -32,53 +35,100 @@ class EndpointError(Exception):
     """An OpenAI-compatible endpoint gave no usable answer after every retry (or refused the request)."""
 
 
-def _is_retryable(exc: BaseException) -> bool:
-    import openai
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""HTTP statuses retried besides 5xx (OpenAI's own client retries the same ones)."""
 
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return isinstance(exc, (openai.APIError, ValueError, TypeError, KeyError, AttributeError, IndexError))
+
+class _Retryable(Exception):
+    """One attempt failed in a way worth retrying (timeout, connection, 408/409/429/5xx, malformed answer)."""
 
 
 class ChatEndpoint:
     """An async OpenAI-compatible chat-completions client with timeouts and retries.
 
     Retries (exponential backoff from `backoff_s`, capped at `max_backoff_s`) on timeouts, connection errors,
-    HTTP 408/409/429/5xx and malformed answers (no choices, an empty message, an unparsable body); fails at once
-    on other 4xx. One `openai.AsyncOpenAI` client is kept per event loop, so calls never block the loop and
-    connections are reused across episodes.
+    HTTP 408/409/429/5xx and malformed answers (not JSON, no choices, an empty message); fails at once on
+    other 4xx. Answers are validated into the OpenAI SDK's `ChatCompletion`.
 
-    Built for hundreds of concurrent episodes: the client runs on aiohttp (`openai.DefaultAioHttpClient`;
-    httpx's connection pool costs CPU quadratic in the requests in flight), and requests are posted as built
-    (`AsyncOpenAI.post`, which skips the SDK's client-side walk over every message and tool schema, ~4 ms per
-    request at tau-bench sizes); answers are parsed into the SDK's `ChatCompletion` as usual.
+    Built for hundreds of concurrent episodes: one aiohttp session per event loop (connections reused across
+    episodes, no limit on connections in flight), the request body serialised once with orjson, and no
+    per-request client-side processing. The OpenAI SDK's own client costs ~1.4 ms of CPU per request at
+    tau-bench sizes (its walk over every message and tool schema, httpx's connection pool, response
+    construction), more than the whole per-turn budget of a rollout (benchmarks/rollout_concurrency.py).
+    A session is closed by `aclose()`, or when its event loop shuts down (`asyncio.run`'s end).
     """
 
     def __init__(self, params: OpenAIEndpointParams) -> None:
         self.params = params
-        self._clients: dict[int, object] = {}
+        self._sessions: dict[int, Any] = {}
+        self._closers: dict[int, Any] = {}
+        self.url = params.base_url.rstrip("/") + "/chat/completions"
 
-    def _client(self):
+    async def _session(self) -> Any:
         import asyncio
         import os
 
-        import openai
+        import aiohttp
 
         loop = asyncio.get_running_loop()
-        client = self._clients.get(id(loop))
-        if client is None:
+        session = self._sessions.get(id(loop))
+        if session is None or session.closed:
             key = os.environ.get(self.params.api_key_env or "", "") if self.params.api_key_env else ""
-            client = openai.AsyncOpenAI(
-                base_url=self.params.base_url,
-                api_key=key or "EMPTY",
-                timeout=self.params.timeout_s,
-                max_retries=0,
-                http_client=openai.DefaultAioHttpClient(timeout=self.params.timeout_s),
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0),
+                timeout=aiohttp.ClientTimeout(total=self.params.timeout_s),
+                headers={"Authorization": f"Bearer {key or 'EMPTY'}", "Content-Type": "application/json"},
             )
-            self._clients = {id(loop): client}
-        return client
+            self._sessions = {id(loop): session}
+            closer = _close_at_loop_shutdown(session)
+            await closer.__anext__()  # registered with the loop: finalised by `shutdown_asyncgens`
+            self._closers = {id(loop): closer}
+        return session
 
-    async def complete(self, messages: list[dict], tools: list[dict] | None = None, **extra: object):
+    async def aclose(self) -> None:
+        """Close this endpoint's session on the running event loop (a later call opens a new one)."""
+        import asyncio
+
+        loop_id = id(asyncio.get_running_loop())
+        session = self._sessions.pop(loop_id, None)
+        self._closers.pop(loop_id, None)
+        if session is not None:
+            await session.close()
+
+    async def _attempt(self, body: bytes) -> Any:
+        """One request; returns the first choice's message. Raises `_Retryable` or `EndpointError`."""
+        import asyncio
+
+        import aiohttp
+        import pydantic
+        from openai.types.chat import ChatCompletion
+
+        session = await self._session()
+        try:
+            async with session.post(self.url, data=body) as response:
+                payload = await response.read()
+                status = response.status
+        except asyncio.TimeoutError as exc:
+            raise _Retryable(f"timed out after {self.params.timeout_s} s") from exc
+        except aiohttp.ClientError as exc:
+            raise _Retryable(f"Connection error: {type(exc).__name__}: {exc}") from exc
+        if status >= 400:
+            message = f"HTTP {status}: {payload[:300].decode('utf-8', 'replace')}"
+            if status in RETRYABLE_STATUS or status >= 500:
+                raise _Retryable(message)
+            raise EndpointError(f"{self.params.base_url} refused the request: {message}")
+        try:
+            completion = ChatCompletion.model_validate_json(payload)
+        except pydantic.ValidationError as exc:
+            raise _Retryable(f"malformed answer: {payload[:200].decode('utf-8', 'replace')!r}") from exc
+        if not completion.choices:
+            raise _Retryable("the answer has no choices")
+        message = completion.choices[0].message
+        if not message.content and not message.tool_calls:
+            raise _Retryable("the answer's message is empty")
+        return message
+
+    async def complete(self, messages: list[dict], tools: list[dict] | None = None, **extra: object) -> Any:
         """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`).
 
         Args:
@@ -91,29 +141,28 @@ class ChatEndpoint:
         """
         import asyncio
 
-        from openai.types.chat import ChatCompletion
+        import orjson
 
         params = self.params
         request: dict = {"model": params.model, "messages": messages, "temperature": params.temperature, **extra}
         if tools:
             request["tools"] = tools
+        body = orjson.dumps(request)
         last: BaseException | None = None
         for attempt in range(params.max_retries + 1):
             try:
-                response = await self._client().post("/chat/completions", body=request, cast_to=ChatCompletion)
-                if not response.choices:
-                    raise ValueError("the answer has no choices")
-                message = response.choices[0].message
-                if message is None or (not message.content and not message.tool_calls):
-                    raise ValueError("the answer's message is empty")
-                return message
-            except Exception as exc:  # classified below; anything unexpected is a malformed answer
-                if not _is_retryable(exc):
-                    raise EndpointError(f"{params.base_url} refused the request: {exc}") from exc
+                return await self._attempt(body)
+            except _Retryable as exc:
                 last = exc
             if attempt < params.max_retries:
                 await asyncio.sleep(min(params.backoff_s * 2**attempt, params.max_backoff_s))
-        raise EndpointError(
-            f"{params.base_url} gave no usable answer after {params.max_retries + 1} attempts: "
-            f"{type(last).__name__}: {last}"
-        )
+        raise EndpointError(f"{params.base_url} gave no usable answer after {params.max_retries + 1} attempts: {last}")
+
+
+async def _close_at_loop_shutdown(session: Any) -> AsyncIterator[None]:
+    """Yields once and is never resumed: the event loop finalises it (closing `session`) when it shuts down."""
+    try:
+        yield
+    finally:
+        if not session.closed:
+            await session.close()
