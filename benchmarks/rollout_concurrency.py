@@ -3,7 +3,8 @@ policy and the simulated user after an injected latency.
 
 Run: `uv run python benchmarks/rollout_concurrency.py [--episodes 256] [--latency 0.2] [--profile]`.
 
-The server (ctu's `ScriptedOpenAIServer`) runs in a separate process, so its CPU time is not counted as ctu's.
+The server (aiohttp, answering as ctu's `ScriptedOpenAIServer` scripts would) runs in a separate process, so
+its CPU time is not counted as ctu's.
 Each episode is a retail task played by ctu's generator (`TauGenerator`, native tool calling, the policy over
 HTTP through `OpenAIChatSampler`, the `llm` user simulator over the same server): the user opens; the policy
 looks the order up, lists the product types and answers; the user asks again; the policy looks the order up
@@ -53,13 +54,40 @@ def answer(latency: float):
 
 
 def serve(latency: float, connection: Any) -> None:
-    """Server process: answer until told to stop; on "count", report (requests so far, its CPU seconds)."""
-    from ctu.testing.openai_server import ScriptedOpenAIServer
+    """Server process: an asyncio (aiohttp) OpenAI-compatible server answering `answer(latency)`'s script
+    after the latency, without a thread per connection; on "count" it reports (requests so far, its CPU s)."""
+    import threading
 
-    with ScriptedOpenAIServer(default=answer(latency)) as server:
-        connection.send(server.base_url)
-        while (command := connection.recv()) != "stop":
-            connection.send((len(server.requests), time.process_time()) if command == "count" else None)
+    import orjson
+    from aiohttp import web
+
+    respond = answer(latency)
+    requests = 0
+
+    async def completions(request: web.Request) -> web.Response:
+        nonlocal requests
+        requests += 1
+        body = orjson.loads(await request.read())
+        reply = respond(body)
+        await asyncio.sleep(reply.delay_s)
+        return web.Response(body=reply.body(body.get("model", "scripted"), requests), content_type="application/json")
+
+    async def main() -> None:
+        app = web.Application(client_max_size=2**26)
+        app.router.add_post("/v1/chat/completions", completions)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        connection.send(f"http://127.0.0.1:{port}/v1")
+        loop = asyncio.get_running_loop()
+        while (command := await loop.run_in_executor(None, connection.recv)) != "stop":
+            connection.send((requests, time.process_time()) if command == "count" else None)
+        await runner.cleanup()
+
+    threading.current_thread().name = "latency-server"
+    asyncio.run(main())
 
 
 async def generate(episodes: int, base_url: str, profile: bool) -> tuple[float, float, Any]:
@@ -92,7 +120,18 @@ async def generate(episodes: int, base_url: str, profile: bool) -> tuple[float, 
     generator = build_generator(spec, tokenizer, OpenAIChatSampler(endpoint))
     rows = [TaskRow({"domain": "retail", "task_id": "0", "split": "base", "domain_params": {}})] * episodes
     await generator.generate(generator_input(rows[:2], 1, "eval", 0))  # warm-up: imports and caches, not measured
-    profiler = cProfile.Profile() if profile else None
+    profiler = cProfile.Profile(time.thread_time) if profile else None  # CPU time of the event-loop thread
+    import gc
+    import os
+    gc_time = [0.0, 0, 0.0]
+    def on_gc(phase, info):
+        if phase == "start":
+            gc_time[2] = time.perf_counter()
+        else:
+            gc_time[0] += time.perf_counter() - gc_time[2]
+            gc_time[1] += 1
+    gc.callbacks.append(on_gc)
+    times = os.times()
     cpu, wall = time.process_time(), time.perf_counter()
     if profiler:
         profiler.enable()
@@ -100,6 +139,10 @@ async def generate(episodes: int, base_url: str, profile: bool) -> tuple[float, 
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    after = os.times()
+    gc.callbacks.remove(on_gc)
+    print(f"gc: {gc_time[1]} collections, {gc_time[0]:.2f} s; objects tracked {len(gc.get_objects())}")
+    print(f"user {after.user - times.user:.2f} s  system {after.system - times.system:.2f} s")
     rewards = output["rewards"]
     if len(rewards) != episodes:
         raise RuntimeError(f"expected {episodes} trajectories, got {len(rewards)}")
@@ -140,6 +183,7 @@ def main() -> None:
         import pstats
 
         pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats("ctu|tau_bench_env|tau2|jinja|tokeniz", 45)
 
 
 if __name__ == "__main__":

@@ -138,6 +138,19 @@ class Domain:
         its database is the copy-on-access base (never used for episodes directly)."""
         return self.make_environment()
 
+    @property
+    def ready(self) -> bool:
+        """Whether `warm_up` has run (episodes can then be built in microseconds)."""
+        return "_template" in self.__dict__ and (not self.copy_on_access or "base_database" in self.__dict__)
+
+    def warm_up(self) -> None:
+        """Build what every episode shares (the template environment and, for copy-on-access, the base
+        database, and the tool schemas): ~0.1-2 s once per domain and process, done in a worker thread by
+        `Episode.reset` so the event loop never waits on it."""
+        if self.copy_on_access:
+            self.base_database  # noqa: B018
+        self.tool_schemas  # noqa: B018
+
     @cached_property
     def base_database(self) -> Any:
         """The shared read-only database of copy-on-access episodes (`tau_bench_env.overlay.BaseDatabase`)."""

@@ -165,10 +165,12 @@ class Episode:
         from tau2.data_model.message import AssistantMessage
 
         self._started = time.time()
-        self._env = await asyncio.to_thread(self.domain.episode_environment, self.task)
+        if not self.domain.ready:
+            await asyncio.to_thread(self.domain.warm_up)
+        self._env = await self._environment_work(self.domain.episode_environment, self.task)
         state = self.task.initial_state
         history = list(state.message_history or []) if state is not None else []
-        await asyncio.to_thread(
+        await self._environment_work(
             self._env.set_state,
             initialization_data=state.initialization_data if state is not None else None,
             initialization_actions=state.initialization_actions if state is not None else None,
@@ -190,6 +192,14 @@ class Episode:
             self.conversation += to_openai(opener)
         self.conversation += await self._user_turn(opener)
         return list(self.conversation)
+
+    async def _environment_work(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run environment work: in the event loop for a copy-on-access domain (a reset, a reward or a state
+        comparison costs well under a millisecond there, less than a thread hop and its contention for the
+        GIL), in a worker thread otherwise (tau2's environments load JSON databases and hash them whole)."""
+        if self.domain.copy_on_access:
+            return function(*args, **kwargs)
+        return await asyncio.to_thread(function, *args, **kwargs)
 
     async def _user_turn(self, message: Message) -> list[dict[str, Any]]:
         """Send `message` to the user; run the user's own tool calls; return the user's text as observations."""
@@ -300,7 +310,7 @@ class Episode:
                     from tau_bench_env.fast_eval import fast_reward
 
                     self.reward_path = "fast"
-                    self.reward_info = await asyncio.to_thread(
+                    self.reward_info = await self._environment_work(
                         fast_reward, self.domain, self.task, self._env, list(self.trajectory), True
                     )
                 else:

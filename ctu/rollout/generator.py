@@ -26,6 +26,7 @@ from ctu.components.rewards.base import Phase, RewardContext
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, mean, metric
 from ctu.rollout.rewards import RewardChain
 from ctu.rollout.sampling import Sampler, SamplingParams
+from ctu.rollout.heap import frozen_heap
 from ctu.rollout.tokens import TokenAccount
 from tau_bench_env.env import EnvSetup, TauBenchEnv
 from tau_bench_env.episode import Termination
@@ -141,7 +142,8 @@ class TauGenerator(GeneratorInterface):
                 notify(len(prompts), True)
             return record
 
-        records = list(await asyncio.gather(*(one(p, e) for p, e in zip(prompts, extras, strict=True))))
+        with frozen_heap():
+            records = list(await asyncio.gather(*(one(p, e) for p, e in zip(prompts, extras, strict=True))))
         self.last_records = records
         if phase == "eval":
             self.eval_records += records

@@ -54,6 +54,23 @@ class Answer:
         """A 200 response whose body is not a chat completion."""
         return cls(raw_body=body)
 
+    def body(self, model: str, number: int) -> bytes:
+        """The HTTP response body: `raw_body`, or a chat completion (id ``chatcmpl-<number>``) for `model`."""
+        if self.raw_body is not None:
+            return self.raw_body
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        completion = {
+            "id": f"chatcmpl-{number}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if self.tool_calls else "stop"}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
+        return json.dumps(completion).encode()
+
     @classmethod
     def slow(cls, delay_s: float, content: str = "late") -> Answer:
         """An answer that arrives after `delay_s` seconds (longer than a client's timeout: a timeout)."""
@@ -111,6 +128,7 @@ class ScriptedOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -128,21 +146,7 @@ class ScriptedOpenAIServer:
                 answer = server._next(body)
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
-                if answer.raw_body is not None:
-                    self._send(answer.status, answer.raw_body)
-                    return
-                message: dict[str, Any] = {"role": "assistant", "content": answer.content}
-                if answer.tool_calls:
-                    message["tool_calls"] = answer.tool_calls
-                completion = {
-                    "id": f"chatcmpl-{len(server.requests)}",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if answer.tool_calls else "stop"}],
-                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-                }
-                self._send(answer.status, json.dumps(completion).encode())
+                self._send(answer.status, answer.body(body.get("model", "scripted"), len(server.requests)))
 
             def _send(self, status: int, payload: bytes) -> None:
                 try:
