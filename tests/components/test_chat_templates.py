@@ -73,3 +73,15 @@ def test_no_code_path_tokenises_around_the_policy():
                 if TOKENISING.search(line):
                     offenders.append(f"{relative}:{number}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_encode_text_gives_the_tokenizers_own_ids(tokenizer):
+    """The Rust backend called directly gives `tokenizer.encode`'s ids, special tokens and odd text included."""
+    template = policy("default")
+    texts = [
+        "<|im_start|>user\nWhere is order #W2378156?<|im_end|>\n<|im_start|>assistant\n",
+        '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "#W1"}}\n</tool_call><|im_end|>',
+        "  leading spaces, trailing\t\n\n", "ünïcödé – “quotes” 价格 🚀", "",
+    ]
+    for text in texts:
+        assert template.encode_text(tokenizer, text) == tokenizer.encode(text, add_special_tokens=False)

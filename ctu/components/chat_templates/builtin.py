@@ -61,7 +61,15 @@ class DefaultChatTemplate:
         return self.encode_text(tokenizer, self.render(tokenizer, messages, tools, add_generation_prompt))
 
     def encode_text(self, tokenizer: Any, text: str) -> list[int]:
-        """Token ids of an already-rendered piece of conversation text."""
+        """Token ids of an already-rendered piece of conversation text.
+
+        A fast tokenizer's Rust backend (`backend_tokenizer`) is called directly: the same ids as
+        ``tokenizer.encode(text, add_special_tokens=False)`` without its Python wrapper (about a third of the
+        cost of encoding a tool result).
+        """
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            return backend.encode(text, add_special_tokens=False).ids
         return list(tokenizer.encode(text, add_special_tokens=False))
 
     def decode(self, tokenizer: Any, ids: list[int], skip_special_tokens: bool = True) -> str:
