@@ -1,20 +1,24 @@
 """Rollout concurrency: many episodes against an OpenAI-compatible server on 127.0.0.1 that answers both the
 policy and the simulated user after an injected latency.
 
-Run: `uv run python benchmarks/rollout_concurrency.py [--episodes 256] [--latency 0.2] [--profile]`.
+Run: `uv run python benchmarks/rollout_concurrency.py [--episodes 256] [--latency 0.2] [--runners ctu,tau2]
+[--profile]`.
 
 The server (aiohttp, answering as ctu's `ScriptedOpenAIServer` scripts would) runs in a separate process, so
-its CPU time is not counted as ctu's.
-Each episode is a retail task played by ctu's generator (`TauGenerator`, native tool calling, the policy over
-HTTP through `OpenAIChatSampler`, the `llm` user simulator over the same server): the user opens; the policy
-looks the order up, lists the product types and answers; the user asks again; the policy looks the order up
-again and answers; the user ends the call: 8 requests, every one a turn, each answered after the latency.
+its CPU time is not counted as the runners'. Each episode is retail task 0: the user opens; the policy looks
+the order up, lists the product types and answers; the user asks again; the policy looks the order up again
+and answers; the user ends the call: 8 requests, every one a turn, each answered after the latency.
 
-Prints achieved turns per second against the ideal (concurrent episodes / latency: every episode always has
-one request in flight), and ctu's CPU time per turn (this process's CPU time over the measured batch, which
-excludes the injected latency, divided by turns; it includes episode resets, tokenisation, tool calls and
-rewards). Goals from the performance issue: >= 0.9 x ideal, <= 1 ms per turn. `--profile` also prints the
-functions that cost the most CPU in the measured batch (event-loop thread only).
+- ctu: its generator (`TauGenerator`, native tool calling, the policy over HTTP through `OpenAIChatSampler`,
+  the `llm` user simulator), as `ctu run` builds it, all episodes in one event loop;
+- tau2: tau2's own runner on the same episodes (`Orchestrator`, `LLMAgent` and `UserSimulator` over litellm,
+  a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`).
+
+Prints, for each, turns per second against the ideal (concurrent episodes / latency: every episode always has
+one request in flight) and CPU time per turn (this process's CPU time over the measured batch, which excludes
+the injected latency, divided by turns; resets, tokenisation, tool calls and rewards included), and the
+ratios. Goals from the performance issue: >= 0.9 x ideal, <= 1 ms of ctu CPU per turn. `--profile` prints
+what cost ctu the most CPU in its measured batch (event-loop thread only).
 """
 
 from __future__ import annotations
@@ -121,17 +125,6 @@ async def generate(episodes: int, base_url: str, profile: bool) -> tuple[float, 
     rows = [TaskRow({"domain": "retail", "task_id": "0", "split": "base", "domain_params": {}})] * episodes
     await generator.generate(generator_input(rows[:2], 1, "eval", 0))  # warm-up: imports and caches, not measured
     profiler = cProfile.Profile(time.thread_time) if profile else None  # CPU time of the event-loop thread
-    import gc
-    import os
-    gc_time = [0.0, 0, 0.0]
-    def on_gc(phase, info):
-        if phase == "start":
-            gc_time[2] = time.perf_counter()
-        else:
-            gc_time[0] += time.perf_counter() - gc_time[2]
-            gc_time[1] += 1
-    gc.callbacks.append(on_gc)
-    times = os.times()
     cpu, wall = time.process_time(), time.perf_counter()
     if profiler:
         profiler.enable()
@@ -139,46 +132,101 @@ async def generate(episodes: int, base_url: str, profile: bool) -> tuple[float, 
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    after = os.times()
-    gc.callbacks.remove(on_gc)
-    print(f"gc: {gc_time[1]} collections, {gc_time[0]:.2f} s; objects tracked {len(gc.get_objects())}")
-    print(f"user {after.user - times.user:.2f} s  system {after.system - times.system:.2f} s")
     rewards = output["rewards"]
     if len(rewards) != episodes:
         raise RuntimeError(f"expected {episodes} trajectories, got {len(rewards)}")
     return wall, cpu, profiler
 
 
+def tau2_batch(episodes: int, base_url: str) -> tuple[float, float]:
+    """The same episodes through tau2's own runner: an `Orchestrator` per episode with tau2's `LLMAgent` and
+    `UserSimulator` (litellm over the same server), one thread per concurrent episode as tau2's
+    `run_tasks(max_concurrency=...)` runs them, and tau2's `evaluate_simulation` for the reward.
+
+    Returns:
+        (wall seconds, CPU seconds of this process) of the measured batch (after a one-episode warm-up).
+    """
+    import concurrent.futures
+
+    from tau_bench_env.runtime import prepare
+
+    prepare()
+    from tau2.agent.llm_agent import LLMAgent
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+    from tau2.orchestrator.orchestrator import Orchestrator
+    from tau2.registry import registry
+    from tau2.user.user_simulator import UserSimulator
+
+    from tau_bench_env.env import shared_domain
+
+    task = shared_domain("retail").task("0")
+    llm_args = {"api_base": base_url, "api_key": "EMPTY", "temperature": 0.0}
+
+    def episode(_: int) -> float:
+        environment = registry.get_env_constructor("retail")()
+        agent = LLMAgent(tools=environment.get_tools(), domain_policy=environment.get_policy(), llm="openai/policy", llm_args=llm_args)
+        user = UserSimulator(instructions=str(task.user_scenario), llm="openai/user", llm_args=llm_args)
+        run = Orchestrator("retail", agent, user, environment, task, max_steps=100).run()
+        return evaluate_simulation(run, task, EvaluationType.ALL, False, "retail").reward
+
+    episode(0)  # warm-up: litellm's import and caches, not measured
+    cpu, wall = time.process_time(), time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=episodes) as pool:
+        list(pool.map(episode, range(episodes)))
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=256, help="concurrent episodes")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds the server waits before each answer")
-    parser.add_argument("--profile", action="store_true", help="print the top CPU costs of the measured batch")
+    parser.add_argument("--runners", default="ctu,tau2", help="which to run, comma-separated: ctu, tau2")
+    parser.add_argument("--profile", action="store_true", help="print the top CPU costs of ctu's measured batch")
     args = parser.parse_args()
     populate_registry()
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
     server = context.Process(target=serve, args=(args.latency, theirs), daemon=True)
     server.start()
+    results: dict[str, tuple[int, float, float, float]] = {}
+    profiler = None
+
+    def counted(run: Any, warm_up_requests: int) -> tuple[int, float, float, float]:
+        ours.send("count")
+        before, server_before = ours.recv()
+        wall, cpu = run()
+        ours.send("count")
+        after, server_after = ours.recv()
+        turns = after - before - warm_up_requests
+        return turns, wall, cpu, (server_after - server_before) / max(after - before, 1)
+
     try:
         base_url = ours.recv()
-        ours.send("count")
-        before, server_cpu = ours.recv()
-        wall, cpu, profiler = asyncio.run(generate(args.episodes, base_url, args.profile))
-        ours.send("count")
-        after, server_cpu_after = ours.recv()
-        turns = after - before - 2 * REQUESTS_PER_EPISODE
+        for runner in args.runners.split(","):
+            if runner == "ctu":
+                def run_ctu() -> tuple[float, float]:
+                    nonlocal profiler
+                    wall, cpu, profiler = asyncio.run(generate(args.episodes, base_url, args.profile))
+                    return wall, cpu
+
+                results["ctu"] = counted(run_ctu, 2 * REQUESTS_PER_EPISODE)
+            elif runner == "tau2":
+                results["tau2"] = counted(lambda: tau2_batch(args.episodes, base_url), REQUESTS_PER_EPISODE)
+            else:
+                parser.error(f"unknown runner {runner!r}")
     finally:
         ours.send("stop")
         server.join(timeout=10)
     ideal = args.episodes / args.latency
-    print(f"{args.episodes} concurrent retail episodes, {args.latency * 1000:.0f} ms injected latency per request, "
-          f"server in its own process ({(server_cpu_after - server_cpu) / turns * 1000:.2f} ms CPU per request there)")
-    print(f"  turns (policy and user requests): {turns} in {wall:.2f} s "
-          f"(every episode: {REQUESTS_PER_EPISODE} requests, so at least {REQUESTS_PER_EPISODE * args.latency:.1f} s)")
-    print(f"  achieved {turns / wall:8.1f} turns/s   ideal {ideal:8.1f}   ratio {turns / wall / ideal:5.2f}   (goal >= 0.9)")
-    print(f"  ctu CPU per turn {cpu / turns * 1000:8.3f} ms   (goal <= 1 ms; resets, tokenisation, tool calls and "
-          "rewards included)")
+    print(f"{args.episodes} concurrent retail episodes ({REQUESTS_PER_EPISODE} requests each), "
+          f"{args.latency * 1000:.0f} ms injected latency per request; ideal {ideal:.0f} turns/s")
+    for name, (turns, wall, cpu, server_cpu) in results.items():
+        print(f"  {name:<5} {turns:5d} turns in {wall:6.2f} s   {turns / wall:7.1f} turns/s = {turns / wall / ideal:4.2f} x ideal"
+              f"   CPU per turn {cpu / turns * 1000:7.3f} ms   (server: {server_cpu * 1000:.2f} ms per request)")
+    if "ctu" in results and "tau2" in results:
+        (ct, cw, cc, _), (tt, tw, tc, _) = results["ctu"], results["tau2"]
+        print(f"  ratio tau2/ctu: wall {tw / cw:.1f}x, CPU per turn {(tc / tt) / (cc / ct):.1f}x")
+    print("  goals: >= 0.9 x ideal, <= 1 ms of ctu CPU per turn")
     if profiler is not None:
         import pstats
 
