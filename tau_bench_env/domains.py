@@ -141,7 +141,8 @@ class Domain:
     @property
     def ready(self) -> bool:
         """Whether `warm_up` has run (episodes can then be built in microseconds)."""
-        return "_template" in self.__dict__ and (not self.copy_on_access or "base_database" in self.__dict__)
+        shared = ("_template", "tool_schemas", "base_database") if self.copy_on_access else ("_template", "tool_schemas")
+        return all(name in self.__dict__ for name in shared)
 
     def warm_up(self) -> None:
         """Build what every episode shares (the template environment and, for copy-on-access, the base
@@ -176,14 +177,10 @@ class Domain:
         )
 
     @cached_property
-    def tools(self) -> list[Any]:
-        """The agent's tools (tau2 `Tool` objects, built once; their schemas are the same for every episode)."""
-        return self._template.get_tools()
-
-    @cached_property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The agent's tools as OpenAI tool schemas (shared by every episode: do not mutate)."""
-        return [tool.openai_schema for tool in self.tools]
+        """The agent's tools as OpenAI tool schemas, built once (the same for every episode; do not mutate).
+        The template's tau2 `Tool` objects themselves are not exposed: they would run on the shared base."""
+        return [tool.openai_schema for tool in self._template.get_tools()]
 
     @cached_property
     def write_tools(self) -> frozenset[str]:
