@@ -4,8 +4,8 @@ tau2's `evaluate_simulation` rebuilds two environments from JSON for every traje
 trajectory into one and the task's gold actions into the other, and compares their database hashes. Both
 replays are avoidable: the gold outcome of a task is deterministic, so its database hashes are computed once
 per task per process (`GoldOutcomes`); and the episode's own environment already holds the final state a
-replay would rebuild, so it is compared directly (by its touched records when its database is
-copy-on-access, `tau_bench_env.overlay`; otherwise by tau2's hashes). The action, communication and combination rules are
+replay would rebuild, so it is compared directly (by its touched records when its database is copy-on-access,
+`tau_bench_env.overlay`; otherwise by tau2's hashes). The action, communication and combination rules are
 tau2's own evaluators (`ActionEvaluator`, `CommunicateEvaluator`), called as `evaluate_simulation` calls them;
 the parity suite (tests/env/test_gold_replay.py) checks the result equals `evaluate_simulation` on every case.
 
@@ -53,17 +53,17 @@ class GoldOutcomes:
         return environment
 
     def _state(self, domain: Any, task: Task, overlay: bool) -> Any:
-        marker = (task.id, overlay)
+        key = (task.id, overlay)
         with self._lock:
-            if marker in self._states:
-                return self._states[marker]
+            if key in self._states:
+                return self._states[key]
         environment = self._gold_environment(domain, task, overlay)
         if overlay:
             result: Any = environment.tools.db.state()
         else:
             result = (environment.get_db_hash(), environment.get_user_db_hash())
         with self._lock:
-            self._states[marker] = result
+            self._states[key] = result
         return result
 
     def hashes(self, domain: Any, task: Task) -> tuple[str | None, str | None]:

@@ -190,7 +190,7 @@ class DatabaseState:
 
     def matches(self, database: OverlayDatabase) -> bool:
         """Whether `database` is in this state, i.e. tau2's hashes of the two would be equal."""
-        if database.base is None or canonical_json(database.scalar_values()) != self.scalars:
+        if canonical_json(database.scalar_values()) != self.scalars:
             return False
         keys = set(self.records)
         for name, table in database.tables.items():

@@ -81,8 +81,8 @@ class ChatEndpoint:
             )
             self._sessions = {id(loop): session}
             closer = _close_at_loop_shutdown(session)
-            await closer.__anext__()  # registered with the loop: finalised by `shutdown_asyncgens`
-            self._closers = {id(loop): closer}
+            await closer.__anext__()  # now known to the loop, which finalises it in `shutdown_asyncgens`
+            self._closers = {id(loop): closer}  # held here: collected early, it would close the session early
         return session
 
     async def aclose(self) -> None:

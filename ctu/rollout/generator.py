@@ -24,9 +24,9 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 from ctu.components.parsers.base import ParsedTurn, Parser
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, mean, metric
+from ctu.rollout.heap import frozen_heap
 from ctu.rollout.rewards import RewardChain
 from ctu.rollout.sampling import Sampler, SamplingParams
-from ctu.rollout.heap import frozen_heap
 from ctu.rollout.tokens import TokenAccount
 from tau_bench_env.env import EnvSetup, TauBenchEnv
 from tau_bench_env.episode import Termination

@@ -48,7 +48,7 @@ class TokenAccount:
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
         """Ids of the prompt, ending with the generation prompt (the system block's ids cached, see above)."""
         text = self.policy.render(self.tokenizer, messages, tools, add_generation_prompt=True)
-        if not messages or len(messages) < 2:
+        if len(messages) < 2:
             return self.policy.encode_text(self.tokenizer, text)
         block = self.policy.render(self.tokenizer, messages[:1], tools, add_generation_prompt=False)
         if not block or not text.startswith(block) or not self._splits_at_special_token(text, len(block)):
