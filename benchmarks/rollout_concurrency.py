@@ -35,46 +35,51 @@ ORDER = "#W2378156"
 REQUESTS_PER_EPISODE = 8
 
 
-def answer(latency: float):
-    """The server's script: the policy's and the user's next message from the conversation so far."""
+def answer(policy: bool, said: int) -> Any:
+    """The server's script: the next message (a `ctu.testing.openai_server.Answer`) of the policy (`policy`)
+    or of the user, given how many assistant messages the request holds (`said`: for the policy, tau2's
+    greeting and its own turns; for the user, the user's own earlier messages, roles being flipped)."""
     from ctu.testing.openai_server import Answer
 
-    def respond(body: dict[str, Any]) -> Answer:
-        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        if body.get("tools"):  # the policy: `said` counts tau2's greeting and its own turns
-            script = {
-                1: ("get_order_details", {"order_id": ORDER}),
-                2: ("list_all_product_types", {}),
-                4: ("get_order_details", {"order_id": ORDER}),
-            }
-            if said in script:
-                return Answer(tool_calls=Answer.calls(script[said]).tool_calls, delay_s=latency)
-            return Answer.text("Your order is on its way. Is there anything else I can help you with?", delay_s=latency)
-        # the user simulator: `said` counts the user's own earlier messages
-        lines = [f"Hi, where is my order {ORDER}?", "Could you check it once more, please?", "###STOP###"]
-        return Answer.text(lines[min(said, len(lines) - 1)], delay_s=latency)
-
-    return respond
+    if policy:
+        script = {1: ("get_order_details", {"order_id": ORDER}), 2: ("list_all_product_types", {}),
+                  4: ("get_order_details", {"order_id": ORDER})}
+        if said in script:
+            return Answer.calls(script[said])
+        return Answer.text("Your order is on its way. Is there anything else I can help you with?")
+    lines = [f"Hi, where is my order {ORDER}?", "Could you check it once more, please?", "###STOP###"]
+    return Answer.text(lines[min(said, len(lines) - 1)])
 
 
 def serve(latency: float, connection: Any) -> None:
-    """Server process: an asyncio (aiohttp) OpenAI-compatible server answering `answer(latency)`'s script
-    after the latency, without a thread per connection; on "count" it reports (requests so far, its CPU s)."""
+    """Server process: an asyncio (aiohttp) OpenAI-compatible server answering `answer`'s script `latency`
+    seconds after each request arrived; on "count" it reports (requests so far, its CPU seconds).
+
+    It stays cheap so that its own work does not pile on the injected latency (its CPU competes with the
+    runners' on a small machine): requests are classified by a search of their raw bytes (a `tools` key means
+    the policy; assistant roles are counted) instead of parsing them, and each distinct answer is serialised
+    once.
+    """
+    import re
     import threading
 
-    import orjson
     from aiohttp import web
 
-    respond = answer(latency)
+    assistant = re.compile(rb'"role":\s*"assistant"')
+    tools = re.compile(rb'"tools":\s*\[')
+    bodies: dict[tuple[bool, int], bytes] = {}
     requests = 0
 
     async def completions(request: web.Request) -> web.Response:
         nonlocal requests
+        arrived = time.monotonic()
         requests += 1
-        body = orjson.loads(await request.read())
-        reply = respond(body)
-        await asyncio.sleep(reply.delay_s)
-        return web.Response(body=reply.body(body.get("model", "scripted"), requests), content_type="application/json")
+        raw = await request.read()
+        key = (tools.search(raw) is not None, len(assistant.findall(raw)))
+        if key not in bodies:
+            bodies[key] = answer(*key).body("scripted", 0)
+        await asyncio.sleep(max(0.0, latency - (time.monotonic() - arrived)))
+        return web.Response(body=bodies[key], content_type="application/json")
 
     async def main() -> None:
         app = web.Application(client_max_size=2**26)
