@@ -169,6 +169,7 @@ def test_reward_equals_tau2_evaluate_simulation_on_every_trajectory(cases):
     """ctu's reward comes from the fast path (tau_bench_env.fast_eval); tau2's evaluator is the judge."""
     per_domain = {name: sum(1 for c in cases if c.domain == name) for name in DOMAINS}
     assert min(per_domain.values()) >= MIN_CASES_PER_DOMAIN, per_domain
+    print("parity cases per domain:", per_domain)
     perturbed = [c for c in cases if c.variant in ("repeated_write", "extra_read", "dropped_read", "reordered_writes")]
     assert {c.reward for c in perturbed} == {0.0, 1.0}  # tau2 scores these either way
     finished = [c for c in cases if c.termination in ("user_stop", "agent_stop")]
