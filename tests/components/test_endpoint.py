@@ -1,0 +1,52 @@
+"""`ChatEndpoint`'s connection handling: one session per event loop, closed when the loop ends or on `aclose`."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+
+from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
+from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+
+HELLO = [{"role": "user", "content": "hi"}]
+
+
+def endpoint(server: ScriptedOpenAIServer) -> ChatEndpoint:
+    return ChatEndpoint(OpenAIEndpointParams(model="m", base_url=server.base_url, api_key_env=None, timeout_s=5))
+
+
+def test_one_session_per_loop_closed_when_the_loop_ends_without_a_warning():
+    with ScriptedOpenAIServer(default=Answer.text("hello")) as server:
+        client = endpoint(server)
+
+        async def twice():
+            first = await client.complete(HELLO)
+            session = next(iter(client._sessions.values()))
+            second = await client.complete(HELLO)
+            assert next(iter(client._sessions.values())) is session  # reused within the loop
+            return session, first.content, second.content
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            session, *answers = asyncio.run(twice())
+            later, *_ = asyncio.run(twice())  # a new loop gets a new session
+            gc.collect()
+    assert answers == ["hello", "hello"]
+    assert session is not later and session.closed and later.closed
+    assert not [w for w in caught if "Unclosed" in str(w.message)]
+
+
+def test_aclose_closes_the_session_and_a_later_call_opens_another():
+    with ScriptedOpenAIServer(default=Answer.text("hello")) as server:
+        client = endpoint(server)
+
+        async def main():
+            await client.complete(HELLO)
+            session = next(iter(client._sessions.values()))
+            await client.aclose()
+            assert session.closed and not client._sessions
+            answer = await client.complete(HELLO)
+            return answer.content
+
+        assert asyncio.run(main()) == "hello"
