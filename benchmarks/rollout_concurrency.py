@@ -1,13 +1,18 @@
 """Rollout concurrency: many episodes against an OpenAI-compatible server on 127.0.0.1 that answers both the
 policy and the simulated user after an injected latency.
 
-Run: `uv run python benchmarks/rollout_concurrency.py [--episodes 256] [--latency 0.2] [--runners ctu,tau2]
-[--profile]`.
+Run: `uv run python benchmarks/rollout_concurrency.py [--episodes 256] [--samples 4] [--latency 0.2]
+[--runners ctu,tau2] [--profile]`.
 
 The server (aiohttp, answering as ctu's `ScriptedOpenAIServer` scripts would) runs in a separate process, so
-its CPU time is not counted as the runners'. Each episode is retail task 0: the user opens; the policy looks
-the order up, lists the product types and answers; the user asks again; the policy looks the order up again
-and answers; the user ends the call: 8 requests, every one a turn, each answered after the latency.
+its CPU time is not counted as the runners'. The batch is shaped like a GRPO step: `--episodes / --samples`
+retail tasks (tau2's `base` split, in order), each run `--samples` times. In every episode the user opens,
+asking where one order is (an order of the database, picked from the task's instructions, so tasks differ);
+the policy looks the order up, lists the product types and answers; the user asks again; the policy looks the
+order up again and answers; the user ends the call: 8 requests, every one a turn, each answered after the
+latency. A warm-up batch on two other tasks (imports, caches) is not measured; the measured batch includes
+everything met the first time a task is seen (its gold outcome for the reward, tokenisation of new tool
+results).
 
 - ctu: its generator (`TauGenerator`, native tool calling, the policy over HTTP through `OpenAIChatSampler`,
   the `llm` user simulator), as `ctu run` builds it, all episodes in one event loop;
@@ -26,48 +31,51 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import re
 import time
 from typing import Any
 
 from ctu.registry import populate_registry
 
-ORDER = "#W2378156"
 REQUESTS_PER_EPISODE = 8
+ASKS = re.compile(rb"where is my order (#W\d{7})")
 
 
-def answer(policy: bool, said: int) -> Any:
+def answer(policy: bool, said: int, order: str) -> Any:
     """The server's script: the next message (a `ctu.testing.openai_server.Answer`) of the policy (`policy`)
     or of the user, given how many assistant messages the request holds (`said`: for the policy, tau2's
-    greeting and its own turns; for the user, the user's own earlier messages, roles being flipped)."""
+    greeting and its own turns; for the user, the user's own earlier messages, roles being flipped) and the
+    episode's `order`."""
     from ctu.testing.openai_server import Answer
 
     if policy:
-        script = {1: ("get_order_details", {"order_id": ORDER}), 2: ("list_all_product_types", {}),
-                  4: ("get_order_details", {"order_id": ORDER})}
+        script = {1: ("get_order_details", {"order_id": order}), 2: ("list_all_product_types", {}),
+                  4: ("get_order_details", {"order_id": order})}
         if said in script:
             return Answer.calls(script[said])
         return Answer.text("Your order is on its way. Is there anything else I can help you with?")
-    lines = [f"Hi, where is my order {ORDER}?", "Could you check it once more, please?", "###STOP###"]
+    lines = [f"Hi, where is my order {order}?", "Could you check it once more, please?", "###STOP###"]
     return Answer.text(lines[min(said, len(lines) - 1)])
 
 
-def serve(latency: float, connection: Any) -> None:
+def serve(latency: float, orders: list[str], connection: Any) -> None:
     """Server process: an asyncio (aiohttp) OpenAI-compatible server answering `answer`'s script `latency`
     seconds after each request arrived; on "count" it reports (requests so far, its CPU seconds).
 
-    It stays cheap so that its own work does not pile on the injected latency (its CPU competes with the
-    runners' on a small machine): requests are classified by a search of their raw bytes (a `tools` key means
-    the policy; assistant roles are counted) instead of parsing them, and each distinct answer is serialised
-    once.
+    The user's opening names one of `orders`, picked by a checksum of the request (its system prompt holds the
+    task's instructions); the policy looks up the order the user named. The server stays cheap so that its
+    own work does not pile on the injected latency (its CPU competes with the runners' on a small machine):
+    requests are classified by searches of their raw bytes (a `tools` key means the policy; assistant roles are
+    counted) instead of parsing them, and each distinct answer is serialised once.
     """
-    import re
     import threading
+    import zlib
 
     from aiohttp import web
 
     assistant = re.compile(rb'"role":\s*"assistant"')
     tools = re.compile(rb'"tools":\s*\[')
-    bodies: dict[tuple[bool, int], bytes] = {}
+    bodies: dict[tuple[bool, int, str], bytes] = {}
     requests = 0
 
     async def completions(request: web.Request) -> web.Response:
@@ -75,7 +83,13 @@ def serve(latency: float, connection: Any) -> None:
         arrived = time.monotonic()
         requests += 1
         raw = await request.read()
-        key = (tools.search(raw) is not None, len(assistant.findall(raw)))
+        policy, said = tools.search(raw) is not None, len(assistant.findall(raw))
+        if policy:
+            named = ASKS.search(raw)
+            order = named.group(1).decode() if named else orders[0]
+        else:
+            order = orders[zlib.crc32(raw) % len(orders)] if said == 0 else ""
+        key = (policy, said, order)
         if key not in bodies:
             bodies[key] = answer(*key).body("scripted", 0)
         await asyncio.sleep(max(0.0, latency - (time.monotonic() - arrived)))
@@ -99,8 +113,35 @@ def serve(latency: float, connection: Any) -> None:
     asyncio.run(main())
 
 
-async def generate(episodes: int, base_url: str, profile: bool) -> tuple[float, float, Any]:
-    """Build ctu's generator as `ctu run` would, warm it up, then time one batch of `episodes` episodes.
+def batch_tasks(episodes: int, samples: int) -> tuple[list[str], list[str]]:
+    """(task ids of the measured batch, task ids of the warm-up): `episodes / samples` tasks of retail's
+    `base` split in order, and two tasks after them.
+
+    Raises:
+        ValueError: `episodes` is not a multiple of `samples`, or the split has too few tasks.
+    """
+    from tau_bench_env.env import shared_domain
+
+    if samples < 1 or episodes % samples:
+        raise ValueError(f"--episodes {episodes} is not a multiple of --samples {samples}")
+    ids = [task.id for task in shared_domain("retail").tasks("base")]
+    prompts = episodes // samples
+    if prompts + 2 > len(ids):
+        raise ValueError(f"retail's base split has {len(ids)} tasks; {prompts} prompts and 2 warm-up tasks asked")
+    return ids[:prompts], ids[prompts:prompts + 2]
+
+
+def order_ids() -> list[str]:
+    """The retail database's order ids, sorted (what the scripted user asks about)."""
+    from tau_bench_env.env import shared_domain
+
+    return sorted(shared_domain("retail").base_database.tables["orders"])
+
+
+async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url: str,
+                   profile: bool) -> tuple[float, float, Any]:
+    """Build ctu's generator as `ctu run` would, warm it up on `warm_up`, then time one batch: each of `tasks`
+    `samples` times, all episodes at once.
 
     Returns:
         (wall seconds, CPU seconds of this process, the cProfile profile or None) of the measured batch.
@@ -121,29 +162,31 @@ async def generate(episodes: int, base_url: str, profile: bool) -> tuple[float, 
     spec = spec_from_dict({
         "experiment": {"name": "bench"}, "model": {"path": "builtin:tiny-qwen3", "max_model_len": 32768},
         "data": {"train": [{"domain": "retail"}]}, "environment": {"user_simulator": user, "max_turns": 10},
-        "rollout": {"native_tool_calling": True, "generator": {"type": "tau_multiturn", "max_concurrent_episodes": episodes}},
+        "rollout": {"native_tool_calling": True, "generator": {"type": "tau_multiturn", "max_concurrent_episodes": len(tasks) * samples}},
         "backend": {"type": "tinker"}, "algorithm": {"use_kl_loss": False},
     }).spec
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path()))
     endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=base_url, api_key_env=None, timeout_s=120))
     generator = build_generator(spec, tokenizer, OpenAIChatSampler(endpoint))
-    rows = [TaskRow({"domain": "retail", "task_id": "0", "split": "base", "domain_params": {}})] * episodes
-    await generator.generate(generator_input(rows[:2], 1, "eval", 0))  # warm-up: imports and caches, not measured
+
+    def rows(ids: list[str]) -> list[TaskRow]:
+        return [TaskRow({"domain": "retail", "task_id": task, "split": "base", "domain_params": {}}) for task in ids]
+
+    await generator.generate(generator_input(rows(warm_up), 1, "eval", 0))  # imports and caches, not measured
     profiler = cProfile.Profile(time.thread_time) if profile else None  # CPU time of the event-loop thread
     cpu, wall = time.process_time(), time.perf_counter()
     if profiler:
         profiler.enable()
-    output = await generator.generate(generator_input(rows, 1, "eval", 0))
+    output = await generator.generate(generator_input(rows(tasks), samples, "eval", 0))
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    rewards = output["rewards"]
-    if len(rewards) != episodes:
-        raise RuntimeError(f"expected {episodes} trajectories, got {len(rewards)}")
+    if len(output["rewards"]) != len(tasks) * samples:
+        raise RuntimeError(f"expected {len(tasks) * samples} trajectories, got {len(output['rewards'])}")
     return wall, cpu, profiler
 
 
-def tau2_batch(episodes: int, base_url: str) -> tuple[float, float]:
+def tau2_batch(tasks: list[str], warm_up: list[str], samples: int, base_url: str) -> tuple[float, float]:
     """The same episodes through tau2's own runner: an `Orchestrator` per episode with tau2's `LLMAgent` and
     `UserSimulator` (litellm over the same server), one thread per concurrent episode as tau2's
     `run_tasks(max_concurrency=...)` runs them, and tau2's `evaluate_simulation` for the reward.
@@ -164,34 +207,41 @@ def tau2_batch(episodes: int, base_url: str) -> tuple[float, float]:
 
     from tau_bench_env.env import shared_domain
 
-    task = shared_domain("retail").task("0")
+    domain = shared_domain("retail")
     llm_args = {"api_base": base_url, "api_key": "EMPTY", "temperature": 0.0}
 
-    def episode(_: int) -> float:
+    def episode(task_id: str) -> float:
+        task = domain.task(task_id)
         environment = registry.get_env_constructor("retail")()
         agent = LLMAgent(tools=environment.get_tools(), domain_policy=environment.get_policy(), llm="openai/policy", llm_args=llm_args)
         user = UserSimulator(instructions=str(task.user_scenario), llm="openai/user", llm_args=llm_args)
         run = Orchestrator("retail", agent, user, environment, task, max_steps=100).run()
         return evaluate_simulation(run, task, EvaluationType.ALL, False, "retail").reward
 
-    episode(0)  # warm-up: litellm's import and caches, not measured
+    episode(warm_up[0])  # litellm's import and caches, not measured
+    batch = [task for task in tasks for _ in range(samples)]
     cpu, wall = time.process_time(), time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=episodes) as pool:
-        list(pool.map(episode, range(episodes)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(batch)) as pool:
+        list(pool.map(episode, batch))
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=256, help="concurrent episodes")
+    parser.add_argument("--samples", type=int, default=4, help="samples per task (a GRPO group)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds the server waits before each answer")
     parser.add_argument("--runners", default="ctu,tau2", help="which to run, comma-separated: ctu, tau2")
     parser.add_argument("--profile", action="store_true", help="print the top CPU costs of ctu's measured batch")
     args = parser.parse_args()
     populate_registry()
+    try:
+        tasks, warm_up = batch_tasks(args.episodes, args.samples)
+    except ValueError as exc:
+        parser.error(str(exc))
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
-    server = context.Process(target=serve, args=(args.latency, theirs), daemon=True)
+    server = context.Process(target=serve, args=(args.latency, order_ids(), theirs), daemon=True)
     server.start()
     results: dict[str, tuple[int, float, float, float]] = {}
     profiler = None
@@ -211,19 +261,20 @@ def main() -> None:
             if runner == "ctu":
                 def run_ctu() -> tuple[float, float]:
                     nonlocal profiler
-                    wall, cpu, profiler = asyncio.run(generate(args.episodes, base_url, args.profile))
+                    wall, cpu, profiler = asyncio.run(generate(tasks, warm_up, args.samples, base_url, args.profile))
                     return wall, cpu
 
-                results["ctu"] = counted(run_ctu, 2 * REQUESTS_PER_EPISODE)
+                results["ctu"] = counted(run_ctu, len(warm_up) * REQUESTS_PER_EPISODE)
             elif runner == "tau2":
-                results["tau2"] = counted(lambda: tau2_batch(args.episodes, base_url), REQUESTS_PER_EPISODE)
+                results["tau2"] = counted(lambda: tau2_batch(tasks, warm_up, args.samples, base_url), REQUESTS_PER_EPISODE)
             else:
                 parser.error(f"unknown runner {runner!r}")
     finally:
         ours.send("stop")
         server.join(timeout=10)
     ideal = args.episodes / args.latency
-    print(f"{args.episodes} concurrent retail episodes ({REQUESTS_PER_EPISODE} requests each), "
+    print(f"{args.episodes} concurrent retail episodes ({len(tasks)} tasks x {args.samples} samples, "
+          f"{REQUESTS_PER_EPISODE} requests each), "
           f"{args.latency * 1000:.0f} ms injected latency per request; ideal {ideal:.0f} turns/s")
     for name, (turns, wall, cpu, server_cpu) in results.items():
         print(f"  {name:<5} {turns:5d} turns in {wall:6.2f} s   {turns / wall:7.1f} turns/s = {turns / wall / ideal:4.2f} x ideal"
