@@ -16,6 +16,7 @@ text before pre-tokenisation); the first split of each distinct block is checked
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ CONTEXT = [
     {"role": "user", "content": "ctu"},
 ]
 BASE = [*CONTEXT, {"role": "assistant", "content": MARKER}]
+ENCODING_CACHE_ENTRIES = 2048  # pieces of text; ~ a 320-episode step's distinct observations, a few MB at most
 
 
 @dataclass
@@ -38,12 +40,24 @@ class TokenAccount:
         self.eos_text: str = self.tokenizer.eos_token or ""
         self.eos_id: int | None = self.tokenizer.eos_token_id
         self._system_blocks: dict[str, list[int]] = {}
+        self._cached_encode = functools.lru_cache(maxsize=ENCODING_CACHE_ENTRIES)(self._encode_uncached)
         plain = self.policy.render(self.tokenizer, CONTEXT, None, add_generation_prompt=False)
         prompted = self.policy.render(self.tokenizer, CONTEXT, None, add_generation_prompt=True)
         if not prompted.startswith(plain):
             raise ValueError("the chat template's generation prompt does not extend the conversation")
         self._context_text = plain
         self._generation_prompt = prompted[len(plain):]
+
+    def _encode_uncached(self, text: str) -> tuple[int, ...]:
+        return tuple(self.policy.encode_text(self.tokenizer, text))
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of a piece of rendered conversation text, through the policy's `encode_text` and the cache above."""
+        return list(self._cached_encode(text))
+
+    def encoding_cache_info(self) -> functools._CacheInfo:
+        """Hits, misses and size of the encoding cache (`functools.lru_cache`'s `cache_info()`)."""
+        return self._cached_encode.cache_info()
 
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
         """Ids of the prompt, ending with the generation prompt (the system block's ids cached, see above)."""
@@ -53,7 +67,7 @@ class TokenAccount:
         block = self.policy.render(self.tokenizer, messages[:1], tools, add_generation_prompt=False)
         if not block or not text.startswith(block) or not self._splits_at_special_token(text, len(block)):
             return self.policy.encode_text(self.tokenizer, text)
-        rest = self.policy.encode_text(self.tokenizer, text[len(block):])
+        rest = self.encode(text[len(block):])
         cached = self._system_blocks.get(block)
         if cached is None:
             cached = self.policy.encode_text(self.tokenizer, block)
@@ -83,7 +97,7 @@ class TokenAccount:
         text = self._after_base(self.policy.render(self.tokenizer, BASE + observations, None, add_generation_prompt=True))
         if not turn_closed:
             text = self.eos_text + text
-        return self.policy.encode_text(self.tokenizer, text)
+        return self.encode(text)
 
     def assistant_ids(self, message: dict[str, Any]) -> list[int]:
         """Ids of a structured assistant turn (native tool calling), ending with the end-of-turn token: the
@@ -114,7 +128,7 @@ class TokenAccount:
         end = turn.find(self.eos_text) if self.eos_text else -1
         if end != -1:
             turn = turn[: end + len(self.eos_text)]
-        return self.policy.encode_text(self.tokenizer, turn)
+        return self.encode(turn)
 
     def decode(self, ids: list[int]) -> str:
         """Text of generated ids, special tokens dropped (what the parser sees)."""

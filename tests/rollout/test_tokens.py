@@ -103,3 +103,23 @@ def test_assistant_turn_after_an_empty_thinking_generation_prompt(tokenizer, tmp
 def _with_kwargs(template):
     template.template_kwargs = {"enable_thinking": False}
     return template
+
+
+def test_encoding_cache_returns_the_encoders_ids_as_private_lists_and_stays_bounded(tokenizer, monkeypatch):
+    import ctu.rollout.tokens as tokens
+
+    monkeypatch.setattr(tokens, "ENCODING_CACHE_ENTRIES", 3)
+    account = TokenAccount(policy("default"), tokenizer)
+    texts = [json.dumps({"order_id": f"#W{n}", "items": ["a lamp", "a kettle"] * n}) for n in range(5)]
+    for text in texts + texts[::-1]:
+        expected = account.policy.encode_text(tokenizer, text)
+        first = account.encode(text)
+        assert first == expected
+        first.append(-1)  # a caller extending its ids must not change what the cache hands out next
+        assert account.encode(text) == expected
+    info = account.encoding_cache_info()
+    assert info.currsize == 3 and info.maxsize == 3
+    assert info.hits == 10 + 3  # every second call; and, on the way back, the three most recent texts
+    observation = [{"role": "tool", "tool_call_id": "c0", "content": texts[0]}]
+    whole_text = account._after_base(account.policy.render(tokenizer, tokens.BASE + observation, None, True))
+    assert account.observation_ids(observation, True) == account.policy.encode_text(tokenizer, whole_text)
