@@ -10,9 +10,10 @@ retail tasks (tau2's `base` split, in order), each run `--samples` times. In eve
 asking where one order is (an order of the database, picked from the task's instructions, so tasks differ);
 the policy looks the order up, lists the product types and answers; the user asks again; the policy looks the
 order up again and answers; the user ends the call: 8 requests, every one a turn, each answered after the
-latency. A warm-up batch on two other tasks (imports, caches) is not measured; the measured batch includes
-everything met the first time a task is seen (its gold outcome for the reward, tokenisation of new tool
-results).
+latency. A warm-up batch of as many episodes on two other tasks is not measured: it pays what only a run's
+first step pays (imports, one connection per concurrent request to each endpoint: a run keeps its event loop
+and so its connection pools). The measured batch includes everything met the first time a task is seen (its
+gold outcome for the reward, tokenisation of new tool results).
 
 - ctu: its generator (`TauGenerator`, native tool calling, the policy over HTTP through `OpenAIChatSampler`,
   the `llm` user simulator), as `ctu run` builds it, all episodes in one event loop;
@@ -172,7 +173,8 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     def rows(ids: list[str]) -> list[TaskRow]:
         return [TaskRow({"domain": "retail", "task_id": task, "split": "base", "domain_params": {}}) for task in ids]
 
-    await generator.generate(generator_input(rows(warm_up), 1, "eval", 0))  # imports and caches, not measured
+    warm_up_samples = -(-len(tasks) * samples // len(warm_up))
+    await generator.generate(generator_input(rows(warm_up), warm_up_samples, "eval", 0))  # not measured
     profiler = cProfile.Profile(time.thread_time) if profile else None  # CPU time of the event-loop thread
     cpu, wall = time.process_time(), time.perf_counter()
     if profiler:
@@ -266,7 +268,8 @@ def main() -> None:
                     wall, cpu, profiler = asyncio.run(generate(tasks, warm_up, args.samples, base_url, args.profile))
                     return wall, cpu
 
-                results["ctu"] = counted(run_ctu, len(warm_up) * REQUESTS_PER_EPISODE)
+                warm_up_episodes = -(-args.episodes // len(warm_up)) * len(warm_up)
+                results["ctu"] = counted(run_ctu, warm_up_episodes * REQUESTS_PER_EPISODE)
             elif runner == "tau2":
                 results["tau2"] = counted(lambda: tau2_batch(tasks, warm_up, args.samples, base_url), REQUESTS_PER_EPISODE)
             else:
