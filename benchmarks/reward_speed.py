@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import statistics
 import time
@@ -116,7 +117,7 @@ def bench_domain(name: str, count: int, live: int) -> None:
         expected = evaluate_simulation(run, episode.task, EvaluationType.ALL, False, name).reward
         tau2_times.append(time.perf_counter() - start)
         domain.gold_outcomes._states.clear()
-        first_times.append(timed(lambda: fast_reward(*arguments)))
+        first_times.append(timed(functools.partial(fast_reward, *arguments)))
         start = time.perf_counter()
         got = fast_reward(*arguments).reward
         warm_times.append(time.perf_counter() - start)
