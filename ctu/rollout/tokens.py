@@ -43,6 +43,11 @@ class TokenAccount:
         self._system_blocks: dict[str, list[int]] = {}
         self._block_texts: dict[bytes, str] = {}
         self._cached_encode = functools.lru_cache(maxsize=ENCODING_CACHE_ENTRIES)(self._encode_uncached)
+        self._render_context()
+
+    def _render_context(self) -> None:
+        """Render the fixed context of `assistant_ids` (again when the template's output for it changed, e.g.
+        Llama 3.1's system header, which holds today's date)."""
         plain = self.policy.render(self.tokenizer, CONTEXT, None, add_generation_prompt=False)
         prompted = self.policy.render(self.tokenizer, CONTEXT, None, add_generation_prompt=True)
         if not prompted.startswith(plain):
@@ -67,6 +72,8 @@ class TokenAccount:
         if len(messages) < 2:
             return self.policy.encode_text(self.tokenizer, text)
         block = self._system_block(messages[0], tools)
+        if not text.startswith(block):  # the template renders it differently now (a date in it): render it anew
+            block = self._system_block(messages[0], tools, fresh=True)
         if not block or not text.startswith(block) or not self._splits_at_special_token(text, len(block)):
             return self.policy.encode_text(self.tokenizer, text)
         rest = self.encode(text[len(block):])
@@ -81,16 +88,17 @@ class TokenAccount:
             self._system_blocks[block] = cached
         return cached + rest
 
-    def _system_block(self, first: dict[str, Any], tools: list[dict[str, Any]] | None) -> str:
+    def _system_block(self, first: dict[str, Any], tools: list[dict[str, Any]] | None, fresh: bool = False) -> str:
         """The rendered text of the conversation's first message with `tools`, cached by their JSON (the same
-        for every episode of a domain, and a full render of the tool schemas costs ~0.3 ms)."""
+        for every episode of a domain, and a full render of the tool schemas costs ~0.3 ms); `fresh`: render
+        it again and replace the cached text."""
         import orjson
 
         try:
             key = orjson.dumps([first, tools])
         except TypeError:  # not plain JSON: render it every time
             return self.policy.render(self.tokenizer, [first], tools, add_generation_prompt=False)
-        block = self._block_texts.get(key)
+        block = None if fresh else self._block_texts.get(key)
         if block is None:
             if len(self._block_texts) >= SYSTEM_BLOCKS:
                 self._block_texts.clear()
@@ -133,6 +141,9 @@ class TokenAccount:
             ValueError: the template renders the context differently once an assistant turn follows it.
         """
         after = self.policy.render(self.tokenizer, [*CONTEXT, message], None, add_generation_prompt=False)
+        if not after.startswith(self._context_text):  # the context renders differently now (a date in it)?
+            self._render_context()
+            after = self.policy.render(self.tokenizer, [*CONTEXT, message], None, add_generation_prompt=False)
         if not after.startswith(self._context_text):
             raise ValueError("the chat template is not prefix-stable for an assistant turn")
         turn = after[len(self._context_text):]

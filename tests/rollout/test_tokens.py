@@ -123,3 +123,45 @@ def test_encoding_cache_returns_the_encoders_ids_as_private_lists_and_stays_boun
     observation = [{"role": "tool", "tool_call_id": "c0", "content": texts[0]}]
     whole_text = account._after_base(account.policy.render(tokenizer, tokens.BASE + observation, None, True))
     assert account.observation_ids(observation, True) == account.policy.encode_text(tokenizer, whole_text)
+
+
+DATED = (
+    "{{- '<|im_start|>system\\nToday Date: ' + strftime_now('%d %b %Y') + '\\n' }}"
+    "{%- if tools %}{{- tools | tojson }}{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'system' %}{{- message.content + '<|im_end|>\\n' }}"
+    "{%- else %}{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') }}"
+    "{%- for call in (message.tool_calls or []) %}{{- call.function.name + ' ' + call.function.arguments }}{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+"""Llama 3.1's habit in small: today's date (transformers' `strftime_now`) in the system header of every render."""
+
+
+def test_a_date_in_the_template_changing_mid_run_neither_breaks_nor_goes_stale(tokenizer, tmp_path, monkeypatch):
+    import datetime as real
+
+    from transformers.utils import chat_template_utils
+
+    today = {"date": real.datetime(2026, 11, 22, 23, 59)}
+
+    class Clock:
+        @staticmethod
+        def now():
+            return today["date"]
+
+    monkeypatch.setattr(chat_template_utils, "datetime", Clock)
+    path = tmp_path / "dated.jinja"
+    path.write_text(DATED)
+    account = TokenAccount(policy("jinja_file", path=str(path)), tokenizer)
+    tools = shared_domain("retail").tool_schemas
+    message = {"role": "assistant", "content": None, "tool_calls": [call("get_user_details", {"user_id": "u1"})]}
+    messages = conversation("Be brief.", "Hi")
+    before = (account.assistant_ids(message), account.prompt_ids(messages, tools))
+    today["date"] = real.datetime(2026, 11, 23, 0, 1)  # midnight passes mid-run
+    after_midnight = account.prompt_ids(messages, tools)
+    assert after_midnight == account.policy.encode(tokenizer, messages, tools, add_generation_prompt=True)
+    assert "23 Nov 2026" in tokenizer.decode(after_midnight) and "22 Nov 2026" in tokenizer.decode(before[1])
+    assert account.assistant_ids(message) == before[0]
+    assert tokenizer.decode(before[0]) == 'get_user_details {"user_id": "u1"}<|im_end|>'
