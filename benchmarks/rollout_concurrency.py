@@ -183,8 +183,9 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    cache = generator.account.encoding_cache_info()
-    print(f"  ctu token-encoding cache (warm-up included): {cache.hits} hits, {cache.misses} misses")
+    account = generator.account
+    print(f"  ctu token-encoding cache (warm-up included): {account.encoding_cache_hits} hits, "
+          f"{account.encoding_cache_misses} misses")
     if len(output["rewards"]) != len(tasks) * samples:
         raise RuntimeError(f"expected {len(tasks) * samples} trajectories, got {len(output['rewards'])}")
     return wall, cpu, profiler

@@ -16,7 +16,7 @@ text before pre-tokenisation); the first split of each distinct block is checked
 
 from __future__ import annotations
 
-import functools
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,8 @@ CONTEXT = [
 ]
 BASE = [*CONTEXT, {"role": "assistant", "content": MARKER}]
 SYSTEM_BLOCKS = 64  # distinct (system prompt, tools) pairs kept rendered: a few per domain
-ENCODING_CACHE_ENTRIES = 2048  # pieces of text; ~ a 320-episode step's distinct observations, a few MB at most
+ENCODING_CACHE_TOKENS = 2_000_000  # ids held (8 MB, plus their texts): a few steps' distinct observations
+LONGEST_CACHED_TOKENS = 65_536  # longer texts are encoded every time
 
 
 @dataclass
@@ -42,7 +43,11 @@ class TokenAccount:
         self.eos_id: int | None = self.tokenizer.eos_token_id
         self._system_blocks: dict[str, list[int]] = {}
         self._block_texts: dict[bytes, str] = {}
-        self._cached_encode = functools.lru_cache(maxsize=ENCODING_CACHE_ENTRIES)(self._encode_uncached)
+        from cachetools import LRUCache
+
+        self._encoded: LRUCache[str, array] = LRUCache(maxsize=ENCODING_CACHE_TOKENS, getsizeof=len)
+        self.encoding_cache_hits = 0
+        self.encoding_cache_misses = 0
         self._render_context()
 
     def _render_context(self) -> None:
@@ -55,16 +60,18 @@ class TokenAccount:
         self._context_text = plain
         self._generation_prompt = prompted[len(plain):]
 
-    def _encode_uncached(self, text: str) -> tuple[int, ...]:
-        return tuple(self.policy.encode_text(self.tokenizer, text))
-
     def encode(self, text: str) -> list[int]:
-        """Ids of a piece of rendered conversation text, through the policy's `encode_text` and the cache above."""
-        return list(self._cached_encode(text))
-
-    def encoding_cache_info(self) -> functools._CacheInfo:
-        """Hits, misses and size of the encoding cache (`functools.lru_cache`'s `cache_info()`)."""
-        return self._cached_encode.cache_info()
+        """Ids of a piece of rendered conversation text, through the policy's `encode_text` and the cache above
+        (a new list on every call; `encoding_cache_hits` and `encoding_cache_misses` count the calls)."""
+        ids = self._encoded.get(text)
+        if ids is not None:
+            self.encoding_cache_hits += 1
+            return ids.tolist()
+        self.encoding_cache_misses += 1
+        encoded = self.policy.encode_text(self.tokenizer, text)
+        if len(encoded) <= LONGEST_CACHED_TOKENS:  # one huge text must not flush the cache
+            self._encoded[text] = array("I", encoded)
+        return list(encoded)
 
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
         """Ids of the prompt, ending with the generation prompt (the system block's ids cached, see above)."""

@@ -106,20 +106,21 @@ def _with_kwargs(template):
 
 
 def test_encoding_cache_returns_the_encoders_ids_as_private_lists_and_stays_bounded(tokenizer, monkeypatch):
-    import ctu.rollout.tokens as tokens
+    from ctu.rollout import tokens
 
-    monkeypatch.setattr(tokens, "ENCODING_CACHE_ENTRIES", 3)
-    account = TokenAccount(policy("default"), tokenizer)
     texts = [json.dumps({"order_id": f"#W{n}", "items": ["a lamp", "a kettle"] * n}) for n in range(5)]
+    lengths = [len(TokenAccount(policy("default"), tokenizer).encode(text)) for text in texts]
+    monkeypatch.setattr(tokens, "ENCODING_CACHE_TOKENS", sum(lengths[2:]))  # room for the last three texts
+    account = TokenAccount(policy("default"), tokenizer)
     for text in texts + texts[::-1]:
         expected = account.policy.encode_text(tokenizer, text)
         first = account.encode(text)
         assert first == expected
         first.append(-1)  # a caller extending its ids must not change what the cache hands out next
         assert account.encode(text) == expected
-    info = account.encoding_cache_info()
-    assert info.currsize == 3 and info.maxsize == 3
-    assert info.hits == 10 + 3  # every second call; and, on the way back, the three most recent texts
+    assert account.encoding_cache_hits == 10 + 3  # every second call; and, on the way back, the last three texts
+    assert account.encoding_cache_misses == 10 - 3
+    assert sum(len(ids) for ids in account._encoded.values()) <= tokens.ENCODING_CACHE_TOKENS
     observation = [{"role": "tool", "tool_call_id": "c0", "content": texts[0]}]
     whole_text = account._after_base(account.policy.render(tokenizer, tokens.BASE + observation, None, True))
     assert account.observation_ids(observation, True) == account.policy.encode_text(tokenizer, whole_text)
