@@ -20,6 +20,9 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+from cachetools import LRUCache
+
 MARKER = "ctu-base-assistant-turn"
 CONTEXT = [
     {"role": "system", "content": "ctu"},
@@ -43,8 +46,6 @@ class TokenAccount:
         self.eos_id: int | None = self.tokenizer.eos_token_id
         self._system_blocks: dict[str, list[int]] = {}
         self._block_texts: dict[bytes, str] = {}
-        from cachetools import LRUCache
-
         self._encoded: LRUCache[str, array] = LRUCache(maxsize=ENCODING_CACHE_TOKENS, getsizeof=len)
         self.encoding_cache_hits = 0
         self.encoding_cache_misses = 0
@@ -60,7 +61,7 @@ class TokenAccount:
         self._context_text = plain
         self._generation_prompt = prompted[len(plain):]
 
-    def encode(self, text: str) -> list[int]:
+    def encode_text(self, text: str) -> list[int]:
         """Ids of a piece of rendered conversation text, through the policy's `encode_text` and the cache above
         (a new list on every call; `encoding_cache_hits` and `encoding_cache_misses` count the calls)."""
         ids = self._encoded.get(text)
@@ -83,7 +84,7 @@ class TokenAccount:
             block = self._system_block(messages[0], tools, fresh=True)
         if not block or not text.startswith(block) or not self._splits_at_special_token(text, len(block)):
             return self.policy.encode_text(self.tokenizer, text)
-        rest = self.encode(text[len(block):])
+        rest = self.encode_text(text[len(block):])
         cached = self._system_blocks.get(block)
         if cached is None:
             cached = self.policy.encode_text(self.tokenizer, block)
@@ -99,8 +100,6 @@ class TokenAccount:
         """The rendered text of the conversation's first message with `tools`, cached by their JSON (the same
         for every episode of a domain, and a full render of the tool schemas costs ~0.3 ms); `fresh`: render
         it again and replace the cached text."""
-        import orjson
-
         try:
             key = orjson.dumps([first, tools])
         except TypeError:  # not plain JSON: render it every time
@@ -132,7 +131,7 @@ class TokenAccount:
         text = self._after_base(self.policy.render(self.tokenizer, BASE + observations, None, add_generation_prompt=True))
         if not turn_closed:
             text = self.eos_text + text
-        return self.encode(text)
+        return self.encode_text(text)
 
     def assistant_ids(self, message: dict[str, Any]) -> list[int]:
         """Ids of a structured assistant turn (native tool calling), ending with the end-of-turn token: the
@@ -166,7 +165,7 @@ class TokenAccount:
         end = turn.find(self.eos_text) if self.eos_text else -1
         if end != -1:
             turn = turn[: end + len(self.eos_text)]
-        return self.encode(turn)
+        return self.encode_text(turn)
 
     def decode(self, ids: list[int]) -> str:
         """Text of generated ids, special tokens dropped (what the parser sees)."""

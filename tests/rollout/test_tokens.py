@@ -109,15 +109,15 @@ def test_encoding_cache_returns_the_encoders_ids_as_private_lists_and_stays_boun
     from ctu.rollout import tokens
 
     texts = [json.dumps({"order_id": f"#W{n}", "items": ["a lamp", "a kettle"] * n}) for n in range(5)]
-    lengths = [len(TokenAccount(policy("default"), tokenizer).encode(text)) for text in texts]
+    lengths = [len(TokenAccount(policy("default"), tokenizer).encode_text(text)) for text in texts]
     monkeypatch.setattr(tokens, "ENCODING_CACHE_TOKENS", sum(lengths[2:]))  # room for the last three texts
     account = TokenAccount(policy("default"), tokenizer)
     for text in texts + texts[::-1]:
         expected = account.policy.encode_text(tokenizer, text)
-        first = account.encode(text)
+        first = account.encode_text(text)
         assert first == expected
         first.append(-1)  # a caller extending its ids must not change what the cache hands out next
-        assert account.encode(text) == expected
+        assert account.encode_text(text) == expected
     assert account.encoding_cache_hits == 10 + 3  # every second call; and, on the way back, the last three texts
     assert account.encoding_cache_misses == 10 - 3
     assert sum(len(ids) for ids in account._encoded.values()) <= tokens.ENCODING_CACHE_TOKENS
