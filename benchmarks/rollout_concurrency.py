@@ -231,6 +231,15 @@ def tau2_batch(tasks: list[str], warm_up: list[str], samples: int, base_url: str
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def reference_loop_seconds() -> float:
+    """CPU seconds of a fixed pure-Python loop (10 million additions): this machine's speed at the time of the
+    run, printed with the figures (a shared 2-core machine's speed varies from run to run)."""
+    start, total = time.process_time(), 0
+    for number in range(10_000_000):
+        total += number
+    return time.process_time() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=256, help="concurrent episodes")
@@ -289,6 +298,7 @@ def main() -> None:
         (ct, cw, cc, _), (tt, tw, tc, _) = results["ctu"], results["tau2"]
         print(f"  ratio tau2/ctu: wall {tw / cw:.1f}x, CPU per turn {(tc / tt) / (cc / ct):.1f}x")
     print("  goals: >= 0.9 x ideal, <= 1 ms of ctu CPU per turn")
+    print(f"  this machine now: a reference loop of 10M additions takes {reference_loop_seconds():.2f} s of CPU")
     if profiler is not None:
         import pstats
 
