@@ -132,6 +132,12 @@ def batch_tasks(episodes: int, samples: int) -> tuple[list[str], list[str]]:
     return ids[:prompts], ids[prompts:prompts + 2]
 
 
+def warm_up_samples(episodes: int, warm_up: list[str]) -> int:
+    """Samples per warm-up task, so that the warm-up batch holds at least `episodes` episodes (every
+    concurrent request opens its connection then)."""
+    return -(-episodes // len(warm_up))
+
+
 def order_ids() -> list[str]:
     """The retail database's order ids, sorted (what the scripted user asks about)."""
     from tau_bench_env.env import shared_domain
@@ -173,8 +179,8 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     def rows(ids: list[str]) -> list[TaskRow]:
         return [TaskRow({"domain": "retail", "task_id": task, "split": "base", "domain_params": {}}) for task in ids]
 
-    warm_up_samples = -(-len(tasks) * samples // len(warm_up))
-    await generator.generate(generator_input(rows(warm_up), warm_up_samples, "eval", 0))  # not measured
+    warm_up_batch = generator_input(rows(warm_up), warm_up_samples(len(tasks) * samples, warm_up), "eval", 0)
+    await generator.generate(warm_up_batch)  # not measured
     profiler = cProfile.Profile(time.thread_time) if profile else None  # CPU time of the event-loop thread
     cpu, wall = time.process_time(), time.perf_counter()
     if profiler:
@@ -278,7 +284,7 @@ def main() -> None:
                     wall, cpu, profiler = asyncio.run(generate(tasks, warm_up, args.samples, base_url, args.profile))
                     return wall, cpu
 
-                warm_up_episodes = -(-args.episodes // len(warm_up)) * len(warm_up)
+                warm_up_episodes = warm_up_samples(args.episodes, warm_up) * len(warm_up)
                 results["ctu"] = counted(run_ctu, warm_up_episodes * REQUESTS_PER_EPISODE)
             elif runner == "tau2":
                 results["tau2"] = counted(lambda: tau2_batch(tasks, warm_up, args.samples, base_url), REQUESTS_PER_EPISODE)
