@@ -10,7 +10,9 @@ retail tasks (tau2's `base` split, in order), each run `--samples` times. In eve
 asking where one order is (an order of the database, picked from the task's instructions, so tasks differ);
 the policy looks the order up, lists the product types and answers; the user asks again; the policy looks the
 order up again and answers; the user ends the call: 8 requests, every one a turn, each answered after the
-latency. A warm-up batch of as many episodes on two other tasks is not measured: it pays what only a run's
+latency. As in a GRPO group sampled at a temperature, the tool calls of a task's samples coincide while the
+free text differs: every policy answer in words and every user reply after the opening carries the request's
+number (the opening is the same for a task's samples, as a user simulator at temperature 0 writes it). A warm-up batch of as many episodes on two other tasks is not measured: it pays what only a run's
 first step pays (imports, one connection per concurrent request to each endpoint: a run keeps its event loop
 and so its connection pools). The measured batch includes everything met the first time a task is seen (its
 gold outcome for the reward, tokenisation of new tool results).
@@ -42,21 +44,31 @@ REQUESTS_PER_EPISODE = 8
 ASKS = re.compile(rb"where is my order (#W\d{7})")
 
 
-def answer(policy: bool, said: int, order: str) -> Any:
+POLICY_CALLS = {1: "get_order_details", 2: "list_all_product_types", 4: "get_order_details"}
+"""The policy's tool call by the number of assistant messages in its request (tau2's greeting counts)."""
+
+
+def answer(policy: bool, said: int, order: str, number: int = 0) -> Any:
     """The server's script: the next message (a `ctu.testing.openai_server.Answer`) of the policy (`policy`)
     or of the user, given how many assistant messages the request holds (`said`: for the policy, tau2's
-    greeting and its own turns; for the user, the user's own earlier messages, roles being flipped) and the
-    episode's `order`."""
+    greeting and its own turns; for the user, the user's own earlier messages, roles being flipped), the
+    episode's `order` and the request's `number` (written into free text, see the module docstring)."""
     from ctu.testing.openai_server import Answer
 
     if policy:
-        script = {1: ("get_order_details", {"order_id": order}), 2: ("list_all_product_types", {}),
-                  4: ("get_order_details", {"order_id": order})}
-        if said in script:
-            return Answer.calls(script[said])
-        return Answer.text("Your order is on its way. Is there anything else I can help you with?")
-    lines = [f"Hi, where is my order {order}?", "Could you check it once more, please?", "###STOP###"]
-    return Answer.text(lines[min(said, len(lines) - 1)])
+        if said in POLICY_CALLS:
+            return Answer.calls((POLICY_CALLS[said], {"order_id": order} if POLICY_CALLS[said] == "get_order_details" else {}))
+        return Answer.text(f"Your order {order} is on its way (reference {number}). Is there anything else I can help you with?")
+    if said == 0:
+        return Answer.text(f"Hi, where is my order {order}?")
+    if said == 1:
+        return Answer.text(f"Could you check it once more, please? My reference is {number}.")
+    return Answer.text("###STOP###")
+
+
+def scripted_per_task(policy: bool, said: int) -> bool:
+    """Whether `answer` gives every sample of a task the same message (the server then serialises it once)."""
+    return said in POLICY_CALLS if policy else said != 1
 
 
 def serve(latency: float, orders: list[str], connection: Any) -> None:
@@ -67,7 +79,7 @@ def serve(latency: float, orders: list[str], connection: Any) -> None:
     task's instructions); the policy looks up the order the user named. The server stays cheap so that its
     own work does not pile on the injected latency (its CPU competes with the runners' on a small machine):
     requests are classified by searches of their raw bytes (a `tools` key means the policy; assistant roles are
-    counted) instead of parsing them, and each distinct answer is serialised once.
+    counted) instead of parsing them, and each answer a task's samples share is serialised once.
     """
     import threading
     import zlib
@@ -90,11 +102,15 @@ def serve(latency: float, orders: list[str], connection: Any) -> None:
             order = named.group(1).decode() if named else orders[0]
         else:
             order = orders[zlib.crc32(raw) % len(orders)] if said == 0 else ""
-        key = (policy, said, order)
-        if key not in bodies:
-            bodies[key] = answer(*key).body("scripted", 0)
+        if scripted_per_task(policy, said):
+            key = (policy, said, order)
+            if key not in bodies:
+                bodies[key] = answer(*key).body("scripted", 0)
+            body = bodies[key]
+        else:
+            body = answer(policy, said, order, requests).body("scripted", requests)
         await asyncio.sleep(max(0.0, latency - (time.monotonic() - arrived)))
-        return web.Response(body=bodies[key], content_type="application/json")
+        return web.Response(body=body, content_type="application/json")
 
     async def main() -> None:
         app = web.Application(client_max_size=2**26)
