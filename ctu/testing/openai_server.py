@@ -17,18 +17,20 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass(frozen=True)
 class Answer:
-    """One scripted answer: a chat message, an HTTP error status, a raw body, after an optional delay (s)."""
+    """One scripted answer: a chat message, an HTTP error status, a raw body, after an optional delay (s),
+    with optional extra response `headers`."""
 
     content: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     status: int = 200
     raw_body: bytes | None = None
     delay_s: float = 0.0
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def text(cls, content: str, delay_s: float = 0.0) -> Answer:
@@ -90,12 +92,14 @@ class ScriptedOpenAIServer:
     Attributes:
         requests: every request body received (parsed JSON), in arrival order.
         arrivals: `time.monotonic()` of each request's arrival, in the same order.
+        request_headers: each request's HTTP headers (lower-cased names), in the same order.
     """
 
     answers: Iterable[Answer] = ()
     default: Answer | Callable[[dict[str, Any]], Answer] = field(default_factory=lambda: Answer.text("ok"))
     requests: list[dict[str, Any]] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
+    request_headers: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque(self.answers)
@@ -115,15 +119,16 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._queue.extend(answers)
 
-    def _next(self, body: dict[str, Any]) -> Answer:
+    def _next(self, body: dict[str, Any], headers: dict[str, str]) -> Answer:
         with self._lock:
             self.requests.append(body)
             self.arrivals.append(time.monotonic())
+            self.request_headers.append(headers)
             if self._queue:
                 return self._queue.popleft()
         return self.default(body) if callable(self.default) else self.default
 
-    def __enter__(self) -> ScriptedOpenAIServer:
+    def __enter__(self) -> Self:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -143,14 +148,16 @@ class ScriptedOpenAIServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, json.dumps({"error": {"message": "not found"}}).encode())
                     return
-                answer = server._next(body)
+                answer = server._next(body, {name.lower(): value for name, value in self.headers.items()})
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
-                self._send(answer.status, answer.body(body.get("model", "scripted"), len(server.requests)))
+                self._send(answer.status, answer.body(body.get("model", "scripted"), len(server.requests)), answer.headers)
 
-            def _send(self, status: int, payload: bytes) -> None:
+            def _send(self, status: int, payload: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
                 try:
                     self.send_response(status)
+                    for name, value in headers:
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()

@@ -1,4 +1,5 @@
-"""`ChatEndpoint`'s connection handling: one session per event loop, closed when the loop ends or on `aclose`."""
+"""`ChatEndpoint`'s connection handling: one session per event loop, closed when the loop ends or on `aclose`;
+no cookies kept."""
 
 from __future__ import annotations
 
@@ -50,3 +51,17 @@ def test_aclose_closes_the_session_and_a_later_call_opens_another():
             return answer.content
 
         assert asyncio.run(main()) == "hello"
+
+
+def test_cookies_set_by_the_endpoint_are_not_sent_back():
+    """A sticky-session cookie (a load balancer's) must not pin every later request to one replica."""
+    sticky = Answer(content="hello", headers=(("Set-Cookie", "replica=3; Path=/"),))
+    with ScriptedOpenAIServer([sticky], default=Answer.text("again")) as server:
+        url = server.base_url.replace("127.0.0.1", "localhost")  # a client's default jar ignores cookies of IPs
+        client = ChatEndpoint(OpenAIEndpointParams(model="m", base_url=url, api_key_env=None, timeout_s=5))
+
+        async def twice():
+            return [(await client.complete(HELLO)).content for _ in range(2)]
+
+        assert asyncio.run(twice()) == ["hello", "again"]
+    assert [headers.get("cookie") for headers in server.request_headers] == [None, None]
