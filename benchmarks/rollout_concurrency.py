@@ -12,7 +12,8 @@ the policy looks the order up, lists the product types and answers; the user ask
 order up again and answers; the user ends the call: 8 requests, every one a turn, each answered after the
 latency. As in a GRPO group sampled at a temperature, the tool calls of a task's samples coincide while the
 free text differs: every policy answer in words and every user reply after the opening carries the request's
-number (the opening is the same for a task's samples, as a user simulator at temperature 0 writes it). A warm-up batch of as many episodes on two other tasks is not measured: it pays what only a run's
+number (the opening is the same for a task's samples, as a user simulator at temperature 0 writes it), and
+every tool call has its own id, as vLLM gives them. A warm-up batch of as many episodes on two other tasks is not measured: it pays what only a run's
 first step pays (imports, one connection per concurrent request to each endpoint: a run keeps its event loop
 and so its connection pools). The measured batch includes everything met the first time a task is seen (its
 gold outcome for the reward, tokenisation of new tool results).
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import re
 import time
@@ -57,7 +59,10 @@ def answer(policy: bool, said: int, order: str, number: int = 0) -> Any:
 
     if policy:
         if said in POLICY_CALLS:
-            return Answer.calls((POLICY_CALLS[said], {"order_id": order} if POLICY_CALLS[said] == "get_order_details" else {}))
+            name = POLICY_CALLS[said]
+            arguments = json.dumps({"order_id": order} if name == "get_order_details" else {})
+            call = {"id": f"chatcmpl-tool-{number}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            return Answer(tool_calls=[call])
         return Answer.text(f"Your order {order} is on its way (reference {number}). Is there anything else I can help you with?")
     if said == 0:
         return Answer.text(f"Hi, where is my order {order}?")
@@ -68,7 +73,7 @@ def answer(policy: bool, said: int, order: str, number: int = 0) -> Any:
 
 def scripted_per_task(policy: bool, said: int) -> bool:
     """Whether `answer` gives every sample of a task the same message (the server then serialises it once)."""
-    return said in POLICY_CALLS if policy else said != 1
+    return not policy and said != 1
 
 
 def serve(latency: float, orders: list[str], connection: Any) -> None:
