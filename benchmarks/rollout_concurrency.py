@@ -212,7 +212,8 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     account = generator.account
     print(f"  ctu token-encoding cache (warm-up included): {account.encoding_cache_hits} hits, "
-          f"{account.encoding_cache_misses} misses")
+          f"{account.encoding_cache_misses} misses; batch memo of prompts and observations: {account.memo_hits} "
+          f"hits, {account.memo_misses} misses")
     if len(output["rewards"]) != len(tasks) * samples:
         raise RuntimeError(f"expected {len(tasks) * samples} trajectories, got {len(output['rewards'])}")
     return wall, cpu, profiler

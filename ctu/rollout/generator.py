@@ -128,6 +128,7 @@ class TauGenerator(GeneratorInterface):
         failure: a failed episode yields an empty, zero-reward trajectory, counted in `generation/episode_errors`."""
         started = time.perf_counter()
         phase, step = self._phase(input_batch)
+        self.account.new_batch()
         prompts = list(input_batch.get("prompts") or [])
         extras = list(input_batch.get("env_extras") or [{} for _ in prompts])
         limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)

@@ -161,8 +161,37 @@ def test_a_date_in_the_template_changing_mid_run_neither_breaks_nor_goes_stale(t
     messages = conversation("Be brief.", "Hi")
     before = (account.assistant_ids(message), account.prompt_ids(messages, tools))
     today["date"] = real.datetime(2026, 11, 23, 0, 1)  # midnight passes mid-run
+    assert account.prompt_ids(messages, tools) == before[1]  # within a batch, a group's samples share their prompt
+    account.new_batch()
     after_midnight = account.prompt_ids(messages, tools)
     assert after_midnight == account.policy.encode(tokenizer, messages, tools, add_generation_prompt=True)
     assert "23 Nov 2026" in tokenizer.decode(after_midnight) and "22 Nov 2026" in tokenizer.decode(before[1])
     assert account.assistant_ids(message) == before[0]
     assert tokenizer.decode(before[0]) == 'get_user_details {"user_id": "u1"}<|im_end|>'
+
+
+def test_the_batch_memo_gives_the_first_ids_again_until_the_next_batch(tokenizer, monkeypatch):
+    """Prompts and observations seen before in the batch are not rendered again; their ids are private lists;
+    messages that are not JSON data are tokenised every time; `new_batch` forgets."""
+    account = TokenAccount(policy("qwen3_no_thinking"), tokenizer)
+    tools = shared_domain("retail").tool_schemas
+    messages = conversation(shared_domain("retail").policy, "Where is my order #W1?")[:3]
+    observation = [{"role": "tool", "tool_call_id": "c0", "content": json.dumps({"order_id": "#W1"})}]
+    prompt, seen = account.prompt_ids(messages, tools), account.observation_ids(observation, True)
+    assert prompt == account.policy.encode(tokenizer, messages, tools, add_generation_prompt=True)
+    renders = []
+    real_render = account.policy.render
+    monkeypatch.setattr(account.policy, "render", lambda *args, **kwargs: renders.append(1) or real_render(*args, **kwargs))
+    again = account.prompt_ids(messages, tools)
+    assert again == prompt
+    again.append(-1)  # a caller extending its ids must not change what the memo hands out next
+    assert account.prompt_ids(messages, tools) == prompt
+    assert account.observation_ids(observation, True) == seen
+    assert account.observation_ids(observation, False) == [tokenizer.eos_token_id, *seen]  # a cut turn: not the same key
+    assert len(renders) == 1 and (account.memo_hits, account.memo_misses) == (3, 3)
+    odd = [{"role": "tool", "tool_call_id": "c0", "content": json.dumps({"order_id": "#W1"}), "extra": {1: "x"}}]
+    account.observation_ids(odd, True)
+    account.observation_ids(odd, True)
+    assert len(renders) == 3 and account.memo_misses == 3  # not JSON data (an int key): never memoised
+    account.new_batch()
+    assert account.prompt_ids(messages, tools) == prompt and len(renders) == 4
