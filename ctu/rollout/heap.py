@@ -9,6 +9,14 @@ https://docs.python.org/3/library/gc.html#gc.freeze) for the batch and gives the
 (`gc.unfreeze`), so collections during rollouts walk only what the rollouts allocated, and nothing that
 dies later is kept from the collector. (`gc.unfreeze` also returns objects frozen earlier by anyone else, such
 as the few hundred the interpreter freezes at start-up; they are then collected as usual.)
+
+During the batch the youngest generation's threshold is also raised, from Python's 700 net container
+allocations to `BATCH_GC_THRESHOLD`: each collection walks every young survivor, and a batch's survivors hold
+long lists (every episode's token ids, thousands of items, each visited), so collecting after every 700
+allocations walked them again and again: 110-180 ms of collector time per 256-episode batch measured on the
+rollout concurrency benchmark, ~30 ms with the raised threshold. Objects freed by reference counting (nearly
+all) are freed at once as before; only cyclic garbage waits longer for a collection (at most that many
+container objects, tens of MB).
 """
 
 from __future__ import annotations
@@ -18,18 +26,24 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+BATCH_GC_THRESHOLD = 100_000
+"""The youngest generation's collection threshold during a batch (net container allocations; Python's is 700)."""
+
 _lock = threading.Lock()
 _depth = 0
+_thresholds: tuple[int, int, int] = (700, 10, 10)
 
 
 @contextmanager
 def frozen_heap() -> Iterator[None]:
-    """Freeze the collector's view of the heap for the duration of the block (re-entrant: the heap is
-    unfrozen when the outermost block ends)."""
-    global _depth
+    """Freeze the collector's view of the heap and raise its youngest threshold for the duration of the
+    block (re-entrant: the heap is unfrozen and the thresholds restored when the outermost block ends)."""
+    global _depth, _thresholds
     with _lock:
         if _depth == 0:
             gc.freeze()
+            _thresholds = gc.get_threshold()
+            gc.set_threshold(max(_thresholds[0], BATCH_GC_THRESHOLD), *_thresholds[1:])
         _depth += 1
     try:
         yield
@@ -37,4 +51,5 @@ def frozen_heap() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
+                gc.set_threshold(*_thresholds)
                 gc.unfreeze()

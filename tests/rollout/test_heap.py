@@ -1,10 +1,11 @@
-"""`frozen_heap`: the collector ignores pre-existing objects during a batch, and gets them back after it."""
+"""`frozen_heap`: the collector ignores pre-existing objects during a batch, and gets them back after it; its
+youngest threshold is raised for the batch only."""
 
 from __future__ import annotations
 
 import gc
 
-from ctu.rollout.heap import frozen_heap
+from ctu.rollout.heap import BATCH_GC_THRESHOLD, frozen_heap
 
 
 def _tracked(item: object) -> bool:
@@ -39,3 +40,21 @@ def test_garbage_made_during_the_batch_is_collected_and_the_heap_unfreezes_on_er
     except RuntimeError:
         pass
     assert gc.get_freeze_count() == 0
+
+
+def test_the_youngest_threshold_is_raised_for_the_batch_and_restored_after_it_even_on_error():
+    original = gc.get_threshold()
+    gc.set_threshold(500, 7, 9)  # whatever the process set is what comes back
+    try:
+        try:
+            with frozen_heap():
+                assert gc.get_threshold() == (BATCH_GC_THRESHOLD, 7, 9)
+                with frozen_heap():
+                    assert gc.get_threshold() == (BATCH_GC_THRESHOLD, 7, 9)
+                assert gc.get_threshold() == (BATCH_GC_THRESHOLD, 7, 9)  # until the outermost block ends
+                raise RuntimeError("an episode failed")
+        except RuntimeError:
+            pass
+        assert gc.get_threshold() == (500, 7, 9)
+    finally:
+        gc.set_threshold(*original)
