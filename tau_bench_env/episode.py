@@ -176,6 +176,8 @@ class Episode:
             initialization_actions=state.initialization_actions if state is not None else None,
             message_history=history,
         )
+        if self._fast_reward:
+            await self._environment_work(self.domain.gold_outcomes.warm, self.domain, self.task, self._env)
         self.tools = self.domain.tool_schemas
         user_tools = self._env.get_user_tools() if self._env.user_tools is not None else None
         self._session = self.user.session(self.task, user_tools, self.trajectory)
@@ -192,6 +194,11 @@ class Episode:
             self.conversation += to_openai(opener)
         self.conversation += await self._user_turn(opener)
         return list(self.conversation)
+
+    @property
+    def _fast_reward(self) -> bool:
+        """Whether the reward takes the fast path (`tau_bench_env.fast_eval`) rather than tau2's evaluator."""
+        return self.domain.fast_path and not self.config.evaluate_nl_assertions
 
     async def _environment_work(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         """Run environment work: in the event loop for a copy-on-access domain (a reset, a reward or a state
@@ -306,7 +313,7 @@ class Episode:
         self.termination = termination
         if termination in (Termination.USER_STOP, Termination.AGENT_STOP):
             try:
-                if self.domain.fast_path and not self.config.evaluate_nl_assertions:
+                if self._fast_reward:
                     from tau_bench_env.fast_eval import fast_reward
 
                     self.reward_path = "fast"

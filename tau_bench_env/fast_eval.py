@@ -66,6 +66,29 @@ class GoldOutcomes:
             self._states[key] = result
         return result
 
+    def warm(self, domain: Any, task: Task, environment: Any) -> None:
+        """Compute now the gold state that `matches` will compare `environment` with at the episode's end (a
+        no-op when the task has no database criteria or the state is known). Called at an episode's reset,
+        while its first requests are in flight: a batch's last wave (every episode's reward at once) then does
+        not also pay for the gold states of its new tasks (~1 ms each on retail). A failure here is left for
+        `matches` to raise at the end, where the episode records it as an evaluation error."""
+        criteria = task.evaluation_criteria
+        if criteria is None or (criteria.actions is None and criteria.env_assertions is None):
+            return
+        try:
+            self._state(domain, task, overlay=self._compares_records(environment))
+        except Exception:  # raised again by `matches` at the end (see above)
+            pass
+
+    @staticmethod
+    def _compares_records(environment: Any) -> bool:
+        """Whether `environment`'s final state is compared by touched records (a copy-on-access database and no
+        user database) rather than by tau2's hashes."""
+        from tau_bench_env.overlay import OverlayDatabase
+
+        database = environment.tools.db if environment.tools is not None else None
+        return isinstance(database, OverlayDatabase) and environment.user_tools is None
+
     def hashes(self, domain: Any, task: Task) -> tuple[str | None, str | None]:
         """``(agent_db_hash, user_db_hash)`` of the task's gold final state (tau2's hashes)."""
         return self._state(domain, task, overlay=False)
@@ -73,11 +96,8 @@ class GoldOutcomes:
     def matches(self, domain: Any, task: Task, environment: Any) -> bool:
         """Whether `environment` (an episode's, in its final state) holds the task's gold final state: its
         agent and user databases equal the gold ones, as tau2's hash comparison decides."""
-        from tau_bench_env.overlay import OverlayDatabase
-
-        database = environment.tools.db if environment.tools is not None else None
-        if isinstance(database, OverlayDatabase) and environment.user_tools is None:
-            return self._state(domain, task, overlay=True).matches(database)
+        if self._compares_records(environment):
+            return self._state(domain, task, overlay=True).matches(environment.tools.db)
         gold_agent, gold_user = self.hashes(domain, task)
         return environment.get_db_hash() == gold_agent and environment.get_user_db_hash() == gold_user
 

@@ -137,3 +137,23 @@ def test_sync_interface_works_inside_a_running_event_loop():
         return prompt
 
     assert asyncio.run(inside())[-1]["role"] == "user"
+
+
+def test_the_gold_state_is_computed_at_reset_and_a_failure_there_is_an_evaluation_error_at_the_end(monkeypatch):
+    """The fast reward's gold state is ready before the episode ends (its reset computes it); if computing it
+    fails, the reset still succeeds and the episode's end records the failure, as before."""
+    from tau_bench_env.fast_eval import GoldOutcomes
+
+    env = make({"domain": "retail", "task_id": "1"})
+    gold = env.episode.domain.gold_outcomes
+    gold._states.pop(("1", True), None)
+    env.init([])
+    assert ("1", True) in gold._states
+    computed = []
+    monkeypatch.setattr(GoldOutcomes, "_gold_environment", lambda *args: computed.append(1) or 1 / 0)
+    failing = make({"domain": "retail", "task_id": "2"})
+    gold._states.pop(("2", True), None)
+    failing.init([])  # does not raise
+    out = failing.step("I cannot help further. ###STOP###")
+    assert out["done"] and out["reward"] == 0.0 and len(computed) == 2
+    assert out["metadata"]["evaluation_error"] == "ZeroDivisionError: division by zero"
