@@ -21,7 +21,7 @@ from typing import Any
 
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 
-from ctu.components.parsers.base import ParsedTurn, Parser
+from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, mean, metric
 from ctu.rollout.heap import frozen_heap
@@ -208,7 +208,7 @@ class TauGenerator(GeneratorInterface):
                 await env.episode.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
                 break
-            params = replace(sampling, max_tokens=min(sampling.max_tokens, budget))
+            params = sampling if sampling.max_tokens <= budget else replace(sampling, max_tokens=budget)
             turns += 1
             if chat_mode:
                 conversation = list(env.episode.conversation)
@@ -219,8 +219,6 @@ class TauGenerator(GeneratorInterface):
                     message["tool_calls"] = result.tool_calls
                 generated = account.assistant_ids(message)
                 turn_logprobs = [0.0] * len(generated)
-                from ctu.components.parsers.base import ToolCall
-
                 action: str | ParsedTurn = ParsedTurn(
                     content=result.text or "",
                     tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
