@@ -13,10 +13,11 @@ order up again and answers; the user ends the call: 8 requests, every one a turn
 latency. As in a GRPO group sampled at a temperature, the tool calls of a task's samples coincide while the
 free text differs: every policy answer in words and every user reply after the opening carries the request's
 number (the opening is the same for a task's samples, as a user simulator at temperature 0 writes it), and
-every tool call has its own id, as vLLM gives them. A warm-up batch of as many episodes on two other tasks is not measured: it pays what only a run's
-first step pays (imports, one connection per concurrent request to each endpoint: a run keeps its event loop
-and so its connection pools). The measured batch includes everything met the first time a task is seen (its
-gold outcome for the reward, tokenisation of new tool results).
+every tool call has its own id, as vLLM gives them. A warm-up batch of as many episodes on two other tasks
+is not measured: it pays what only a run's first step pays (imports, one connection per concurrent request to
+each endpoint: a run keeps its event loop and so its connection pools). The measured batch includes
+everything met the first time a task is seen (its gold outcome for the reward, tokenisation of new tool
+results).
 
 - ctu: its generator (`TauGenerator`, native tool calling, the policy over HTTP through `OpenAIChatSampler`,
   the `llm` user simulator), as `ctu run` builds it, all episodes in one event loop;

@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
 
 
+def checks_database(task: Task) -> bool:
+    """Whether the task's reward compares the final database with its gold one (it has gold actions or
+    environment assertions), as tau2's `EnvironmentEvaluator` decides."""
+    criteria = task.evaluation_criteria
+    return criteria is not None and (criteria.actions is not None or criteria.env_assertions is not None)
+
+
 class GoldOutcomes:
     """Each task's gold final state, computed once per task and kind of environment (thread-safe).
 
@@ -72,8 +79,7 @@ class GoldOutcomes:
         while its first requests are in flight: a batch's last wave (every episode's reward at once) then does
         not also pay for the gold states of its new tasks (~1 ms each on retail). A failure here is left for
         `matches` to raise at the end, where the episode records it as an evaluation error."""
-        criteria = task.evaluation_criteria
-        if criteria is None or (criteria.actions is None and criteria.env_assertions is None):
+        if not checks_database(task):
             return
         try:
             self._state(domain, task, overlay=self._compares_records(environment))
@@ -124,7 +130,7 @@ def fast_reward(domain: Any, task: Task, environment: Any, messages: list[Any], 
     criteria = task.evaluation_criteria
     if criteria is None:
         return RewardInfo(reward=1.0, reward_basis=None, info={"note": "No evaluation criteria"})
-    if criteria.actions is None and criteria.env_assertions is None:
+    if not checks_database(task):
         env_reward, db_check, assertion_checks, env_breakdown = 1.0, DBCheck(db_match=True, db_reward=1.0), [], {}
     else:
         db_match = domain.gold_outcomes.matches(domain, task, environment)
