@@ -26,6 +26,14 @@ def test_objects_alive_before_the_batch_are_frozen_for_it_and_only_for_it():
     assert _tracked(before) and gc.get_freeze_count() == 0
 
 
+def test_what_the_batch_leaves_alive_joins_the_oldest_generation_unwalked_by_young_collections():
+    with frozen_heap():
+        survivor = [7, 8, 9]
+        assert any(item is survivor for item in gc.get_objects(generation=0))
+    assert not any(item is survivor for item in gc.get_objects(generation=0))
+    assert any(item is survivor for item in gc.get_objects(generation=2))
+
+
 def test_garbage_made_during_the_batch_is_collected_and_the_heap_unfreezes_on_error():
     class Node:
         pass
