@@ -194,7 +194,8 @@ class TauGenerator(GeneratorInterface):
         chat_mode = native and setup.sampler.supports_chat
         template_tools = metadata["tools"] if native else None
         prompt_ids = account.prompt_ids(messages, template_tools)
-        ids = list(prompt_ids)
+        length = len(prompt_ids)  # of the conversation so far, in tokens
+        ids: list[int] = [] if chat_mode else list(prompt_ids)  # a token sampler's input (chat samplers take messages)
         response: list[int] = []
         mask: list[int] = []
         logprobs: list[float] = []
@@ -203,7 +204,7 @@ class TauGenerator(GeneratorInterface):
         sampling = setup.sampling[phase]
         done = bool(metadata["done"])
         while not done:
-            budget = setup.max_model_len - len(ids)
+            budget = setup.max_model_len - length
             if budget <= 0:
                 await env.episode.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
@@ -234,20 +235,24 @@ class TauGenerator(GeneratorInterface):
             response += generated
             mask += [1] * len(generated)
             logprobs += turn_logprobs
-            ids += generated
+            length += len(generated)
+            if not chat_mode:
+                ids += generated
             step = await env.astep(action)
             if step["done"]:
                 break
             closed = chat_mode or (bool(generated) and generated[-1] == account.eos_id)
             observation = account.observation_ids(step["observations"], closed)
-            if len(ids) + len(observation) >= setup.max_model_len:
+            if length + len(observation) >= setup.max_model_len:
                 await env.episode.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
                 break
             response += observation
             mask += [0] * len(observation)
             logprobs += [0.0] * len(observation)
-            ids += observation
+            length += len(observation)
+            if not chat_mode:
+                ids += observation
         if not response:  # nothing was generated (the user hung up at once): one masked token keeps shapes valid
             eos = account.eos_id if account.eos_id is not None else 0
             response, mask, logprobs = [eos], [0], [0.0]

@@ -74,7 +74,7 @@ class ChatReplaySampler:
         raise AssertionError("a chat sampler in native mode is asked for chats only")
 
     async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:
-        self.requests.append({"messages": messages, "tools": tools})
+        self.requests.append({"messages": messages, "tools": tools, "max_tokens": params.max_tokens})
         prompt = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, add_generation_prompt=True, return_dict=False)
         turn = self.script.turn(prompt)
         calls = [

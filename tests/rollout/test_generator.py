@@ -161,6 +161,28 @@ def test_context_limit_ends_the_episode_without_crashing(minimal, tokenizer):
     assert len(output["prompt_token_ids"][0]) + len(output["response_ids"][0]) <= prompt_length + 60
 
 
+def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    native = {"native_tool_calling": True}
+    probe = build_generator(spec(minimal, rollout=native), tokenizer, ChatReplaySampler(tokenizer, script))
+    full = run(probe, batch(TASKS[:1], samples=1))
+    prompt_length, response_length = len(full["prompt_token_ids"][0]), len(full["response_ids"][0])
+    limit = prompt_length + response_length // 2
+    sampler = ChatReplaySampler(tokenizer, script)
+    small = spec(minimal, rollout=native, model={"path": "builtin:tiny-qwen3", "max_model_len": limit})
+    generator = build_generator(small, tokenizer, sampler)
+    output = run(generator, batch(TASKS[:1], samples=1))
+    assert generator.last_records[0].info["termination"] == "context_limit" and output["stop_reasons"] == ["length"]
+    response, mask = output["response_ids"][0], output["loss_masks"][0]
+    assert response == full["response_ids"][0][: len(response)]  # the same turns, up to the cut
+    # each request's max_tokens is what remained of the context then: the prompt and every earlier turn count
+    starts = [i for i, m in enumerate(mask) if m == 1 and (i == 0 or mask[i - 1] == 0)]
+    default = generator.setup.sampling["train"].max_tokens
+    sent = [request["max_tokens"] for request in sampler.requests]
+    assert sent == [min(default, limit - prompt_length - start) for start in starts]
+    assert sent[-1] < default  # the budget did cut the last request
+
+
 def test_a_broken_episode_does_not_break_the_batch(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
