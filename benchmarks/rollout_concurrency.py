@@ -216,9 +216,9 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     account = generator.account
-    print(f"  ctu token-encoding cache (warm-up included): {account.encoding_cache_hits} hits, "
-          f"{account.encoding_cache_misses} misses; batch memo of prompts and observations: {account.memo_hits} "
-          f"hits, {account.memo_misses} misses")
+    print(f"  ctu's caches, warm-up batch included: token encodings {account.encoding_cache_hits} hits, "
+          f"{account.encoding_cache_misses} misses; batch memo of prompts, observations and assistant turns "
+          f"{account.memo_hits} hits, {account.memo_misses} misses")
     if len(output["rewards"]) != len(tasks) * samples:
         raise RuntimeError(f"expected {len(tasks) * samples} trajectories, got {len(output['rewards'])}")
     return wall, cpu, profiler

@@ -13,11 +13,13 @@ episode of a domain) is tokenised once: prompts are split where the first messag
 the template's next special token, where a Hugging Face tokenizer never merges across (added tokens split the
 text before pre-tokenisation); the first split of each distinct block is checked against a whole encoding.
 
-Within one batch of rollouts (`new_batch()` starts one), a prompt or an observation whose messages were
-tokenised before gets the same ids again without rendering (a memo keyed by the messages' JSON): a GRPO
-group's samples share their prompt and mostly get the same tool results back. So the samples of a group get
-identical prompt ids even if the template's output changes mid-batch (a date in it); the next batch renders
-anew.
+Within one batch of rollouts (`new_batch()` starts one), a prompt, an observation or a structured assistant
+turn whose messages were tokenised before gets the same ids again without rendering (a memo keyed by the
+messages' JSON): a GRPO group's samples share their prompt, often make the same tool calls and mostly get the
+same tool results back. Tool-call ids are left out of an assistant turn's key when the template does not
+render them (checked once on probe turns, `renders_call_ids`): an inference server gives every call a random
+id, so samples making the same call would otherwise never share a key. So the samples of a group get
+identical ids even if the template's output changes mid-batch (a date in it); the next batch renders anew.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ CONTEXT = [
     {"role": "user", "content": "ctu"},
 ]
 BASE = [*CONTEXT, {"role": "assistant", "content": MARKER}]
+PROBE_CALLS = [
+    [{"id": "ctu-probe-0", "type": "function", "function": {"name": "ctu_probe", "arguments": '{"x": 1}'}}],
+    [
+        {"id": "ctu-probe-0", "type": "function", "function": {"name": "ctu_probe", "arguments": '{"x": 1}'}},
+        {"id": "ctu-probe-1", "type": "function", "function": {"name": "ctu_probe", "arguments": "{}"}},
+    ],
+]
+"""Tool calls of the probe turns that tell whether a template renders call ids (`renders_call_ids`)."""
 SYSTEM_BLOCKS = 64  # distinct (system prompt, tools) pairs kept rendered: a few per domain
 ENCODING_CACHE_TOKENS = 2_000_000  # ids held (8 MB, plus their texts): a few steps' distinct observations
 LONGEST_CACHED_TOKENS = 65_536  # longer texts are encoded every time
@@ -61,6 +71,7 @@ class TokenAccount:
         self.memo_hits = 0
         self.memo_misses = 0
         self._render_context()
+        self.renders_call_ids = self._renders_call_ids()
 
     def new_batch(self) -> None:
         """Start a batch of rollouts: forget the memo of prompts and observations (see the module docstring)."""
@@ -92,6 +103,25 @@ class TokenAccount:
             raise ValueError("the chat template's generation prompt does not extend the conversation")
         self._context_text = plain
         self._generation_prompt = prompted[len(plain):]
+
+    def _renders_call_ids(self) -> bool:
+        """Whether the template's rendering of an assistant turn depends on its tool calls' ids: probe turns
+        (one and two calls, with and without text) rendered with two sets of ids differ. A template that
+        fails on a probe counts as rendering them (assistant turns are then keyed with their ids)."""
+        for content in (None, "ctu"):
+            for calls in PROBE_CALLS:
+                try:
+                    renders = {
+                        self.policy.render(self.tokenizer, [*CONTEXT, {"role": "assistant", "content": content, "tool_calls": [
+                            {**call, "id": f"{call['id']}-{variant}"} for call in calls
+                        ]}], None, add_generation_prompt=False)
+                        for variant in ("a", "b")
+                    }
+                except Exception:  # noqa: BLE001 - any template error: keep ids in the key, which is always right
+                    return True
+                if len(renders) > 1:
+                    return True
+        return False
 
     def encode_text(self, text: str) -> list[int]:
         """Ids of a piece of rendered conversation text, through the policy's `encode_text` and the cache above
@@ -175,7 +205,8 @@ class TokenAccount:
     def assistant_ids(self, message: dict[str, Any]) -> list[int]:
         """Ids of a structured assistant turn (native tool calling), ending with the end-of-turn token: the
         re-tokenisation of a chat-completion answer, i.e. what the policy would have generated after the
-        generation prompt.
+        generation prompt (memoised in the batch; keyed without tool-call ids when the template does not
+        render them).
 
         The turn is rendered after a fixed two-message context. Where the template renders a past assistant
         turn without part of the generation prompt (a Qwen-style template whose generation prompt opens an
@@ -185,6 +216,15 @@ class TokenAccount:
         Raises:
             ValueError: the template renders the context differently once an assistant turn follows it.
         """
+        key = message
+        if not self.renders_call_ids and message.get("tool_calls"):
+            key = {**message, "tool_calls": [
+                {name: value for name, value in call.items() if name != "id"} if isinstance(call, dict) else call
+                for call in message["tool_calls"]
+            ]}
+        return self._memoised(("assistant", key), lambda: self._assistant_ids(message))
+
+    def _assistant_ids(self, message: dict[str, Any]) -> list[int]:
         after = self.policy.render(self.tokenizer, [*CONTEXT, message], None, add_generation_prompt=False)
         if not after.startswith(self._context_text):  # the context renders differently now (a date in it)?
             self._render_context()

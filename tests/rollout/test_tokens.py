@@ -195,3 +195,30 @@ def test_the_batch_memo_gives_the_first_ids_again_until_the_next_batch(tokenizer
     assert len(renders) == 3 and account.memo_misses == 3  # not JSON data (an int key): never memoised
     account.new_batch()
     assert account.prompt_ids(messages, tools) == prompt and len(renders) == 4
+
+
+def test_assistant_turns_differing_only_in_call_ids_share_ids_unless_the_template_renders_them(tokenizer, tmp_path, monkeypatch):
+    """An inference server gives each call a random id: where the template ignores ids, a group's samples making
+    the same call are rendered once; where it renders them (Mistral's habit), each turn keeps its own ids."""
+
+    def turn(call_id: str) -> dict:
+        return {"role": "assistant", "content": None, "tool_calls": [{**call("get_order_details", {"order_id": "#W1"}), "id": call_id}]}
+
+    quiet = TokenAccount(policy("qwen3_no_thinking"), tokenizer)
+    assert not quiet.renders_call_ids
+    renders = []
+    real_render = quiet.policy.render
+    monkeypatch.setattr(quiet.policy, "render", lambda *args, **kwargs: renders.append(1) or real_render(*args, **kwargs))
+    first = quiet.assistant_ids(turn("chatcmpl-tool-1"))
+    assert quiet.assistant_ids(turn("chatcmpl-tool-2")) == first and len(renders) == 1
+    assert quiet.assistant_ids({**turn("chatcmpl-tool-3"), "content": "Let me look."}) != first  # text is in the key
+    assert first == quiet._assistant_ids(turn("chatcmpl-tool-9"))  # what rendering it would give
+
+    path = tmp_path / "ids.jinja"
+    with_ids = QWEN3_LIKE.replace("call.function.name + '\", \"arguments", "call.function.name + '\", \"id\": \"' + call.id + '\", \"arguments")
+    assert with_ids != QWEN3_LIKE
+    path.write_text(with_ids)
+    loud = TokenAccount(_with_kwargs(policy("jinja_file", path=str(path))), tokenizer)
+    assert loud.renders_call_ids
+    one, two = loud.assistant_ids(turn("chatcmpl-tool-1")), loud.assistant_ids(turn("chatcmpl-tool-2"))
+    assert one != two and "chatcmpl-tool-2" in tokenizer.decode(two)
