@@ -49,7 +49,7 @@ PROBE_CALLS = [
 SYSTEM_BLOCKS = 64  # distinct (system prompt, tools) pairs kept rendered: a few per domain
 ENCODING_CACHE_TOKENS = 2_000_000  # ids held (8 MB, plus their texts): a few steps' distinct observations
 LONGEST_CACHED_TOKENS = 65_536  # longer texts are encoded every time
-BATCH_MEMO_TOKENS = 1_000_000  # ids held by the memo of one batch's prompts and observations (<= 36 MB)
+BATCH_MEMO_TOKENS = 1_000_000  # ids held by the memo of one batch's prompts, observations and turns (<= 36 MB)
 
 
 @dataclass
@@ -74,7 +74,8 @@ class TokenAccount:
         self.renders_call_ids = self._renders_call_ids()
 
     def new_batch(self) -> None:
-        """Start a batch of rollouts: forget the memo of prompts and observations (see the module docstring)."""
+        """Start a batch of rollouts: forget the memo of prompts, observations and assistant turns (see the module
+        docstring)."""
         self._memo.clear()
 
     def _memoised(self, key: Any, tokenise: Callable[[], list[int]]) -> list[int]:
