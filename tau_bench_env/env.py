@@ -63,8 +63,13 @@ def shared_domain(name: str, params_json: str = "{}") -> Domain:
     return domain_by_name(name, json.loads(params_json))
 
 
-def _run_sync(coroutine: Awaitable[T]) -> T:
-    """Run `coroutine` to completion from synchronous code, even inside a thread with a running loop."""
+def run_sync(coroutine: Awaitable[T]) -> T:
+    """Run `coroutine` to completion from synchronous code: with `asyncio.run` where no event loop runs in this
+    thread, else in a new thread with its own loop (``asyncio.run`` refuses to start inside a running loop).
+
+    Raises:
+        whatever `coroutine` raises.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -128,11 +133,11 @@ class TauBenchEnv(BaseTextEnv):
 
     def init(self, prompt: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Synchronous `ainit`."""
-        return _run_sync(self.ainit(prompt))
+        return run_sync(self.ainit(prompt))
 
     def step(self, action: str) -> BaseTextEnvStepOutput:  # type: ignore[override]
         """Synchronous `astep`."""
-        return _run_sync(self.astep(action))
+        return run_sync(self.astep(action))
 
     def get_metrics(self) -> dict[str, Any]:
         """Per-episode numbers for `environment/*` metrics."""

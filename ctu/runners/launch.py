@@ -57,7 +57,7 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     """Run (or, with `dry_run`, describe) a spec on its backend.
 
     Raises:
-        SpecError, RunError, NoGPUError, TinkerServerError: as their runners do.
+        SpecError, RunError, PreflightError, TinkerServerError: as their runners do.
     """
     spec, run_path = resolve_run_spec(spec_path, overrides, smoke, resume)
     from ctu.runners.rundir import RunDir
@@ -73,6 +73,7 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
             target = run_dir.path / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     run_dir.path.mkdir(parents=True, exist_ok=True)
+    build_builtin_model(spec.model.path, console, progress)
     if spec.backend.type == "skyrl":
         from ctu.runners.skyrl import run_skyrl
 
@@ -82,6 +83,31 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
 
     state = TinkerRunner(spec, run_dir, resume=resume is not None, progress=progress).run()
     console.print(f"[green]done[/green] {state.get('step', 0)} step(s); results in {run_dir.path}")
+
+
+def build_builtin_model(model: str, console: Any, progress: bool = True) -> None:
+    """Build a ``builtin:`` model that is not cached yet, saying so first and showing the build's progress (a
+    rich bar, or a line per phase without `progress`); nothing for other models or a cached build."""
+    from ctu.models.tiny_qwen3 import BUILD_MINUTES, is_built, is_builtin, resolve
+
+    if not is_builtin(model) or is_built():
+        return
+    console.print(f"building {model}: first run only, about {BUILD_MINUTES} min on 2 cores (cached afterwards)")
+    if not progress:
+        phases: list[str] = []
+
+        def report(phase: str, done: int, total: int) -> None:
+            if not phases or phases[-1] != phase:
+                phases.append(phase)
+                console.print(f"  {phase}", markup=False, highlight=False)
+
+        resolve(model, progress=report)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("starting", total=1)
+        resolve(model, progress=lambda phase, done, total: bar.update(task, description=phase, completed=done, total=total))
 
 
 def _dry_run(spec: Spec, run_dir: Path, console: Any) -> None:
