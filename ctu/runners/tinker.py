@@ -4,7 +4,8 @@ Each step samples groups of rollouts with ctu's generator through a Tinker sampl
 the spec's reward chain, computes group-normalised advantages, runs `forward_backward` with the spec's loss
 (`importance_sampling` or `ppo`) one trajectory at a time (gradients accumulate until `optim_step`), steps the
 optimizer, and samples the next step from the new weights. Test sets are evaluated before training (if asked),
-every `eval_interval` steps and at the end. Checkpoints are saved through the API. `backend.local` starts
+every `eval_interval` steps and after the last step. Checkpoints are saved through the API every
+`ckpt_interval` steps, at each epoch's end and after the last step. `backend.local` starts
 SkyRL's Tinker API server with its JAX backend on this machine for the run.
 """
 
@@ -18,7 +19,7 @@ import os
 import random
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,44 +120,50 @@ class TinkerRunner:
         self.progress = progress
 
     def run(self) -> dict[str, Any]:
-        """Train; returns the final state (last step, checkpoints, last metrics)."""
-        return asyncio.run(self._run())
+        """Train; returns the final state (last step, checkpoints, last metrics). A built-in model is built
+        first if it is not cached, before the training loop starts."""
+        return asyncio.run(self._run(resolve(self.spec.model.path)))
 
     @contextlib.contextmanager
-    def _server(self, model_path: str) -> Iterator[str]:
+    def _server(self, model_path: str) -> Iterator[Callable[[], str]]:
+        """Yields a function returning the Tinker server's base URL; a local server is started on entry and
+        that function waits for it to be healthy, so the run's other preparations overlap its boot."""
         if not self.backend.local:
-            yield str(self.backend.base_url)
+            yield lambda: str(self.backend.base_url)
             return
         from ctu.runners.tinker_server import LocalTinkerServer
 
-        with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
-            yield server.base_url
+        server = LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank)
+        try:
+            yield server.start().wait_healthy
+        finally:
+            server.stop()
 
-    async def _run(self) -> dict[str, Any]:
-        import tinker
-        from transformers import AutoTokenizer
-
-        from ctu.rollout.sampling import TinkerSampler
-        from ctu.rollout.setup import build_generator
-        from ctu.rollout.trajectories import TrajectoryLogger
-
+    async def _run(self, model_path: str) -> dict[str, Any]:
         spec = self.spec
         state = self.run_dir.read_state() if self.resume else {}
         start_step = int(state.get("step", 0))
         self.run_dir.write_spec(spec)
-        model_path = resolve(spec.model.path)
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
-                        spec.data.shuffle, spec.trainer.max_steps)
-        tests = test_rows(spec)
-        trackers = run_trackers(self.spec.tracking.trackers)
-        trackers.start(self.run_dir.path, spec.experiment.name, spec.tracking.project, spec_to_dict(spec),
-                       resume_step=start_step if self.resume else None)
-        logger = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
-                                  spec.tracking.trajectories.train_samples, spec.experiment.seed)
-        last_metrics: dict[str, float] = {}
-        try:
-            with self._server(model_path) as base_url:
+        with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
+            import tinker
+            from transformers import AutoTokenizer
+
+            from ctu.rollout.sampling import TinkerSampler
+            from ctu.rollout.setup import build_generator
+            from ctu.rollout.trajectories import TrajectoryLogger
+
+            tokenizer = AutoTokenizer.from_pretrained(model_path)
+            plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
+                            spec.data.shuffle, spec.trainer.max_steps)
+            tests = test_rows(spec)
+            trackers = run_trackers(self.spec.tracking.trackers)
+            trackers.start(self.run_dir.path, spec.experiment.name, spec.tracking.project, spec_to_dict(spec),
+                           resume_step=start_step if self.resume else None)
+            logger = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
+                                      spec.tracking.trajectories.train_samples, spec.experiment.seed)
+            last_metrics: dict[str, float] = {}
+            try:
+                base_url = await asyncio.to_thread(server_url)
                 service = tinker.ServiceClient(base_url=base_url, api_key=os.environ.get(self.backend.api_key_env) or "tml-local")
                 if start_step and state.get("checkpoint"):
                     training = await service.create_training_client_from_state_with_optimizer_async(state["checkpoint"])
@@ -179,16 +186,17 @@ class TinkerRunner:
                             metrics.update(await self._evaluate(generator, tests, step))
                         metrics[metric(TIMING, "step")] = time.perf_counter() - started
                         checkpoint = None
-                        if last or (spec.trainer.ckpt_interval and step % spec.trainer.ckpt_interval == 0):
+                        epoch_end = step % plan.steps_per_epoch == 0
+                        if last or epoch_end or (spec.trainer.ckpt_interval and step % spec.trainer.ckpt_interval == 0):
                             checkpoint = await self._checkpoint(training, step)
                         trackers.log(metrics, step)
                         last_metrics = metrics
                         state = {"step": step, "checkpoint": checkpoint or state.get("checkpoint"), "total_steps": plan.total_steps}
                         self.run_dir.write_state(state)
                         advance()
-        finally:
-            trackers.finish()
-            self.run_dir.plot_rewards()
+            finally:
+                trackers.finish()
+                self.run_dir.plot_rewards()
         return {**state, "metrics": last_metrics}
 
     @contextlib.contextmanager

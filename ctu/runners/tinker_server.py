@@ -33,24 +33,32 @@ def free_port() -> int:
 
 
 class LocalTinkerServer:
-    """Context manager: start the server, wait until `/api/v1/healthz` answers, stop it on exit.
+    """Context manager: start the server, wait until `/api/v1/healthz` answers, stop it on exit. `start` and
+    `wait_healthy` split the two, so a caller can prepare other things while the server boots.
 
     Args:
         base_model: local folder of the base model.
         folder: where the database, checkpoints and `server.log` go.
         lora_rank: the largest LoRA rank clients may ask for.
         max_lora_adapters: adapters alive at once (a training client and its samplers).
+        sample_max_num_sequences: sequences the JAX engine samples in one compiled batch. The engine pads a batch
+            to this size and compiles one program per (batch size, length bucket); left unset, every new number
+            of waiting requests compiled anew (5-10 s each on this CPU). One sequence at a time keeps a single
+            program per length bucket, and on a CPU a larger batch saves little (measured on the smoke job).
         startup_timeout_s: seconds to wait for health.
     """
 
-    def __init__(self, base_model: str, folder: Path, lora_rank: int = 8, max_lora_adapters: int = 4, startup_timeout_s: float = 300.0) -> None:
+    def __init__(self, base_model: str, folder: Path, lora_rank: int = 8, max_lora_adapters: int = 4,
+                 sample_max_num_sequences: int = 1, startup_timeout_s: float = 300.0) -> None:
         self.base_model = base_model
         self.folder = Path(folder)
         self.lora_rank = lora_rank
         self.max_lora_adapters = max_lora_adapters
+        self.sample_max_num_sequences = sample_max_num_sequences
         self.startup_timeout_s = startup_timeout_s
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self._deadline = 0.0
         self._log: IO[bytes] | None = None
 
     @property
@@ -78,7 +86,8 @@ class LocalTinkerServer:
     def command(self) -> list[str]:
         """The server's command line."""
         uv = self.uv_binary()
-        backend_config = json.dumps({"max_lora_adapters": self.max_lora_adapters, "max_lora_rank": self.lora_rank})
+        backend_config = json.dumps({"max_lora_adapters": self.max_lora_adapters, "max_lora_rank": self.lora_rank,
+                                     "sample_max_num_sequences": self.sample_max_num_sequences, "train_micro_batch_size": 1})
         return [
             uv, "run", "--no-project", "--python", sys.executable, "-m", "skyrl.tinker.api",
             "--base-model", self.base_model,
@@ -98,7 +107,8 @@ class LocalTinkerServer:
         except OSError:
             return False
 
-    def __enter__(self) -> LocalTinkerServer:
+    def start(self) -> LocalTinkerServer:
+        """Start the server process and return at once (`wait_healthy` waits for it)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self._log = (self.folder / "server.log").open("ab")
         # the server relaunches its engine with a bare `uv run`: uv's folder goes first on PATH
@@ -107,16 +117,32 @@ class LocalTinkerServer:
         self.process = subprocess.Popen(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.folder
         )
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
+        self._deadline = time.monotonic() + self.startup_timeout_s
+        return self
+
+    def wait_healthy(self) -> str:
+        """Block until the started server answers its health check; returns `base_url`.
+
+        Raises:
+            TinkerServerError: the server exited, or was not healthy `startup_timeout_s` after `start` (it is
+                stopped then).
+        """
+        assert self.process is not None, "start() the server first"
+        while time.monotonic() < self._deadline:
             if self.process.poll() is not None:
                 self.stop()
                 raise TinkerServerError(f"the local Tinker server exited with code {self.process.returncode}; see {self.folder / 'server.log'}")
             if self.healthy():
-                return self
-            time.sleep(1.0)
+                return self.base_url
+            time.sleep(0.5)
         self.stop()
         raise TinkerServerError(f"the local Tinker server was not healthy after {self.startup_timeout_s:.0f} s; see {self.folder / 'server.log'}")
+
+    def __enter__(self) -> LocalTinkerServer:
+        """`start`, then `wait_healthy`."""
+        self.start()
+        self.wait_healthy()
+        return self
 
     def stop(self) -> None:
         """Stop the server's process group: SIGTERM, then SIGKILL after 15 s."""
