@@ -71,7 +71,7 @@ def _load(path: str, overrides: list[str]):
 @app.command()
 def validate(
     args: Annotated[list[str], typer.Argument(help="Spec files, then optional key=value overrides applied to each.")],
-    deep: Annotated[bool, typer.Option("--deep", help="Also resolve skyrl specs into SkyRL's config and run SkyRL's validation (imports skyrl).")] = False,
+    deep: Annotated[bool, typer.Option("--deep", help="Also resolve skyrl specs into SkyRL's config, run SkyRL's validation (imports skyrl) and warn about GPU packages missing here.")] = False,
 ) -> None:
     """Check specs without a GPU: schema, component params, cross-field rules. Exit 2 listing every problem."""
     from ctu.errors import CtuError
@@ -99,6 +99,12 @@ def validate(
                 failed += 1
                 err.print(f"[red]{escape(path)}: SkyRL rejects the resolved config:[/red] {escape(problem)}")
                 continue
+            from ctu.runners.preflight import INSTALL_GPU, missing_gpu_packages
+
+            missing = missing_gpu_packages()
+            if missing:
+                err.print(f"[yellow]warning[/yellow] {escape(path)}: {', '.join(missing)} not installed here; "
+                          f"on the GPU machine, {INSTALL_GPU}")
         out.print(f"[green]ok[/green] {escape(path)}")
     if failed:
         err.print(f"[red]{failed} of {len(specs)} spec(s) invalid[/red]")

@@ -8,50 +8,44 @@ on the driver are empty in Ray workers.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from ctu.errors import CtuError
 from ctu.spec import Spec
 from ctu.spec.checks import model_family
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS
 from ctu.spec.models import SkyRLBackend
 
 
-class NoGPUError(CtuError):
-    """The `skyrl` backend was asked to run on a machine without GPUs."""
-
-
-def gpus_available() -> int:
-    """How many NVIDIA GPUs `nvidia-smi -L` lists (0 when there is no driver or no GPU). Imports no torch."""
-    binary = shutil.which("nvidia-smi")
-    if binary is None:
-        return 0
-    try:
-        listing = subprocess.run([binary, "-L"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+NEVER = 2**31 - 1
+"""A SkyRL interval no run reaches. SkyRL reads an interval of 0 as "off": no checkpoint at all, and no eval set
+(so no eval before training either). ctu's 0 means "only at epoch ends / the last step", which SkyRL does for
+any positive interval (it saves at each epoch's end and evaluates after the last step)."""
 
 
 def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path) -> dict[str, Any]:
     """SkyRL config overrides (dotted keys) for `spec`; `data_dir` holds the prepared parquet files.
 
+    Every path is absolute: Ray's uv hook runs workers in a copy of the working directory that leaves out
+    git-ignored folders such as ``runs/``, so a relative path would find no dataset there and write checkpoints
+    into a throw-away copy. A ``builtin:`` model is named by its cache folder (`ctu run` builds it first).
+
     Raises:
-        ValueError: the spec's backend is not `skyrl`.
+        ValueError: the spec's backend is not `skyrl`; an unknown ``builtin:`` model.
     """
+    from ctu.models.tiny_qwen3 import local_path
+
     backend = spec.backend
     if not isinstance(backend, SkyRLBackend):
         raise ValueError("skyrl_overrides needs a spec with backend type `skyrl`")
+    data_dir, run_dir = Path(data_dir).absolute(), Path(run_dir).absolute()
     trainer, algorithm, optimizer, rollout = spec.trainer, spec.algorithm, spec.trainer.optimizer, spec.rollout
     template = spec.model.chat_template.build()
     overrides: dict[str, Any] = {
         "data.train_data": [str(data_dir / "train.parquet")],
         "data.val_data": [str(data_dir / f"test_{name}.parquet") for name in spec.data.test_sets],
         "environment.env_class": "tau_bench",
-        "trainer.policy.model.path": spec.model.path,
+        "trainer.policy.model.path": local_path(spec.model.path),
         "trainer.strategy": backend.strategy,
         "trainer.placement.colocate_all": backend.colocate_all,
         "trainer.placement.policy_num_nodes": backend.num_nodes,
@@ -74,9 +68,9 @@ def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path) -> dict[str, Any]
         "trainer.micro_train_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
         "trainer.micro_forward_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
         "trainer.eval_batch_size": trainer.eval_batch_size,
-        "trainer.eval_interval": trainer.eval_interval,
+        "trainer.eval_interval": trainer.eval_interval or NEVER,
         "trainer.eval_before_train": trainer.eval_before_train,
-        "trainer.ckpt_interval": trainer.ckpt_interval,
+        "trainer.ckpt_interval": trainer.ckpt_interval or NEVER,
         "trainer.max_ckpts_to_keep": trainer.max_ckpts_to_keep,
         "trainer.max_prompt_length": spec.model.max_model_len,
         "trainer.algorithm.advantage_estimator": algorithm.advantage_estimator,
@@ -173,22 +167,21 @@ def prepare_data(spec: Spec, data_dir: Path) -> None:
 
 
 def run_skyrl(spec: Spec, run_dir: Path) -> None:
-    """Launch `spec` on a GPU cluster through SkyRL.
+    """Launch `spec` on a GPU cluster through SkyRL, after the preflight checks.
 
     Raises:
-        NoGPUError: this machine has no GPU (use ``--smoke`` or ``specs/smoke.yaml``).
+        PreflightError: the GPU packages do not import, CUDA sees no GPU, or the placement does not fit.
     """
-    if gpus_available() == 0:
-        raise NoGPUError(
-            "the skyrl backend needs GPUs and this machine has none. To run this spec small on CPU, use "
-            "`ctu run SPEC --smoke`; for the CPU main job, `ctu run specs/smoke.yaml`; to inspect the SkyRL "
-            "config without running, `ctu run SPEC --dry-run`."
-        )
+    from ctu.runners.preflight import check_skyrl_run
+
+    assert isinstance(spec.backend, SkyRLBackend)
+    check_skyrl_run(spec.backend)
     import ray
 
     from ctu.runners.skyrl_exp import skyrl_entrypoint
     from skyrl.train.utils.utils import initialize_ray
 
+    run_dir = Path(run_dir).absolute()  # workers may run elsewhere (see `skyrl_overrides`)
     data_dir = run_dir / "data"
     prepare_data(spec, data_dir)
     config = resolve_skyrl_config(spec, data_dir, run_dir)

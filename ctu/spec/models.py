@@ -173,11 +173,13 @@ class Trainer(Section):
     eval_batch_size: PositiveInt = 32
     """Tasks per evaluation batch."""
     eval_interval: int = Field(3, ge=0)
-    """Evaluate the test sets every this many steps (0: never during training)."""
+    """Evaluate the test sets every this many steps and after the last step (0: only after the last step); both
+    backends alike."""
     eval_before_train: bool = True
     """Evaluate the test sets before the first step."""
     ckpt_interval: int = Field(10, ge=0)
-    """Save a checkpoint every this many steps (0: only at the end)."""
+    """Save a checkpoint every this many steps, at the end of each epoch and after the last step (0: only at
+    epoch ends and after the last step); both backends alike."""
     max_ckpts_to_keep: int = Field(2, ge=-1)
     """Checkpoints kept on disk (-1: all)."""
     optimizer: Optimizer = Field(default_factory=Optimizer)

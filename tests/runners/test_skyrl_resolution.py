@@ -59,10 +59,28 @@ def ctu(*args: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "COLUMNS": "200"})
 
 
-def test_run_without_gpus_stops_at_once_naming_the_cpu_paths():
+def test_run_without_gpus_stops_at_once_naming_the_cpu_paths_and_the_gpu_install():
     result = ctu("run", "specs/tau_bench.yaml")
     assert result.returncode == 1
-    assert "--smoke" in result.stderr and "specs/smoke.yaml" in result.stderr
+    assert "--smoke" in result.stderr and "CUDA sees no GPU" in result.stderr
+    assert "uv sync --extra gpu" in result.stderr
+
+
+def test_every_path_handed_to_skyrl_is_absolute_and_builtin_models_are_resolved(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTU_CACHE_DIR", "cache")
+    spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["model.path=builtin:tiny-qwen3"]).spec
+    overrides = skyrl_overrides(spec, Path("runs/x/data"), Path("runs/x"))
+    paths = {key: value for key, value in overrides.items() if key.startswith("data.") or key.endswith(("_path", ".path"))}
+    assert set(paths) >= {"data.train_data", "data.val_data", "trainer.ckpt_path", "trainer.export_path", "trainer.log_path",
+                          "trainer.policy.model.path"}
+    for key, value in paths.items():
+        for path in value if isinstance(value, list) else [value]:
+            assert Path(path).is_absolute(), key
+    assert overrides["trainer.ckpt_path"] == str(tmp_path / "runs" / "x" / "checkpoints")
+    assert overrides["trainer.policy.model.path"].startswith(str(tmp_path / "cache" / "tiny-qwen3-"))
+    hub = load_spec(REPO / "specs" / "tau_bench.yaml").spec
+    assert skyrl_overrides(hub, tmp_path, tmp_path)["trainer.policy.model.path"] == hub.model.path
 
 
 def test_dry_run_prints_the_accepted_skyrl_config_and_the_plan():
@@ -78,6 +96,7 @@ def test_explain_skyrl_and_validate_deep():
     assert explained.returncode == 0 and "llama3_json" in explained.stdout
     deep = ctu("validate", "--deep", "specs/tau_bench.yaml", "specs/smoke.yaml")
     assert deep.returncode == 0, deep.stderr
+    assert "vllm, flash_attn not installed here" in deep.stderr and "uv sync --extra gpu" in deep.stderr
     rejected = ctu("validate", "--deep", "specs/tau_bench.yaml", "backend.skyrl_overrides={trainer.algorithm.advantage_estimator: nope}")
     assert rejected.returncode == 2 and "SkyRL rejects" in rejected.stderr
 
@@ -97,3 +116,16 @@ def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
     assert {r["data_source"] for r in retail} == {"retail"} and len(retail) == 2
     config = resolve_skyrl_config(spec, tmp_path, tmp_path)
     assert config.data.val_data == [str(tmp_path / f"test_{name}.parquet") for name in ("telecom", "retail", "airline")]
+
+
+def test_zero_intervals_keep_their_meaning_in_skyrl(tmp_path: Path):
+    """SkyRL reads 0 as "off" (no checkpoint, no eval set, no eval before training); ctu's 0 is "only at the end"."""
+    from ctu.runners.skyrl import NEVER
+
+    spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=0", "trainer.ckpt_interval=0",
+                                                         "trainer.eval_before_train=true"]).spec
+    config = resolve_skyrl_config(spec, tmp_path / "data", tmp_path)
+    assert config.trainer.eval_interval == NEVER and config.trainer.ckpt_interval == NEVER
+    assert config.trainer.eval_before_train and config.data.val_data
+    kept = resolve_skyrl_config(load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=2"]).spec, tmp_path, tmp_path)
+    assert kept.trainer.eval_interval == 2
