@@ -289,7 +289,9 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(GENERATION, "avg_response_length"): mean(float(sum(r.loss_mask)) for r in records),
         metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
         metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
-        metric(REWARD, "avg_raw_reward"): mean(r.raw_reward for r in records),
+        # tau2's own reward before the spec's reward wrappers. Not `reward/avg_raw_reward`: SkyRL's trainer writes
+        # that name with the mean final reward after the generator returns.
+        metric(REWARD, "avg_outcome_reward"): mean(r.raw_reward for r in records),
         metric(REWARD, "avg_final_reward"): mean(r.reward for r in records),
         metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.info.get("turns") or 0) for r in records),

@@ -99,12 +99,15 @@ class SkyRLSampler:
     supports_chat: bool = True
 
     def _vllm_params(self, params: SamplingParams) -> dict[str, Any]:
+        """vLLM's sampling params for `params` (the end-of-turn ids as ``stop_token_ids``, so a template whose
+        turns end with a token other than the tokenizer's EOS still stops there)."""
         return {
             "temperature": params.temperature,
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
             "repetition_penalty": params.repetition_penalty,
             "logprobs": 0,
+            **({"stop_token_ids": list(params.stop_token_ids)} if params.stop_token_ids else {}),
             **({"seed": params.seed} if params.seed is not None else {}),
         }
 
@@ -133,6 +136,8 @@ class SkyRLSampler:
             "max_tokens": params.max_tokens,
             "repetition_penalty": params.repetition_penalty,
             "chat_template_kwargs": self.chat_template_kwargs,
+            **({"stop_token_ids": list(params.stop_token_ids)} if params.stop_token_ids else {}),
+            **({"seed": params.seed} if params.seed is not None else {}),
         }
         response = await self.client.chat_completion({"json": body, "headers": {}})
         choices = response.get("choices") or []

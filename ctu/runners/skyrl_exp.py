@@ -25,6 +25,10 @@ class CtuTracking:
     """SkyRL's tracker interface over ctu's trackers: one step counter (the trainer's global step), an
     explicit finish, never a destructor."""
 
+    backend = "ctu"
+    """SkyRL reads it to decide on its own wandb sample tables (only for ``"wandb"``): ctu's trajectory log
+    keeps the samples instead."""
+
     def __init__(self, trackers: Trackers) -> None:
         self.trackers = trackers
 
@@ -45,19 +49,28 @@ class CtuTracking:
 
 
 class CtuPPOTrainer(RayPPOTrainer):
-    """SkyRL's trainer, adding ``test-<name>/average_reward``, ``success_rate`` and pass^k to each evaluation."""
+    """SkyRL's trainer, adding ``test-<name>/average_reward``, ``success_rate`` and pass^k to each evaluation,
+    and computing ``eval/all/<ctu metric>`` over every eval trajectory at once.
+
+    SkyRL's evaluation combines the generator's per-batch metrics by their names (a mean of batch means for
+    names with "avg" or "mean", the minimum for names containing "min", such as "termination", else the sum, so
+    a success rate over two batches could read 1.25); ctu recomputes them from the trajectories instead.
+    """
 
     async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        from ctu.rollout.generator import rollout_metrics
         from ctu.runners.tinker import evaluation_metrics
 
         self.generator.pop_eval_records()
         metrics = await super().eval(*args, **kwargs)
+        records = self.generator.pop_eval_records()
+        metrics.update({f"eval/all/{name}": value for name, value in rollout_metrics(records).items()})
         groups: dict[str, list[Any]] = defaultdict(list)
-        for record in self.generator.pop_eval_records():
+        for record in records:
             groups[str(record.extras.get("test_set") or record.extras.get("data_source"))].append(record)
         samples = self.cfg.generator.eval_n_samples_per_prompt
-        for name, records in groups.items():
-            metrics.update(evaluation_metrics(name, records, samples))
+        for name, group in groups.items():
+            metrics.update(evaluation_metrics(name, group, samples))
         return metrics
 
 
