@@ -194,6 +194,14 @@ def test_qwen3_without_thinking_policy_is_a_warning(minimal):
     assert spec_from_dict(minimal).warnings == []
 
 
+def test_several_greedy_eval_samples_per_task_are_a_warning(minimal):
+    minimal["rollout"] = {"eval_n_samples_per_prompt": 4}
+    (warning,) = spec_from_dict(minimal).warnings
+    assert warning.path == "rollout.eval_n_samples_per_prompt" and "eval_temperature" in warning.message
+    minimal["rollout"]["eval_temperature"] = 0.7
+    assert spec_from_dict(minimal).warnings == []
+
+
 def test_native_tool_calling_accepts_known_families_and_explicit_family(minimal):
     minimal["rollout"] = {"native_tool_calling": True}
     for path in ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"):

@@ -136,15 +136,21 @@ class TauGenerator(GeneratorInterface):
         if notify is not None:
             notify(len(prompts), False)
 
-        async def one(prompt: Any, extra: dict[str, Any]) -> TrajectoryRecord:
+        async def one(prompt: Any, extra: dict[str, Any], repetition: int) -> TrajectoryRecord:
             async with limit:
-                record = await self.run_episode(prompt, extra, phase)
+                record = await self.run_episode(prompt, extra, phase, repetition)
             if notify is not None:
                 notify(len(prompts), True)
             return record
 
+        seen: Counter[str] = Counter()
+        repetitions = []
+        for extra in extras:  # the k-th sample of a task in this batch is its repetition k (0-based)
+            key = f"{extra.get('domain')}/{extra.get('task_id')}"
+            repetitions.append(seen[key])
+            seen[key] += 1
         with frozen_heap():
-            records = list(await asyncio.gather(*(one(p, e) for p, e in zip(prompts, extras, strict=True))))
+            records = list(await asyncio.gather(*(one(p, e, r) for p, e, r in zip(prompts, extras, repetitions, strict=True))))
         self.last_records = records
         if phase == "eval":
             self.eval_records += records
@@ -172,11 +178,15 @@ class TauGenerator(GeneratorInterface):
             image_grid_thw=None,
         )
 
-    async def run_episode(self, prompt: Any, extras: dict[str, Any], phase: Phase) -> TrajectoryRecord:
-        """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set."""
+    async def run_episode(self, prompt: Any, extras: dict[str, Any], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
+        """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set.
+
+        A phase sampled with a fixed seed (evaluation) samples repetition k of a task with seed + k, so a
+        task's samples differ and pass^k over them means what it says.
+        """
         started = time.perf_counter()
         try:
-            record = await self._episode(prompt, extras, phase)
+            record = await self._episode(prompt, extras, phase, repetition)
         except Exception as exc:  # one broken episode must not end a multi-day run
             logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
             eos = self.account.eos_id if self.account.eos_id is not None else 0
@@ -185,7 +195,7 @@ class TauGenerator(GeneratorInterface):
         record.seconds = time.perf_counter() - started
         return record
 
-    async def _episode(self, prompt: Any, extras: dict[str, Any], phase: Phase) -> TrajectoryRecord:
+    async def _episode(self, prompt: Any, extras: dict[str, Any], phase: Phase, repetition: int) -> TrajectoryRecord:
         setup = self.setup
         account = self.account
         env = TauBenchEnv(setup.env, extras)
@@ -202,6 +212,8 @@ class TauGenerator(GeneratorInterface):
         stop_reason = "stop"
         turns = 0
         sampling = setup.sampling[phase]
+        if sampling.seed is not None and repetition:
+            sampling = replace(sampling, seed=sampling.seed + repetition)
         done = bool(metadata["done"])
         while not done:
             budget = setup.max_model_len - length

@@ -77,6 +77,20 @@ def check_thinking(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
+def check_eval_samples(spec: Spec) -> Iterator[SpecIssue]:
+    """Warn when pass^k would count near-identical samples: several samples per test task, greedy decoding
+    (eval temperature 0), so a task's samples differ only where the user simulator differs (a warning: an LLM
+    user at a temperature still varies them, as in tau-bench's own pass^k runs)."""
+    rollout = spec.rollout
+    if rollout.eval_n_samples_per_prompt > 1 and rollout.eval_temperature == 0.0:
+        yield SpecIssue(
+            "rollout.eval_n_samples_per_prompt",
+            f"{rollout.eval_n_samples_per_prompt} samples per test task at rollout.eval_temperature 0: the policy "
+            "decodes greedily, so a task's samples differ only through the user simulator and pass^k for k > 1 "
+            "measures little more than pass^1. Set rollout.eval_temperature above 0 (each sample gets its own seed)",
+        )
+
+
 def check_judges(spec: Spec) -> Iterator[SpecIssue]:
     """Every reward that needs a judge has one: its own `judge` param or the spec's top-level `judge`."""
     for index, reward in enumerate(spec.rewards):
@@ -135,7 +149,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_overrides,
     check_tinker,
 )
-WARNING_CHECKS: tuple[Check, ...] = (check_thinking,)
+WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:

@@ -231,3 +231,24 @@ def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer)
     tools = [m for m in record.info["conversation"] if m["role"] == "tool"]
     assert tools and tools[0]["content"] == "yusuf_rossi_9620"
     assert server.requests[0]["tools"] and output["loss_masks"][0].count(1) > 0
+
+
+def test_eval_samples_of_a_task_get_distinct_seeds_and_training_none(minimal, tokenizer):
+    """pass^k over k samples means something only if the samples can differ: sample k of a task uses seed + k."""
+    script = ReplayScript(tokenizer, "retail", TASKS[:2])
+    sampler = scripted_sampler(tokenizer, script)
+    seeds: list[tuple[int, int | None]] = []
+    sample = sampler.sample
+
+    async def recording(prompt_ids, params):
+        seeds.append((tokenizer.decode(prompt_ids).count("<|im_start|>assistant"), params.seed))
+        return await sample(prompt_ids, params)
+
+    sampler.sample = recording
+    generator = build_generator(spec(minimal, experiment={"name": "minimal", "seed": 40}), tokenizer, sampler)
+    run(generator, batch(TASKS[:2], phase="eval", samples=3))
+    first_turn_seeds = sorted(seed for turn, seed in seeds if turn == 2)
+    assert first_turn_seeds == [40, 40, 41, 41, 42, 42]
+    seeds.clear()
+    run(generator, batch(TASKS[:2], phase="train", samples=3))
+    assert {seed for _, seed in seeds} == {None}
