@@ -118,14 +118,25 @@ def check_domains(spec: Spec) -> Iterator[SpecIssue]:
             )
 
 
+SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
+"""SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
+
+
 def check_overrides(spec: Spec) -> Iterator[SpecIssue]:
-    """The raw SkyRL escape hatch cannot switch on what ctu guarantees off."""
+    """The raw SkyRL escape hatch cannot switch on what ctu guarantees off, nor set what ctu would ignore."""
     if isinstance(spec.backend, SkyRLBackend):
         for key, value in spec.backend.skyrl_overrides.items():
             if key.split(".")[-1] == "zero_reward_on_non_stop" and value:
                 yield SpecIssue(
                     f"backend.skyrl_overrides.{key}",
                     "ctu keeps SkyRL's zero_reward_on_non_stop false; add the `zero_on_non_stop` reward instead",
+                )
+            if key.startswith(SAMPLING_OVERRIDES):
+                yield SpecIssue(
+                    f"backend.skyrl_overrides.{key}",
+                    "ctu's generator samples with the spec's `rollout` settings (temperature, top_p, "
+                    "repetition_penalty, max_tokens_per_turn, eval_temperature), never SkyRL's sampling params: "
+                    "set it there",
                 )
 
 
