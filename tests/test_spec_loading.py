@@ -158,6 +158,20 @@ def test_env_interpolation_with_default_and_cross_references(tmp_path: Path, mon
     assert spec.tracking.project == "fallback-base"
 
 
+def test_interpolation_under_a_key_with_dots(tmp_path: Path, monkeypatch):
+    """`backend.skyrl_overrides` keys are dotted SkyRL paths; their values were once resolved to null."""
+    monkeypatch.setenv("CTU_TEST_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("CTU_TEST_UNSET", raising=False)
+    text = BASE_TEXT.replace("backend: {type: tinker}", "backend: {type: skyrl, skyrl_overrides: {"
+                             "generator.inference_engine.external_proxy_url: '${oc.env:CTU_TEST_URL}',"
+                             " generator.inference_engine.external_server_urls: ['${oc.env:CTU_TEST_URL}']}}")
+    spec = load_spec(write(tmp_path, "s.yaml", text)).spec
+    assert spec.backend.skyrl_overrides["generator.inference_engine.external_proxy_url"] == "http://127.0.0.1:9"
+    assert spec.backend.skyrl_overrides["generator.inference_engine.external_server_urls"] == ["http://127.0.0.1:9"]
+    with pytest.raises(SpecError, match="CTU_TEST_UNSET"):
+        load_spec(write(tmp_path, "u.yaml", text.replace("CTU_TEST_URL", "CTU_TEST_UNSET")))
+
+
 def test_secrets_are_never_interpolated_into_a_spec(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("MY_API_TOKEN", "sekrit")
     text = BASE_TEXT + "tracking: {project: '${oc.env:MY_API_TOKEN}'}\n"

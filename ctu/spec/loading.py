@@ -303,7 +303,9 @@ def resolve_interpolations(data: dict[str, Any], sources: Sources) -> list[SpecI
     resolved: list[tuple[PathKey, Any]] = []
     for path, _ in leaves:
         try:
-            value = OmegaConf.select(config, dotted(path), throw_on_resolution_failure=True, throw_on_missing=True)
+            value = config  # walked key by key: keys may hold dots (`backend.skyrl_overrides` has dotted keys)
+            for key in path:
+                value = value[key]
         except (OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
             message = str(exc).split("\n")[0]
             issues.append(SpecIssue(dotted(path), f"cannot resolve interpolation: {message}", sources.find(path)))
