@@ -2,9 +2,10 @@
 the SkyRL and Tinker runners differ only in the sampler they give it.
 
 Per trajectory: the episode's prompt is tokenised by the chat-template policy; each policy turn is sampled
-(token-in/token-out, or a chat completion with tools for native tool calling on SkyRL, re-tokenised through
-the policy), given to the environment, and the observations' tokens are appended with loss mask 0. The loss
-mask is 1 exactly on the tokens the policy generated. The reward is the spec's reward chain for the batch's
+(token-in/token-out, or a chat completion with tools for native tool calling on SkyRL, whose sampled token ids
+and logprobs vLLM returns), given to the environment, and the observations' tokens are appended with loss mask
+0. The loss mask is 1 exactly on the tokens the policy generated. A chat server that returns no token ids gets
+its turns re-tokenised through the policy, and the trajectory reports no rollout logprobs (never made-up ones). The reward is the spec's reward chain for the batch's
 training phase (from `batch_metadata.training_phase`), so a training-only reward cannot reach evaluation.
 """
 
@@ -210,6 +211,7 @@ class TauGenerator(GeneratorInterface):
         mask: list[int] = []
         logprobs: list[float] = []
         stop_reason = "stop"
+        sampled = True  # every policy token and logprob came from the sampler (False once a turn is re-rendered)
         turns = 0
         sampling = setup.sampling[phase]
         if sampling.seed is not None and repetition:
@@ -230,8 +232,11 @@ class TauGenerator(GeneratorInterface):
                 message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
                 if result.tool_calls:
                     message["tool_calls"] = result.tool_calls
-                generated = account.assistant_ids(message)
-                turn_logprobs = [0.0] * len(generated)
+                if result.token_ids and result.logprobs is not None and len(result.logprobs) == len(result.token_ids):
+                    generated, turn_logprobs = list(result.token_ids), list(result.logprobs)  # what was sampled
+                else:  # a server that returns no ids: the turn as the template renders it, and no logprobs
+                    generated = account.assistant_ids(message)
+                    turn_logprobs, sampled = [0.0] * len(generated), False
                 action: str | ParsedTurn = ParsedTurn(
                     content=result.text or "",
                     tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
@@ -253,7 +258,7 @@ class TauGenerator(GeneratorInterface):
             step = await env.astep(action)
             if step["done"]:
                 break
-            closed = chat_mode or (bool(generated) and generated[-1] == account.eos_id)
+            closed = (chat_mode and not sampled) or (bool(generated) and generated[-1] == account.eos_id)
             observation = account.observation_ids(step["observations"], closed)
             if length + len(observation) >= setup.max_model_len:
                 await env.episode.end(Termination.CONTEXT_LIMIT)
@@ -265,6 +270,8 @@ class TauGenerator(GeneratorInterface):
             length += len(observation)
             if not chat_mode:
                 ids += observation
+        if not sampled:  # no fake logprobs: the batch then reports none (`rollout_logprobs` None)
+            logprobs = []
         if not response:  # nothing was generated (the user hung up at once): one masked token keeps shapes valid
             eos = account.eos_id if account.eos_id is not None else 0
             response, mask, logprobs = [eos], [0], [0.0]

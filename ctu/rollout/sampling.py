@@ -126,7 +126,9 @@ class SkyRLSampler:
 
     async def chat(self, messages, tools, params) -> SampleResult:
         """One OpenAI-compatible `chat_completion` with `tools` (thinking switches come from the chat template
-        policy's kwargs, so every server-side template call honours them)."""
+        policy's kwargs, so every server-side template call honours them). Asks vLLM for the sampled token ids
+        (``return_token_ids``) and their logprobs, so the turn is trained on what was sampled; a server that
+        returns neither gives a result without ids or logprobs."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -136,6 +138,8 @@ class SkyRLSampler:
             "max_tokens": params.max_tokens,
             "repetition_penalty": params.repetition_penalty,
             "chat_template_kwargs": self.chat_template_kwargs,
+            "logprobs": True,
+            "return_token_ids": True,
             **({"stop_token_ids": list(params.stop_token_ids)} if params.stop_token_ids else {}),
             **({"seed": params.seed} if params.seed is not None else {}),
         }
@@ -143,9 +147,14 @@ class SkyRLSampler:
         choices = response.get("choices") or []
         if not choices:
             return SampleResult([], "", "stop")
-        message = choices[0].get("message") or {}
-        reason = choices[0].get("finish_reason") or "stop"
-        return SampleResult([], message.get("content") or "", "length" if reason == "length" else "stop", None, message.get("tool_calls"))
+        choice = choices[0]
+        message = choice.get("message") or {}
+        reason = choice.get("finish_reason") or "stop"
+        ids = list(choice.get("token_ids") or [])
+        content = (choice.get("logprobs") or {}).get("content") or []
+        logprobs = [float(entry["logprob"]) for entry in content] if len(content) == len(ids) and ids else None
+        return SampleResult(ids if logprobs else [], message.get("content") or "", "length" if reason == "length" else "stop",
+                            logprobs, message.get("tool_calls"))
 
 
 @dataclass

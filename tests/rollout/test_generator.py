@@ -8,6 +8,7 @@ import math
 import pytest
 from skyrl.train.generators.base import BatchMetadata
 
+from ctu.rollout.sampling import SampleResult
 from ctu.rollout.setup import build_generator
 from ctu.spec import spec_from_dict
 from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
@@ -252,3 +253,37 @@ def test_eval_samples_of_a_task_get_distinct_seeds_and_training_none(minimal, to
     seeds.clear()
     run(generator, batch(TASKS[:2], phase="train", samples=3))
     assert {seed for _, seed in seeds} == {None}
+
+
+class SampledChatSampler(ChatReplaySampler):
+    """A chat server that returns what it sampled, as vLLM does with `return_token_ids` and `logprobs`: the turn
+    written with an extra space the template would not render, and a logprob per token."""
+
+    async def chat(self, messages, tools, params):
+        result = await super().chat(messages, tools, params)
+        text = result.text + " " if result.text else ""
+        if result.tool_calls:
+            call = result.tool_calls[0]["function"]
+            text += f'<tool_call>\n{{"name": "{call["name"]}",  "arguments": {call["arguments"]}}}\n</tool_call>'
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        return SampleResult(ids, result.text, "stop", [-0.5] * len(ids), result.tool_calls)
+
+
+def test_native_mode_trains_on_the_tokens_the_chat_server_sampled_with_their_logprobs(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, SampledChatSampler(tokenizer, script))
+    output = run(generator, batch(TASKS[:1], samples=1))
+    assert output["rewards"] == [1.0]
+    record = generator.last_records[0]
+    generated = tokenizer.decode([t for t, m in zip(record.response_ids, record.loss_mask) if m == 1])
+    assert '"find_user_id_by_name_zip",  "arguments"' in generated  # the sampled spacing, not the template's
+    assert output["rollout_logprobs"] is not None
+    assert {lp for lp, m in zip(output["rollout_logprobs"][0], record.loss_mask) if m == 1} == {-0.5}
+
+
+def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, ChatReplaySampler(tokenizer, script))
+    output = run(generator, batch(TASKS[:1], samples=2))
+    assert output["rewards"] == [1.0, 1.0]
+    assert output["rollout_logprobs"] is None  # not 0.0 for every token, which SkyRL would train against
