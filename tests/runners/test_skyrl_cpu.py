@@ -1,0 +1,116 @@
+"""SkyRL's real trainer on CPU through ctu's skyrl backend: Ray, an FSDP2 policy worker on gloo, ctu's
+`CtuPPOExp`, generator and trackers, sampling from a vLLM stand-in on 127.0.0.1 (tests/skyrl_cpu/).
+
+Two GRPO steps of the main job's spec (tests/skyrl_cpu/smoke_skyrl.yaml), evaluation before and after,
+checkpoints, weights handed to the sampler after each step. A few minutes on two cores. What a CPU cannot
+check (vLLM itself, NCCL weight transfer, colocation, flash-attn, bf16) is listed in the README's GPU section.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctu.models.tiny_qwen3 import resolve
+from ctu.runners.tinker_server import free_port
+
+from ..conftest import REPO
+
+SPEC = REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory) -> Iterator[str]:
+    port = free_port()
+    log = (tmp_path_factory.mktemp("standin") / "standin.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "tests.skyrl_cpu.vllm_standin", "--model", resolve("builtin:tiny-qwen3"),
+                                "--port", str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2):
+                break
+        except OSError:
+            assert process.poll() is None, "the vLLM stand-in exited"
+            time.sleep(1)
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
+def loads(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/ctu/stats", timeout=10) as response:
+        return json.loads(response.read())["loads"]
+
+
+def run_skyrl_on_cpu(url: str, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    """The driver in a process of its own, with the venv's python (not under `uv run`: see its docstring)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("UV_", "VIRTUAL_ENV", "RAY_"))}
+    env.update(CTU_STANDIN_URL=url, CTU_STANDIN_EXPORT=str(run_dir / "standin_weights"), RAY_raylet_start_wait_time_s="180",
+               COLUMNS="200")
+    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, env=env)
+    return subprocess.run([sys.executable, "-m", "tests.skyrl_cpu.driver", str(SPEC), str(run_dir / "run"), *overrides],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+
+
+def metric_lines(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight_sync(standin: str, tmp_path: Path):
+    before = loads(standin)
+    result = run_skyrl_on_cpu(standin, tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    run = tmp_path / "run"
+    lines = metric_lines(run)
+    assert [line["step"] for line in lines] == [0, 1, 2]
+    for line in (lines[0], lines[2]):  # evaluation before training and after the last step
+        assert {"test-retail/average_reward", "test-retail/success_rate", "test-retail/pass^1"} <= set(line)
+        assert line["test-retail/num_episodes"] == 2.0
+    for line in lines[1:]:
+        # what the trainer computed for the sampled tokens agrees with what the sampler reported
+        assert line["policy/rollout_train_logprobs_abs_diff_mean"] < 0.05
+        assert line["generation/num_trajectories"] == 8.0 and "policy/grad_norm" in line
+        # SkyRL's own reward/avg_raw_reward is the final reward; tau2's outcome keeps a name of its own
+        assert line["reward/avg_raw_reward"] == pytest.approx(line["reward/avg_final_reward"])
+        assert 0.0 <= line["reward/avg_outcome_reward"] <= 1.0
+    assert (run / "checkpoints" / "global_step_2" / "policy").is_dir()
+    assert (run / "checkpoints" / "latest_ckpt_global_step.txt").read_text().strip() == "2"
+    assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
+        "eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
+    assert loads(standin) - before == 3  # the initial weights, then after each step
+
+
+def test_native_tool_calling_trains_on_what_the_chat_server_sampled(standin: str, tmp_path: Path):
+    result = run_skyrl_on_cpu(standin, tmp_path, "rollout.native_tool_calling=true", "trainer.max_steps=1")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    lines = metric_lines(tmp_path / "run")
+    assert [line["step"] for line in lines] == [0, 1]
+    # rollout logprobs are vLLM's (the stand-in's) for the sampled tokens, not 0.0 re-rendered ones
+    assert lines[1]["policy/rollout_train_logprobs_abs_diff_mean"] < 0.05
+    assert "test-retail/pass^1" in lines[1]
+
+
+def test_a_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(standin: str, tmp_path: Path):
+    first = run_skyrl_on_cpu(standin, tmp_path, "trainer.max_steps=1")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    run = tmp_path / "run"
+    assert [line["step"] for line in metric_lines(run)] == [0, 1]
+    assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}
+    assert (run / "spec.resolved.yaml").exists() and (run / "spec.sha256").exists()
+    resumed = run_skyrl_on_cpu(standin, tmp_path, "--resume", "trainer.max_steps=2")
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    lines = metric_lines(run)
+    assert [line["step"] for line in lines] == [0, 1, 2]  # no second evaluation at step 1, no lost step
+    assert all("test-retail/average_reward" in lines[i] for i in (0, 1, 2))
+    assert json.loads((run / "state.json").read_text())["step"] == 2

@@ -1,0 +1,128 @@
+"""CUDA to CPU for SkyRL's trainer workers on a machine without GPUs: test support, never shipped.
+
+SkyRL 0.4.0's FSDP workers hard-code CUDA: device meshes built on "cuda", `torch.cuda.set_device/synchronize/
+current_device`, `.cuda()` calls and the process-group backend ``"cpu:gloo,cuda:nccl"``. `install()` turns those
+into their CPU equivalents (a CPU mesh, gloo, no-ops) in the process that calls it; `ray_runtime_env()` makes every
+Ray worker process of a run call it at start (Ray's ``worker_process_setup_hook``), and puts the `flash_attn`
+stand-in (`site/`) on the workers' path. Apply it to the driver and Ray workers only; Ray's own infrastructure
+processes never import torch. What it cannot make true on a CPU: NCCL weight transfer, CUDA IPC, flash-attn
+packing, bf16 autocast (disabled without CUDA) — the README's GPU section lists them as unchecked.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+SITE = Path(__file__).resolve().parent / "site"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def install() -> None:
+    """Patch torch's CUDA entry points that SkyRL's workers call into CPU equivalents (idempotent)."""
+    import torch
+    import torch.distributed
+    import torch.distributed.device_mesh as device_mesh
+
+    if getattr(torch, "_ctu_cpu_shim", False):
+        return
+    torch._ctu_cpu_shim = True  # type: ignore[attr-defined]
+    cpu = torch.device("cpu")
+
+    def nothing() -> object:
+        # a new function per name: torch.compile's trace rules key torch functions by identity
+        return lambda *args, **kwargs: None
+
+    for name in ("set_device", "synchronize", "empty_cache", "manual_seed_all", "ipc_collect", "reset_peak_memory_stats"):
+        setattr(torch.cuda, name, nothing())
+    torch.cuda.current_device = lambda: cpu
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.mem_get_info = lambda *args: (8 << 30, 8 << 30)
+    torch.cuda.memory_allocated = lambda *args: 0
+    torch.cuda.memory_reserved = lambda *args: 0
+    torch.cuda.max_memory_allocated = lambda *args: 0
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    torch.nn.Module.cuda = lambda self, *args, **kwargs: self
+
+    init_process_group = torch.distributed.init_process_group
+
+    def gloo_process_group(*args, backend=None, **kwargs):
+        return init_process_group(*args, backend="gloo", **kwargs)
+
+    torch.distributed.init_process_group = gloo_process_group
+    init_device_mesh = device_mesh.init_device_mesh
+
+    def cpu_device_mesh(device_type, *args, **kwargs):
+        return init_device_mesh("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    device_mesh.init_device_mesh = cpu_device_mesh
+    torch.distributed.init_device_mesh = cpu_device_mesh  # type: ignore[attr-defined]
+    if os.environ.get("CTU_STANDIN_URL"):
+        after_import("skyrl.backends.skyrl_train.workers.worker_dispatch",
+                     lambda module: install_weight_sync(module.WorkerDispatch, os.environ["CTU_STANDIN_URL"],
+                                                        Path(os.environ["CTU_STANDIN_EXPORT"])))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a callback on a module right after it is first imported (a module imported in a Ray worker's setup
+    hook, before the worker is up, can crash Ray's core worker)."""
+
+    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        self.name, self.callback = name, callback
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module, callback = spec.loader.exec_module, self.callback
+
+        def exec_and_patch(module: ModuleType) -> None:
+            exec_module(module)
+            callback(module)
+
+        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
+        return spec
+
+
+def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """Call `callback(module)` once module `name` is imported (at once if it already is)."""
+    if name in sys.modules:
+        callback(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+def install_weight_sync(WorkerDispatch: type, url: str, export: Path) -> None:
+    """The policy's weights reach the vLLM stand-in at `url` as Hugging Face files saved under `export` after
+    each step (on GPUs SkyRL sends them over NCCL, which needs CUDA): patches SkyRL's `WorkerDispatch`."""
+
+    def no_weight_sync_state(self, inference_engine_client) -> None:
+        return None
+
+    async def save_weights_for_sampler(self, model_id: str | None = None) -> None:
+        folder = export / f"v{len(list(export.glob('v*'))) if export.exists() else 0:04d}"
+        self.save_hf_model("policy", str(folder), None)
+        request = urllib.request.Request(f"{url}/ctu/load_weights", data=json.dumps({"path": str(folder)}).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, timeout=600) as response:
+            response.read()
+
+    WorkerDispatch.init_weight_sync_state = no_weight_sync_state
+    WorkerDispatch.save_weights_for_sampler = save_weights_for_sampler
+
+
+def ray_runtime_env(env_vars: dict[str, str]) -> dict:
+    """Ray's runtime env for a CPU run: `env_vars` plus the stand-ins' path, and `install` in every worker."""
+    path = os.pathsep.join([str(SITE), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {"env_vars": {**env_vars, "PYTHONPATH": path}, "worker_process_setup_hook": "tests.skyrl_cpu.shim.install"}
