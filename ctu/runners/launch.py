@@ -6,12 +6,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ctu.errors import CtuError
+from ctu.runners.rundir import RunError
 from ctu.spec import LoadedSpec, Spec, SpecIssue, load_spec, spec_hash
-
-
-class RunError(CtuError):
-    """A run cannot start as asked (an occupied run directory, a resume that does not match)."""
 
 
 RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots", "tensorboard", "wandb", "tinker", "data")
@@ -77,7 +73,8 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     if spec.backend.type == "skyrl":
         from ctu.runners.skyrl import run_skyrl
 
-        run_skyrl(spec, run_dir.path)
+        state = run_skyrl(spec, run_dir.path, resume=resume is not None)
+        console.print(f"[green]done[/green] step {state['step']}; results in {run_dir.path}")
         return
     from ctu.runners.tinker import TinkerRunner
 

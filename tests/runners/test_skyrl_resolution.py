@@ -129,3 +129,21 @@ def test_zero_intervals_keep_their_meaning_in_skyrl(tmp_path: Path):
     assert config.trainer.eval_before_train and config.data.val_data
     kept = resolve_skyrl_config(load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=2"]).spec, tmp_path, tmp_path)
     assert kept.trainer.eval_interval == 2
+
+
+def test_skyrl_resumes_only_when_asked(tmp_path: Path):
+    """SkyRL's own default resumes from the latest checkpoint silently; ctu's runs start afresh unless resumed."""
+    spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_before_train=true"]).spec
+    fresh = resolve_skyrl_config(spec, tmp_path, tmp_path)
+    assert fresh.trainer.resume_mode == "none" and fresh.trainer.eval_before_train
+    resumed = resolve_skyrl_config(spec, tmp_path, tmp_path, resume=True)
+    assert resumed.trainer.resume_mode == "latest" and not resumed.trainer.eval_before_train
+
+
+def test_resuming_a_skyrl_run_without_a_checkpoint_is_a_run_error(tmp_path: Path):
+    from ctu.runners.rundir import RunError
+    from ctu.runners.skyrl import run_skyrl
+
+    spec = load_spec(REPO / "specs" / "tau_bench.yaml").spec
+    with pytest.raises(RunError, match="no checkpoint"):
+        run_skyrl(spec, tmp_path, resume=True, preflight=False)
