@@ -54,10 +54,11 @@ def loads(url: str) -> int:
 
 
 def run_skyrl_on_cpu(url: str, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    """The driver in a process of its own, with the venv's python (not under `uv run`: see its docstring)."""
+    """The driver in a process of its own, with the venv's python. Ray's uv hook stays off: it takes over when any
+    ancestor process is `uv run` (as `uv run pytest` is) and runs workers in a copy of the working directory."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(("UV_", "VIRTUAL_ENV", "RAY_"))}
     env.update(CTU_STANDIN_URL=url, CTU_STANDIN_EXPORT=str(run_dir / "standin_weights"), RAY_raylet_start_wait_time_s="180",
-               COLUMNS="200")
+               RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", COLUMNS="200")
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, env=env)
     return subprocess.run([sys.executable, "-m", "tests.skyrl_cpu.driver", str(SPEC), str(run_dir / "run"), *overrides],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
@@ -102,13 +103,15 @@ def test_native_tool_calling_trains_on_what_the_chat_server_sampled(standin: str
 
 
 def test_a_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(standin: str, tmp_path: Path):
-    first = run_skyrl_on_cpu(standin, tmp_path, "trainer.max_steps=1")
+    """Resumed mid-epoch (8 tasks, 4 a step). SkyRL 0.4.0 resumed exactly at an epoch's end trains nothing more:
+    its restored dataloader finishes the exhausted epoch while the trainer has moved to the next one."""
+    first = run_skyrl_on_cpu(standin, tmp_path, "trainer.max_steps=1", "data.train.0.max_tasks=8")
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     run = tmp_path / "run"
     assert [line["step"] for line in metric_lines(run)] == [0, 1]
     assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}
     assert (run / "spec.resolved.yaml").exists() and (run / "spec.sha256").exists()
-    resumed = run_skyrl_on_cpu(standin, tmp_path, "--resume", "trainer.max_steps=2")
+    resumed = run_skyrl_on_cpu(standin, tmp_path, "--resume", "trainer.max_steps=2", "data.train.0.max_tasks=8")
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
     lines = metric_lines(run)
     assert [line["step"] for line in lines] == [0, 1, 2]  # no second evaluation at step 1, no lost step

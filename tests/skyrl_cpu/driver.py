@@ -1,8 +1,9 @@
 """Run a spec through ctu's skyrl backend on CPU: SkyRL's real trainer (Ray, an FSDP2 policy worker on gloo,
 ctu's `CtuPPOExp`), sampling from the vLLM stand-in at ``$CTU_STANDIN_URL``. Test support, never shipped.
 
-Run: ``python -m tests.skyrl_cpu.driver SPEC RUN_DIR [--resume] [key=value ...]`` with the venv's python itself (under
-``uv run`` Ray's uv hook would run workers in a copy of the working directory).
+Run: ``RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 python -m tests.skyrl_cpu.driver SPEC RUN_DIR [--resume] [key=value ...]``
+with the venv's python (Ray's uv hook, on when any ancestor process is ``uv run``, would run workers in a copy of
+the working directory).
 """
 
 from __future__ import annotations
