@@ -178,6 +178,26 @@ def latest_checkpoint_step(run_dir: Path) -> int | None:
     return int(marker.read_text().strip()) if marker.exists() else None
 
 
+def restart_finished_epoch(run_dir: Path, step: int, train_data: Path, batch_size: int) -> bool:
+    """Make a resume from the last step of an epoch train the next epoch; returns whether it had to.
+
+    SkyRL 0.4.0 restores its training dataloader's position from the checkpoint (``data.pt``); restored right
+    after an epoch's last batch, the dataloader finishes that exhausted epoch while the trainer has moved on to
+    the next, so the next epoch trains nothing and the run ends early (seen on CPU runs of its trainer). Without
+    ``data.pt`` SkyRL starts the dataloader afresh, which at an epoch boundary is the next epoch's start; the file
+    is kept as ``data.pt.epoch_end``. The next epoch then visits the tasks in the first epoch's order (SkyRL
+    seeds the shuffle per dataloader, not per epoch), where an uninterrupted run would reshuffle.
+    """
+    import pyarrow.parquet as pq
+
+    steps_per_epoch = pq.ParquetFile(train_data).metadata.num_rows // batch_size  # SkyRL drops the last short batch
+    state = Path(run_dir) / "checkpoints" / f"global_step_{step}" / "data.pt"
+    if steps_per_epoch == 0 or step % steps_per_epoch or not state.exists():
+        return False
+    state.replace(state.with_name("data.pt.epoch_end"))
+    return True
+
+
 def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, init_ray: Callable[[Any], None] | None = None,
               preflight: bool = True) -> dict[str, Any]:
     """Launch `spec` on a GPU cluster through SkyRL, after the preflight checks; returns the final state.
@@ -220,6 +240,8 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, init_ray: Callabl
     data_dir = run.path / "data"
     prepare_data(spec, data_dir)
     config = resolve_skyrl_config(spec, data_dir, run.path, resume)
+    if resume_step is not None:
+        restart_finished_epoch(run.path, resume_step, data_dir / "train.parquet", spec.trainer.train_batch_size)
     init_ray(config)
     try:
         ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step))

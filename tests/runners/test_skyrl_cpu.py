@@ -103,17 +103,18 @@ def test_native_tool_calling_trains_on_what_the_chat_server_sampled(standin: str
 
 
 def test_a_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(standin: str, tmp_path: Path):
-    """Resumed mid-epoch (8 tasks, 4 a step). SkyRL 0.4.0 resumed exactly at an epoch's end trains nothing more:
-    its restored dataloader finishes the exhausted epoch while the trainer has moved to the next one."""
-    first = run_skyrl_on_cpu(standin, tmp_path, "trainer.max_steps=1", "data.train.0.max_tasks=8")
+    """Resumed at an epoch's end (4 tasks, 4 a step), where SkyRL 0.4.0 on its own trains nothing more
+    (`restart_finished_epoch`)."""
+    first = run_skyrl_on_cpu(standin, tmp_path, "trainer.max_steps=1")
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     run = tmp_path / "run"
     assert [line["step"] for line in metric_lines(run)] == [0, 1]
     assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}
     assert (run / "spec.resolved.yaml").exists() and (run / "spec.sha256").exists()
-    resumed = run_skyrl_on_cpu(standin, tmp_path, "--resume", "trainer.max_steps=2", "data.train.0.max_tasks=8")
+    resumed = run_skyrl_on_cpu(standin, tmp_path, "--resume", "trainer.max_steps=2")
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
     lines = metric_lines(run)
     assert [line["step"] for line in lines] == [0, 1, 2]  # no second evaluation at step 1, no lost step
     assert all("test-retail/average_reward" in lines[i] for i in (0, 1, 2))
     assert json.loads((run / "state.json").read_text())["step"] == 2
+    assert (run / "checkpoints" / "global_step_1" / "data.pt.epoch_end").exists()

@@ -147,3 +147,22 @@ def test_resuming_a_skyrl_run_without_a_checkpoint_is_a_run_error(tmp_path: Path
     spec = load_spec(REPO / "specs" / "tau_bench.yaml").spec
     with pytest.raises(RunError, match="no checkpoint"):
         run_skyrl(spec, tmp_path, resume=True, preflight=False)
+
+
+def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ctu.runners.skyrl import restart_finished_epoch
+
+    train = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"task_id": [str(i) for i in range(9)]}), train)  # 2 steps of 4 an epoch (one row dropped)
+    for step in (1, 2):
+        folder = tmp_path / "checkpoints" / f"global_step_{step}"
+        folder.mkdir(parents=True)
+        (folder / "data.pt").write_bytes(b"state")
+    assert not restart_finished_epoch(tmp_path, 1, train, 4)  # mid-epoch: SkyRL resumes the position itself
+    assert (tmp_path / "checkpoints" / "global_step_1" / "data.pt").exists()
+    assert restart_finished_epoch(tmp_path, 2, train, 4)
+    assert not (tmp_path / "checkpoints" / "global_step_2" / "data.pt").exists()
+    assert (tmp_path / "checkpoints" / "global_step_2" / "data.pt.epoch_end").read_bytes() == b"state"
