@@ -53,6 +53,27 @@ def test_validate_prints_warnings_but_succeeds(tmp_path: Path):
     assert "warning" in result.stderr and "qwen3_no_thinking" in result.stderr
 
 
+def test_run_prints_the_specs_warnings_as_validate_does():
+    result = ctu("run", "specs/tau_bench.yaml", "--dry-run", "rollout.eval_n_samples_per_prompt=3")
+    assert result.returncode == 0, result.stderr
+    assert "warning rollout.eval_n_samples_per_prompt" in result.stdout
+
+
+def test_a_local_tinker_server_that_exits_is_a_ctu_error_naming_its_log(tmp_path: Path):
+    """A CtuError, so `ctu run` prints it in a line instead of a traceback."""
+    from ctu.errors import CtuError
+    from ctu.runners.tinker_server import LocalTinkerServer, TinkerServerError
+
+    class Exiting(LocalTinkerServer):
+        def command(self) -> list[str]:
+            return [sys.executable, "-c", "import sys; sys.exit(3)"]
+
+    server = Exiting("model", tmp_path)
+    with pytest.raises(TinkerServerError, match="exited with code 3") as info:
+        server.start().wait_healthy()
+    assert isinstance(info.value, CtuError) and str(tmp_path / "server.log") in str(info.value)
+
+
 def test_explain_prints_a_resolved_spec_that_validates(tmp_path: Path):
     result = ctu("explain", str(REPO / "specs" / "retail_8b_taxonomy.yaml"), "trainer.epochs=7")
     assert result.returncode == 0, result.stderr

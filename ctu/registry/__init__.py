@@ -70,9 +70,10 @@ T = TypeVar("T")
 
 
 class ComponentParams(BaseModel):
-    """Base of every component's params model: unknown keys are errors, attribute docstrings are descriptions."""
+    """Base of every component's params model: unknown keys are errors, infinities and NaN are not numbers,
+    attribute docstrings are descriptions."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, allow_inf_nan=False)
 
 
 class NoParams(ComponentParams):

@@ -316,9 +316,11 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.info.get("turns") or 0) for r in records),
         metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.info.get("tool_errors") or 0) for r in records),
         metric(ENVIRONMENT, "evaluation_errors"): float(sum(bool(r.info.get("evaluation_error")) for r in records)),
-        metric(ENVIRONMENT, "fast_reward_rate"): mean(float(r.info.get("reward_path") == "fast") for r in records if r.info.get("reward_path")),
         metric(USER, "errors"): float(sum(bool(r.info.get("user_error")) for r in records)),
     }
+    evaluated = [r for r in records if r.info.get("reward_path")]
+    if evaluated:  # a rate over no evaluated episode is absent, not 0
+        metrics[metric(ENVIRONMENT, "fast_reward_rate")] = mean(float(r.info["reward_path"] == "fast") for r in evaluated)
     terminations = Counter(r.info.get("termination") or "none" for r in records)
     for reason, n in terminations.items():
         metrics[metric(ENVIRONMENT, f"termination/{reason}")] = n / count

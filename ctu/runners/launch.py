@@ -17,11 +17,11 @@ RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots"
 
 def _print_warnings(loaded: LoadedSpec, console: Any) -> None:
     for issue in loaded.warnings:
-        console.print(f"[yellow]warning[/yellow] {issue}")
+        console.print(f"[yellow]warning[/yellow] {issue}", highlight=False)
 
 
-def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None) -> tuple[Spec, Path | None]:
-    """The spec to run and, when resuming, its run directory.
+def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None) -> tuple[LoadedSpec, Path | None]:
+    """The spec to run (with its warnings) and, when resuming, its run directory.
 
     Raises:
         SpecError: bad spec or overrides. RunError: a resume that does not match the spec given.
@@ -30,23 +30,23 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
         resolved = resume / "spec.resolved.yaml"
         if not resolved.exists():
             raise RunError(f"{resume} is not a run directory (no spec.resolved.yaml)")
-        spec = load_spec(resolved, overrides).spec
+        loaded = load_spec(resolved, overrides)
         if spec_path is not None:
             given = load_spec(spec_path, overrides).spec
             if smoke:
                 from ctu.runners.smoke import smoke_spec
 
                 given = smoke_spec(given).spec
-            if spec_hash(given) != spec_hash(spec):
+            if spec_hash(given) != spec_hash(loaded.spec):
                 raise RunError(f"{spec_path} differs from the spec of the run in {resume}; resume without naming a spec")
-        return spec, resume
+        return loaded, resume
     assert spec_path is not None
     loaded = load_spec(spec_path, overrides)
     if smoke:
         from ctu.runners.smoke import smoke_spec
 
         loaded = smoke_spec(loaded.spec)
-    return loaded.spec, None
+    return loaded, None
 
 
 def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, dry_run: bool = False,
@@ -56,7 +56,9 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     Raises:
         SpecError, RunError, PreflightError, TinkerServerError: as their runners do.
     """
-    spec, run_path = resolve_run_spec(spec_path, overrides, smoke, resume)
+    loaded, run_path = resolve_run_spec(spec_path, overrides, smoke, resume)
+    _print_warnings(loaded, console)
+    spec = loaded.spec
     from ctu.runners.rundir import RunDir
 
     run_dir = RunDir(run_path) if run_path is not None else RunDir(Path(spec.experiment.output_dir) / spec.experiment.name)

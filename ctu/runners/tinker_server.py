@@ -20,9 +20,11 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
+from ctu.errors import CtuError
 
-class TinkerServerError(RuntimeError):
-    """The local Tinker server could not be started or did not become healthy."""
+
+class TinkerServerError(CtuError, RuntimeError):
+    """The local Tinker server could not be started or did not become healthy (printed without a traceback)."""
 
 
 def free_port() -> int:

@@ -77,6 +77,27 @@ def check_thinking(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
+def check_grpo_group(spec: Spec) -> Iterator[SpecIssue]:
+    """GRPO's advantage is a reward's distance from its group's mean: a group of one has none to learn from."""
+    if spec.algorithm.advantage_estimator == "grpo" and spec.rollout.n_samples_per_prompt < 2:
+        yield SpecIssue(
+            "rollout.n_samples_per_prompt",
+            "GRPO normalises each reward within its task's group of samples: with 1 sample per task every "
+            "advantage is 0 and nothing is learned; use 2 or more (the default is 5)",
+        )
+
+
+def check_context(spec: Spec) -> Iterator[SpecIssue]:
+    """A policy turn must fit in the model's context."""
+    if spec.model.max_model_len < spec.rollout.max_tokens_per_turn:
+        yield SpecIssue(
+            "model.max_model_len",
+            f"{spec.model.max_model_len} tokens of context cannot hold one policy turn of "
+            f"rollout.max_tokens_per_turn={spec.rollout.max_tokens_per_turn}, let alone the prompt: raise it to the "
+            "model's context length, or lower max_tokens_per_turn",
+        )
+
+
 def check_eval_samples(spec: Spec) -> Iterator[SpecIssue]:
     """Warn when pass^k would count near-identical samples: several samples per test task, greedy decoding
     (eval temperature 0), so a task's samples differ only where the user simulator differs (a warning: an LLM
@@ -154,6 +175,8 @@ def check_tinker(spec: Spec) -> Iterator[SpecIssue]:
 
 ERROR_CHECKS: tuple[Check, ...] = (
     check_batch_sizes,
+    check_grpo_group,
+    check_context,
     check_native_tool_calling,
     check_judges,
     check_domains,

@@ -15,9 +15,10 @@ from ctu.registry.config import Component
 
 
 class Section(BaseModel):
-    """Base of every spec section: unknown keys are errors; attribute docstrings are descriptions."""
+    """Base of every spec section: unknown keys are errors, infinities and NaN are not numbers; attribute
+    docstrings are descriptions."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
 
 
 ChatTemplateRef = Component("chat_templates")

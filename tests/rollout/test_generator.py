@@ -287,3 +287,13 @@ def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, to
     output = run(generator, batch(TASKS[:1], samples=2))
     assert output["rewards"] == [1.0, 1.0]
     assert output["rollout_logprobs"] is None  # not 0.0 for every token, which SkyRL would train against
+
+
+def test_the_fast_reward_rate_is_absent_when_no_episode_was_evaluated():
+    from ctu.rollout.generator import TrajectoryRecord, rollout_metrics
+
+    def record(**info):
+        return TrajectoryRecord([1], [2], [1], [-0.1], 0.0, "stop", {"termination": "max_turns", **info})
+
+    assert "environment/fast_reward_rate" not in rollout_metrics([record(), record()])
+    assert rollout_metrics([record(), record(reward_path="fast"), record(reward_path="tau2")])["environment/fast_reward_rate"] == 0.5
