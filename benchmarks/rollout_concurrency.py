@@ -45,6 +45,8 @@ import statistics
 import time
 from typing import Any
 
+from machine import reference_loop_seconds
+
 from ctu.registry import populate_registry
 
 REQUESTS_PER_EPISODE = 8
@@ -280,15 +282,6 @@ def tau2_batch(tasks: list[str], warm_up: list[str], samples: int, base_url: str
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(batch)) as pool:
         list(pool.map(episode, batch))
     return time.perf_counter() - wall, time.process_time() - cpu
-
-
-def reference_loop_seconds() -> float:
-    """CPU seconds of a fixed pure-Python loop (10 million additions): this machine's speed at the time of the
-    run, printed with the figures (a shared 2-core machine's speed varies from run to run)."""
-    start, total = time.process_time(), 0
-    for number in range(10_000_000):
-        total += number
-    return time.process_time() - start
 
 
 def main() -> None:
