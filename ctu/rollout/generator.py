@@ -5,8 +5,9 @@ Per trajectory: the episode's prompt is tokenised by the chat-template policy; e
 (token-in/token-out, or a chat completion with tools for native tool calling on SkyRL, whose sampled token ids
 and logprobs vLLM returns), given to the environment, and the observations' tokens are appended with loss mask
 0. The loss mask is 1 exactly on the tokens the policy generated. A chat server that returns no token ids gets
-its turns re-tokenised through the policy, and the trajectory reports no rollout logprobs (never made-up ones). The reward is the spec's reward chain for the batch's
-training phase (from `batch_metadata.training_phase`), so a training-only reward cannot reach evaluation.
+its turns re-tokenised through the policy, and the trajectory reports no rollout logprobs (never made-up ones).
+The reward is the spec's reward chain for the batch's training phase (from `batch_metadata.training_phase`), so
+a training-only reward cannot reach evaluation.
 """
 
 from __future__ import annotations
@@ -232,11 +233,12 @@ class TauGenerator(GeneratorInterface):
                 message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
                 if result.tool_calls:
                     message["tool_calls"] = result.tool_calls
-                if result.token_ids and result.logprobs is not None and len(result.logprobs) == len(result.token_ids):
-                    generated, turn_logprobs = list(result.token_ids), list(result.logprobs)  # what was sampled
-                else:  # a server that returns no ids: the turn as the template renders it, and no logprobs
+                rendered = not (result.token_ids and result.logprobs is not None and len(result.logprobs) == len(result.token_ids))
+                if rendered:  # a server that returns no ids: the turn as the template renders it, and no logprobs
                     generated = account.assistant_ids(message)
                     turn_logprobs, sampled = [0.0] * len(generated), False
+                else:  # what was sampled
+                    generated, turn_logprobs = list(result.token_ids), list(result.logprobs or [])
                 action: str | ParsedTurn = ParsedTurn(
                     content=result.text or "",
                     tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
@@ -244,6 +246,7 @@ class TauGenerator(GeneratorInterface):
                 )
             else:
                 result = await setup.sampler.sample(ids, params)
+                rendered = False
                 generated = list(result.token_ids)
                 turn_logprobs = list(result.logprobs) if result.logprobs and len(result.logprobs) == len(generated) else [0.0] * len(generated)
                 text = account.decode(generated)
@@ -258,7 +261,7 @@ class TauGenerator(GeneratorInterface):
             step = await env.astep(action)
             if step["done"]:
                 break
-            closed = (chat_mode and not sampled) or (bool(generated) and generated[-1] == account.eos_id)
+            closed = rendered or (bool(generated) and generated[-1] == account.eos_id)  # a rendered turn ends closed
             observation = account.observation_ids(step["observations"], closed)
             if length + len(observation) >= setup.max_model_len:
                 await env.episode.end(Termination.CONTEXT_LIMIT)
