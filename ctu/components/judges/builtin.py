@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
 from ctu.components.judges.base import JudgeInput, Verdict
 from ctu.components.parsers.jsonutil import iter_json_objects
+from ctu.errors import did_you_mean
 from ctu.registry import ComponentParams, registry
 
 NO_ERROR = "no_error"
@@ -37,14 +40,41 @@ def _check_scores(taxonomy: dict[str, float]) -> dict[str, float]:
     return taxonomy
 
 
+def misspelt_categories(taxonomy: dict[str, float], known: Iterable[str], custom_allowed: bool) -> list[tuple[str, str]]:
+    """``(key, message)`` for each category of `taxonomy` that is not one of `known`: every such key when
+    custom categories are not allowed (a judge that only detects `known` ones), else only those close to a known
+    name (a custom category one letter off a standard one is a typo, and the standard one keeps its score)."""
+    names = list(known)
+    found = []
+    for key in taxonomy:
+        if key in names:
+            continue
+        hint = did_you_mean(key, names)
+        if hint or not custom_allowed:
+            found.append((key, f"not a category of this judge{hint}; categories: {', '.join(names)}"))
+    return found
+
+
 class TaxonomyParams(ComponentParams):
     """An error taxonomy: category -> score."""
 
     taxonomy: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TAXONOMY))
     """Error categories with their scores in [-1, 1]; must include `no_error`."""
 
+    custom_categories: ClassVar[bool] = True
+    """Whether the judge can give categories beyond `DEFAULT_TAXONOMY`'s (an LLM can; the rule judge cannot)."""
+
     def model_post_init(self, context: object) -> None:
         _check_scores(self.taxonomy)
+
+    @model_validator(mode="after")
+    def _known_categories(self) -> Self:
+        """Each misspelt category is an error at its own key (``taxonomy.<key>``)."""
+        errors = [InitErrorDetails(type=PydanticCustomError("unknown_category", message), loc=("taxonomy", key), input=key)
+                  for key, message in misspelt_categories(self.taxonomy, DEFAULT_TAXONOMY, self.custom_categories)]
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
 
 def score_of(taxonomy: dict[str, float], categories: list[str]) -> float:
@@ -66,7 +96,7 @@ class RuleTaxonomyJudge:
     """
 
     class Params(TaxonomyParams):
-        pass
+        custom_categories: ClassVar[bool] = False
 
     def __init__(self, params: Params | None = None) -> None:
         self.params = params or self.Params()
