@@ -83,11 +83,34 @@ def _walk_nodes(
             _walk_nodes(item, (*path, index), file, locations, issues)
 
 
+MAX_EXPANDED_NODES = 100_000
+"""Most values a spec's YAML may expand to once anchors and aliases are followed (the largest shipped spec has a
+few hundred). A few lines of nested aliases can expand to 10^9 ("billion laughs"), which would hang loading."""
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], limit: int) -> int:
+    """How many nodes `node` stands for once aliases are expanded, counted up to just past `limit`."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a node that contains itself (a recursive alias) counts once
+    total = 1
+    children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else (
+        node.value if isinstance(node, yaml.SequenceNode) else [])
+    for child in children:
+        total += _expanded_size(child, sizes, limit)
+        if total > limit:
+            break
+    sizes[id(node)] = total
+    return total
+
+
 def read_yaml(text: str, file: str) -> tuple[Any, dict[PathKey, Location], list[SpecIssue]]:
     """Safe-load one YAML document.
 
     Returns:
-        ``(data, locations, issues)``: data is None when the text is empty or not YAML (then `issues` says why).
+        ``(data, locations, issues)``: data is None when the text is empty, not YAML or expands past
+        `MAX_EXPANDED_NODES` through its aliases (then `issues` says why).
     """
     loader = _SpecYamlLoader(text)
     issues: list[SpecIssue] = []
@@ -95,6 +118,10 @@ def read_yaml(text: str, file: str) -> tuple[Any, dict[PathKey, Location], list[
         node = loader.get_single_node()
         if node is None:
             return None, {}, issues
+        if _expanded_size(node, {}, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+            return None, {}, [SpecIssue("", f"the YAML expands to more than {MAX_EXPANDED_NODES:,} values through its "
+                                            "anchors and aliases (&name / *name); a spec is far smaller: remove the "
+                                            "aliases", Location(file, 1))]
         data = loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
