@@ -158,6 +158,16 @@ def test_env_interpolation_with_default_and_cross_references(tmp_path: Path, mon
     assert spec.tracking.project == "fallback-base"
 
 
+def test_a_child_that_changes_a_components_type_does_not_inherit_its_params(tmp_path: Path):
+    write(tmp_path, "base.yaml", BASE_TEXT + "judge: {type: llm_taxonomy, model: gpt-4o, base_url: 'http://127.0.0.1:8002/v1'}\n")
+    child = write(tmp_path, "child.yaml", "extends: base.yaml\njudge: {type: rule_taxonomy}\n")
+    judge = load_spec(child).spec.judge
+    assert judge.type == "rule_taxonomy"
+    same_type = write(tmp_path, "same.yaml", "extends: base.yaml\njudge: {type: llm_taxonomy, model: other}\n")
+    kept = load_spec(same_type).spec.judge
+    assert kept.params.model == "other" and str(kept.params.base_url).startswith("http://127.0.0.1:8002")
+
+
 def test_interpolation_under_a_key_with_dots(tmp_path: Path, monkeypatch):
     """`backend.skyrl_overrides` keys are dotted SkyRL paths; their values were once resolved to null."""
     monkeypatch.setenv("CTU_TEST_URL", "http://127.0.0.1:9")

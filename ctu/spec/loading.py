@@ -158,14 +158,19 @@ def check_plain_data(data: Any, path: PathKey, sources: Sources) -> list[SpecIss
 
 def deep_merge(base: dict[str, Any], top: dict[str, Any], sources: Sources, top_sources: dict[PathKey, Location],
                prefix: PathKey = ()) -> dict[str, Any]:
-    """`top` merged over `base` (neither is modified): mappings merge key by key, anything else is replaced.
+    """`top` merged over `base` (neither is modified): mappings merge key by key, anything else is replaced. A
+    mapping that names another `type` than the one it lands on replaces it whole: a component's params belong to
+    its type, and a child switching the type (or an override ``backend.type=skyrl``) would otherwise inherit
+    params the new type rejects.
 
     `sources` (base's locations) is updated to the merged result's locations.
     """
     merged = dict(base)
     for key, value in top.items():
         path = (*prefix, key)
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+        below = merged.get(key)
+        retyped = isinstance(value, dict) and isinstance(below, dict) and "type" in value and "type" in below and value["type"] != below["type"]
+        if isinstance(value, dict) and isinstance(below, dict) and not retyped:
             sources.locations[path] = top_sources.get(path, sources.locations.get(path))  # type: ignore[assignment]
             merged[key] = deep_merge(merged[key], value, sources, top_sources, path)
         else:
