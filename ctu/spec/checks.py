@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ctu.errors import did_you_mean
 from ctu.registry import registry
 from ctu.spec.errors import SpecIssue
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, THINKING_FAMILIES, infer_family
 from ctu.spec.models import SkyRLBackend, Spec, TinkerBackend
+from ctu.spec.skyrl_keys import is_skyrl_config_key, skyrl_config_keys
 
 Check = Callable[[Spec], Iterator[SpecIssue]]
 
@@ -144,9 +146,16 @@ SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_para
 
 
 def check_overrides(spec: Spec) -> Iterator[SpecIssue]:
-    """The raw SkyRL escape hatch cannot switch on what ctu guarantees off, nor set what ctu would ignore."""
+    """The raw SkyRL escape hatch names only fields of SkyRL's config, cannot switch on what ctu guarantees off,
+    nor set what ctu would ignore."""
     if isinstance(spec.backend, SkyRLBackend):
         for key, value in spec.backend.skyrl_overrides.items():
+            if not is_skyrl_config_key(key):
+                yield SpecIssue(
+                    f"backend.skyrl_overrides.{key}",
+                    f"not a field of SkyRL's config{did_you_mean(key, skyrl_config_keys())}",
+                )
+                continue
             if key.split(".")[-1] == "zero_reward_on_non_stop" and value:
                 yield SpecIssue(
                     f"backend.skyrl_overrides.{key}",
