@@ -282,6 +282,13 @@ class Episode:
                 for i, call in enumerate(turn.tool_calls)
             ]
             message = AssistantMessage(role="assistant", content=turn.content or None, tool_calls=calls)
+            if AGENT_STOP in turn.content:
+                # tau2's orchestrator never runs the calls of a turn that stops; the trajectory keeps the turn's
+                # words only, so tau2's evaluator (which replays the trajectory's calls) sees what really ran
+                self.trajectory.append(AssistantMessage(role="assistant", content=turn.content))
+                self.conversation.append(self._policy_message(message, raw))
+                await self._finish(Termination.AGENT_STOP)
+                return []
             self.trajectory.append(message)
             self.conversation.append(self._policy_message(message, raw))
             results = [self._env.get_response(call) for call in calls]

@@ -94,6 +94,21 @@ def test_agent_stop_ends_and_is_evaluated():
     assert out["metadata"]["reward_breakdown"] is not None
 
 
+def test_agent_stop_with_tool_calls_stops_without_running_them():
+    """As tau2's orchestrator does: the stop token ends the episode before any call of its turn runs."""
+    env, untouched = make(), make()
+    env.init([])
+    untouched.init([])
+    turn = call("modify_user_address", user_id="yusuf_rossi_9620", address1="1 Main St", address2="", city="X",
+                state="PA", country="USA", zip="19122")
+    out = env.step("Done. ###STOP###\n" + turn)
+    assert out["done"] and out["metadata"]["termination"] == "agent_stop"
+    assert env.episode.tool_errors == 0
+    assert env.episode._env.get_db_hash() == untouched.episode._env.get_db_hash()
+    assert not env.episode.trajectory[-1].tool_calls  # tau2's evaluator replays no call that never ran
+    assert "###STOP###" in env.episode.conversation[-1]["content"]  # the policy's own words stay in its record
+
+
 def test_user_stop_and_metadata_hold_the_full_conversation():
     env = make(user_simulator={"type": "scripted", "turn_budget": 1})
     env.init([])
