@@ -252,6 +252,8 @@ class TauGenerator(GeneratorInterface):
                 text = account.decode(generated)
                 action = setup.native_parser.parse(text) if native and setup.native_parser is not None else text
             stop_reason = result.stop_reason
+            if stop_reason == "length":
+                action = unfinished(action, env.episode)
             response += generated
             mask += [1] * len(generated)
             logprobs += turn_logprobs
@@ -283,6 +285,19 @@ class TauGenerator(GeneratorInterface):
         reward, reward_metrics = await setup.rewards[phase].score(context)
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, info, reward_metrics,
                                 dict(extras), policy_turns=turns)
+
+
+CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
+
+
+def unfinished(action: str | ParsedTurn, episode: Any) -> str | ParsedTurn:
+    """A turn the token limit cut off: any tool call in it becomes a parse failure (tau2 never runs a call the
+    model did not finish; a cut-off string argument would otherwise run as a truncated id). A cut-off turn
+    without tool calls goes on as it is."""
+    turn = episode.parse(action) if isinstance(action, str) else action
+    if not turn.tool_calls and not turn.parse_errors:
+        return action
+    return ParsedTurn(content=action if isinstance(action, str) else turn.content, parse_errors=(CUT_OFF,))
 
 
 def episode_row(record: TrajectoryRecord) -> dict[str, Any]:

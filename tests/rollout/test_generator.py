@@ -297,3 +297,16 @@ def test_the_fast_reward_rate_is_absent_when_no_episode_was_evaluated():
 
     assert "environment/fast_reward_rate" not in rollout_metrics([record(), record()])
     assert rollout_metrics([record(), record(reward_path="fast"), record(reward_path="tau2")])["environment/fast_reward_rate"] == 0.5
+
+
+def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_runs(minimal, tokenizer):
+    cancel = '<tool_call>\n{"name": "cancel_pending_order", "arguments": {"order_id": "#W2378156", "reason": "no longer needed"}}\n</tool_call>'
+    sampler = scripted_sampler(tokenizer, lambda prompt, call: cancel)
+    limit = len(tokenizer.encode(cancel, add_special_tokens=False)) - 3  # the closing braces and tag are cut
+    generator = build_generator(spec(minimal, rollout={"max_tokens_per_turn": limit}, environment={
+        "user_simulator": {"type": "scripted"}, "max_turns": 1}), tokenizer, sampler)
+    run(generator, batch(TASKS[:1], samples=1))
+    record = generator.last_records[0]
+    assert record.stop_reason == "length" and record.info["parse_failures"] == 1
+    assert record.info["tool_errors"] == 0
+    assert not any(m["role"] == "tool" and "cancelled" in m["content"] for m in record.info["conversation"])
