@@ -124,6 +124,7 @@ class Episode:
         self.tools: list[dict[str, Any]] = []
         self.turns = 0
         self.tool_errors = 0
+        self.user_tool_errors = 0
         self.parse_failures = 0
         self.empty_turns = 0
         self.user_error: str | None = None
@@ -143,8 +144,9 @@ class Episode:
 
     @property
     def errors(self) -> int:
-        """Errors counted against `max_errors`: tool errors, parse failures and empty turns."""
-        return self.tool_errors + self.parse_failures + self.empty_turns
+        """Errors counted against `max_errors`: the agent's and the user's tool errors (tau2's orchestrator counts
+        both), and the policy's parse failures and empty turns (which tau2's agents cannot make)."""
+        return self.tool_errors + self.user_tool_errors + self.parse_failures + self.empty_turns
 
     def system_prompt(self) -> str:
         """tau2's agent system prompt for this domain, with the tools rendered by the parser in text mode."""
@@ -227,6 +229,7 @@ class Episode:
                     return []
                 return to_openai(reply)
             results = [self._env.get_response(call) for call in reply.tool_calls]
+            self.user_tool_errors += sum(result.error for result in results)
             self.trajectory.extend(results)
             message = results[0] if len(results) == 1 else MultiToolMessage(role="tool", tool_messages=results)
         self.user_error = f"the user made tool calls {self.config.max_user_tool_rounds} times without replying"
@@ -374,6 +377,7 @@ class Episode:
             "reward": self.reward,
             "reward_breakdown": breakdown,
             "tool_errors": self.tool_errors,
+            "user_tool_errors": self.user_tool_errors,
             "parse_failures": self.parse_failures,
             "empty_turns": self.empty_turns,
             "user_error": self.user_error,

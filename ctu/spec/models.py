@@ -88,7 +88,8 @@ class Environment(Section):
     max_turns: PositiveInt = 20
     """Most agent turns in an episode; the episode then ends with reason `max_turns` and reward 0."""
     max_errors: PositiveInt = 10
-    """Most tool errors in an episode before it ends with reason `too_many_errors` (as tau2 ends it)."""
+    """Most errors in an episode before it ends with reason `too_many_errors`: the agent's and the user's tool
+    errors (as tau2 counts them), plus the policy's parse failures and empty turns."""
     user_simulator: UserSimulatorRef
     """The simulated customer: `llm` (an OpenAI-compatible endpoint) or `scripted` (offline)."""
     evaluate_nl_assertions: bool = False

@@ -137,3 +137,16 @@ def test_slow_user_does_not_block_other_episodes():
         episodes = asyncio.run(main())
     assert all(ep.conversation[-1]["content"] == "Hello." for ep in episodes), [ep.user_error for ep in episodes]
     assert len(server.requests) == 8
+
+
+def test_the_users_tool_errors_count_against_max_errors_as_in_tau2():
+    """tau2's orchestrator counts every tool error, the user's (telecom's device tools) as much as the agent's."""
+    answers = [Answer.text("My phone has no service."), Answer.calls(("toggle_airplane_mode", {"not_an_argument": 1})),
+               Answer.text("It did not work.")]
+    with ScriptedOpenAIServer(answers) as server:
+        ep = episode(simulator(server), domain="telecom", max_errors=1)
+        asyncio.run(ep.reset())
+        result = asyncio.run(ep.step(ParsedTurn(content="Please turn airplane mode off and on.")))
+    assert ep.user_tool_errors == 1 and ep.tool_errors == 0
+    assert result.done and ep.termination.value == "too_many_errors"
+    assert ep.info()["user_tool_errors"] == 1
