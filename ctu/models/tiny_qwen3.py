@@ -379,15 +379,19 @@ def tokenizer_path() -> Path:
     return path if _complete(path, with_model=False) else build(path, with_model=False)
 
 
+def model_folder() -> Path:
+    """Where the built-in model is cached (built or not)."""
+    return cache_dir() / f"{NAME}-{VERSION}"
+
+
 def model_path(progress: Progress | None = None) -> Path:
     """The cached model folder with tokenizer and weights (built on first use, ~1-2 min here; needs torch)."""
-    path = cache_dir() / f"{NAME}-{VERSION}"
-    return path if is_built() else build(path, with_model=True, progress=progress)
+    return model_folder() if is_built() else build(model_folder(), with_model=True, progress=progress)
 
 
 def is_built() -> bool:
     """Whether the built-in model is in the cache already (so `model_path()` returns at once)."""
-    return _complete(cache_dir() / f"{NAME}-{VERSION}", with_model=True)
+    return _complete(model_folder(), with_model=True)
 
 
 def local_path(model: str) -> str:
@@ -402,7 +406,7 @@ def local_path(model: str) -> str:
         name = model.removeprefix(BUILTIN_PREFIX)
         if name != NAME:
             raise ValueError(f"unknown built-in model {model!r}; built-in: {BUILTIN_PREFIX}{NAME}")
-        return str(cache_dir() / f"{NAME}-{VERSION}")
+        return str(model_folder())
     return str(Path(model).absolute()) if Path(model).exists() else model
 
 
