@@ -79,6 +79,16 @@ def check_thinking(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
+def check_builtin_model(spec: Spec) -> Iterator[SpecIssue]:
+    """A ``builtin:`` model path must name a built-in model."""
+    from ctu.models.tiny_qwen3 import BUILTIN_PREFIX, NAME
+
+    path = spec.model.path
+    if path.startswith(BUILTIN_PREFIX) and path.removeprefix(BUILTIN_PREFIX) != NAME:
+        yield SpecIssue("model.path", f"unknown built-in model {path!r}{did_you_mean(path, [BUILTIN_PREFIX + NAME])}; "
+                                      f"built-in: {BUILTIN_PREFIX}{NAME}")
+
+
 def check_grpo_group(spec: Spec) -> Iterator[SpecIssue]:
     """GRPO's advantage is a reward's distance from its group's mean: a group of one has none to learn from."""
     if spec.algorithm.advantage_estimator == "grpo" and spec.rollout.n_samples_per_prompt < 2:
@@ -184,6 +194,7 @@ def check_tinker(spec: Spec) -> Iterator[SpecIssue]:
 
 ERROR_CHECKS: tuple[Check, ...] = (
     check_batch_sizes,
+    check_builtin_model,
     check_grpo_group,
     check_context,
     check_native_tool_calling,
