@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ctu.errors import CtuError
 from ctu.registry import ComponentParams
 
 
@@ -31,8 +32,9 @@ class OpenAIEndpointParams(ComponentParams):
     """Longest delay between two attempts."""
 
 
-class EndpointError(Exception):
-    """An OpenAI-compatible endpoint gave no usable answer after every retry (or refused the request)."""
+class EndpointError(CtuError):
+    """An OpenAI-compatible endpoint gave no usable answer after every retry (or refused the request). A
+    `CtuError`: where one ends a command, it is printed in a line, not as a traceback."""
 
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})

@@ -65,3 +65,9 @@ def test_cookies_set_by_the_endpoint_are_not_sent_back():
 
         assert asyncio.run(twice()) == ["hello", "again"]
     assert [headers.get("cookie") for headers in server.request_headers] == [None, None]
+
+
+def test_an_endpoint_error_is_a_ctu_error_printed_without_a_traceback():
+    from ctu.errors import CtuError
+
+    assert issubclass(EndpointError, CtuError)
