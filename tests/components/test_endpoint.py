@@ -7,7 +7,7 @@ import asyncio
 import gc
 import warnings
 
-from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
+from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
 from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
 
 HELLO = [{"role": "user", "content": "hi"}]
