@@ -133,11 +133,8 @@ class TinkerRunner:
             return
         from ctu.runners.tinker_server import LocalTinkerServer
 
-        server = LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank)
-        try:
-            yield server.start().wait_healthy
-        finally:
-            server.stop()
+        with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
+            yield server.wait_healthy
 
     async def _run(self, model_path: str) -> dict[str, Any]:
         spec = self.spec

@@ -62,8 +62,8 @@ gone, it exits."""
 
 
 class LocalTinkerServer:
-    """Context manager: start the server, wait until `/api/v1/healthz` answers, stop it on exit. `start` and
-    `wait_healthy` split the two, so a caller can prepare other things while the server boots.
+    """Context manager: starts the server on entry and stops it on exit; `wait_healthy` waits until
+    `/api/v1/healthz` answers, so a caller can prepare other things while the server boots.
 
     Args:
         base_model: local folder of the base model.
@@ -171,10 +171,8 @@ class LocalTinkerServer:
         raise TinkerServerError(f"the local Tinker server was not healthy after {self.startup_timeout_s:.0f} s; see {self.folder / 'server.log'}")
 
     def __enter__(self) -> LocalTinkerServer:
-        """`start`, then `wait_healthy`."""
-        self.start()
-        self.wait_healthy()
-        return self
+        """`start` (call `wait_healthy` before using the server)."""
+        return self.start()
 
     def stop(self) -> None:
         """Stop the server's process group: SIGTERM, then SIGKILL after 15 s."""
