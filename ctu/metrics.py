@@ -8,7 +8,9 @@ by the functions here.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 GENERATION = "generation"
 REWARD = "reward"
@@ -46,3 +48,30 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     if k > n or c > n or min(n, c, k) < 0:
         raise ValueError(f"pass^k needs 0 <= c, k <= n; got n={n}, c={c}, k={k}")
     return math.comb(c, k) / math.comb(n, k)
+
+
+def evaluation_metrics(name: str, records: Sequence[Any], samples: int) -> dict[str, float]:
+    """One test set's ``test-<name>/average_reward``, ``success_rate`` and ``pass^k`` for k = 1..`samples`,
+    from its `TrajectoryRecord`s (`samples` of each task).
+
+    Infrastructure errors (`infra_error`) are left out, as tau2 leaves skipped simulations out of pass^k, and
+    counted in ``num_infra_errors``: a task's pass^k is over its other trials, and a task with fewer than k
+    of them is left out of pass^k. A figure over no episode is absent.
+    """
+    area = area_of_test_set(name)
+    valid = [r for r in records if r.infra_error is None]
+    metrics = {
+        metric(area, "num_episodes"): float(len(records)),
+        metric(area, "num_infra_errors"): float(len(records) - len(valid)),
+    }
+    if valid:
+        metrics[metric(area, "average_reward")] = mean(r.reward for r in valid)
+        metrics[metric(area, "success_rate")] = mean(float(r.success) for r in valid)
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for record in valid:
+        by_task[str(record.extras.get("task_id"))].append(record.success)
+    for k in range(1, samples + 1):
+        values = [pass_hat_k(len(v), sum(v), k) for v in by_task.values() if len(v) >= k]
+        if values:
+            metrics[metric(area, f"pass^{k}")] = mean(values)
+    return metrics

@@ -87,6 +87,9 @@ class TrajectoryRecord:
     policy_turns: int = 0
     error: str | None = None
     seconds: float = 0.0
+    infra_error: str | None = None
+    """Why the episode says nothing about the policy (see `infrastructure_error`), else None. Such an episode is
+    left out of its GRPO group, the loss, success rates and pass^k."""
 
     @property
     def raw_reward(self) -> float:
@@ -97,6 +100,24 @@ class TrajectoryRecord:
     def success(self) -> bool:
         """tau2 scored the episode 1.0."""
         return self.raw_reward == 1.0
+
+
+def infrastructure_error(info: dict[str, Any], judge_error: str | None = None) -> str | None:
+    """Why a finished episode is an infrastructure error, or None when it measures the policy.
+
+    An episode is one when its user simulator failed (an endpoint that stayed down, a reply that is no valid
+    message, a user stuck in tool calls), when tau2's evaluator raised, or when a judge the spec marks fatal
+    failed (`judge_error`). tau2 likewise marks a simulation that raised as skipped instead of scoring it
+    (`tau2.run.run_task`, ``skip_failed_samples``). An episode the generator could not run at all (its
+    `TrajectoryRecord.error`) is one as well; `TauGenerator.run_episode` marks it.
+    """
+    if info.get("user_error"):
+        return f"user simulator: {info['user_error']}"
+    if info.get("evaluation_error"):
+        return f"evaluator: {info['evaluation_error']}"
+    if judge_error:
+        return f"judge: {judge_error}"
+    return None
 
 
 class TauGenerator(GeneratorInterface):
@@ -192,8 +213,9 @@ class TauGenerator(GeneratorInterface):
         except Exception as exc:  # one broken episode must not end a multi-day run
             logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
             eos = self.account.eos_id if self.account.eos_id is not None else 0
+            error = f"{type(exc).__name__}: {exc}"
             record = TrajectoryRecord([eos], [eos], [0], [0.0], 0.0, "error", {"task_id": extras.get("task_id")},
-                                      extras=dict(extras), error=f"{type(exc).__name__}: {exc}")
+                                      extras=dict(extras), error=error, infra_error=f"episode failed: {error}")
         record.seconds = time.perf_counter() - started
         return record
 
@@ -284,7 +306,7 @@ class TauGenerator(GeneratorInterface):
         context = RewardContext(info, env.episode.task, env.episode.domain.write_tools, phase, stop_reason, setup.rewards[phase].judge)
         reward, reward_metrics = await setup.rewards[phase].score(context)
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, info, reward_metrics,
-                                dict(extras), policy_turns=turns)
+                                dict(extras), policy_turns=turns, infra_error=infrastructure_error(info, context.fatal_error))
 
 
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
@@ -311,44 +333,57 @@ def episode_row(record: TrajectoryRecord) -> dict[str, Any]:
         "success": record.success,
         "termination": record.info.get("termination"),
         "turns": record.info.get("turns", 0),
+        "infra_error": record.infra_error,
     }
 
 
 def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
-    """The batch's metrics, named by `ctu.metrics`; zeros (never NaN) for an empty batch."""
+    """The batch's metrics, named by `ctu.metrics`; zeros (never NaN) for an empty batch.
+
+    Rewards, success and parse failures are over the episodes that measure the policy: an infrastructure error
+    (`TrajectoryRecord.infra_error`) is counted in ``environment/infra_errors`` and its rate, and left out of the
+    rest. A rate over no episode (every one an infrastructure error, or none evaluated) is absent, not 0.
+    """
     count = len(records)
-    turns = sum(r.policy_turns for r in records)
-    failures = sum(int(r.info.get("parse_failures") or 0) + int(r.info.get("empty_turns") or 0) for r in records)
+    valid = [r for r in records if r.infra_error is None]
+    turns = sum(r.policy_turns for r in valid)
+    failures = sum(int(r.info.get("parse_failures") or 0) + int(r.info.get("empty_turns") or 0) for r in valid)
     metrics: dict[str, float] = {
-        metric(GENERATION, "avg_reward"): mean(r.reward for r in records),
-        metric(GENERATION, "success_rate"): mean(float(r.success) for r in records),
         metric(GENERATION, "num_trajectories"): float(count),
         metric(GENERATION, "avg_response_length"): mean(float(sum(r.loss_mask)) for r in records),
         metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
         metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
-        # tau2's own reward before the spec's reward wrappers. Not `reward/avg_raw_reward`: SkyRL's trainer writes
-        # that name with the mean final reward after the generator returns.
-        metric(REWARD, "avg_outcome_reward"): mean(r.raw_reward for r in records),
-        metric(REWARD, "avg_final_reward"): mean(r.reward for r in records),
         metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.info.get("turns") or 0) for r in records),
         metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.info.get("tool_errors") or 0) for r in records),
         metric(ENVIRONMENT, "evaluation_errors"): float(sum(bool(r.info.get("evaluation_error")) for r in records)),
+        metric(ENVIRONMENT, "infra_errors"): float(count - len(valid)),
+        metric(ENVIRONMENT, "infra_error_rate"): (count - len(valid)) / count if count else 0.0,
         metric(USER, "errors"): float(sum(bool(r.info.get("user_error")) for r in records)),
     }
-    evaluated = [r for r in records if r.info.get("reward_path")]
+    if valid or not records:
+        metrics.update({
+            metric(GENERATION, "avg_reward"): mean(r.reward for r in valid),
+            metric(GENERATION, "success_rate"): mean(float(r.success) for r in valid),
+            # tau2's own reward before the spec's reward wrappers. Not `reward/avg_raw_reward`: SkyRL's trainer
+            # writes that name with the mean final reward of every trajectory after the generator returns.
+            metric(REWARD, "avg_outcome_reward"): mean(r.raw_reward for r in valid),
+            metric(REWARD, "avg_final_reward"): mean(r.reward for r in valid),
+        })
+    evaluated = [r for r in valid if r.info.get("reward_path")]
     if evaluated:  # a rate over no evaluated episode is absent, not 0
         metrics[metric(ENVIRONMENT, "fast_reward_rate")] = mean(float(r.info["reward_path"] == "fast") for r in evaluated)
     terminations = Counter(r.info.get("termination") or "none" for r in records)
     for reason, n in terminations.items():
         metrics[metric(ENVIRONMENT, f"termination/{reason}")] = n / count
-    sums: dict[str, list[float]] = {}
+    counts: dict[str, float] = {}  # judge calls and failures: over every episode
+    values: dict[str, list[float]] = {}  # means (contributions, judge score): over the episodes that measure the policy
     for record in records:
         for name, value in record.reward_metrics.items():
-            sums.setdefault(name, []).append(value)
-    for name, values in sums.items():
-        if name.startswith(f"{JUDGE}/") and name != metric(JUDGE, "score"):
-            metrics[name] = float(sum(values))
-        else:
-            metrics[name] = mean(values)
+            if name.startswith(f"{JUDGE}/") and name != metric(JUDGE, "score"):
+                counts[name] = counts.get(name, 0.0) + value
+            elif record.infra_error is None:
+                values.setdefault(name, []).append(value)
+    metrics.update(counts)
+    metrics.update({name: mean(v) for name, v in values.items()})
     return metrics

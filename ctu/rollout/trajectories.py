@@ -14,7 +14,8 @@ from typing import Any
 
 def trajectory_line(record: Any, phase: str, step: int) -> dict[str, Any]:
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
-    tau2's reward, domain, task id, turns, termination, errors, and the judge's verdict if any."""
+    tau2's reward, domain, task id, turns, termination, errors (with `infra_error`: why the episode was left out
+    of training, or None), and the judge's verdict if any."""
     info = record.info
     return {
         "step": step,
@@ -33,7 +34,9 @@ def trajectory_line(record: Any, phase: str, step: int) -> dict[str, Any]:
         "stop_reason": record.stop_reason,
         "judge": info.get("judge"),
         "user_error": info.get("user_error"),
+        "evaluation_error": info.get("evaluation_error"),
         "error": record.error,
+        "infra_error": record.infra_error,
         "messages": info.get("conversation") or [],
     }
 

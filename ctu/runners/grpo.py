@@ -14,23 +14,43 @@ from dataclasses import dataclass
 EPSILON = 1e-6
 
 
-def group_advantages(rewards: Sequence[float], group_size: int, norm_by_std: bool = True) -> list[float]:
+def group_advantages(rewards: Sequence[float], group_size: int, norm_by_std: bool = True,
+                     excluded: Sequence[bool] | None = None) -> list[float]:
     """One advantage per reward; `rewards` are consecutive groups of `group_size`.
 
+    `excluded` (one flag per reward) marks infrastructure errors: they get advantage 0 and are left out of
+    their group's mean and standard deviation. A group with fewer than two rewards left has no baseline: its
+    advantages are 0.
+
     Raises:
-        ValueError: the rewards do not split into whole groups.
+        ValueError: the rewards do not split into whole groups, or `excluded` has another length.
     """
     if group_size <= 0 or len(rewards) % group_size:
         raise ValueError(f"{len(rewards)} rewards do not split into groups of {group_size}")
+    if excluded is None:
+        excluded = [False] * len(rewards)
+    if len(excluded) != len(rewards):
+        raise ValueError(f"{len(excluded)} exclusion flags for {len(rewards)} rewards")
     advantages: list[float] = []
     for start in range(0, len(rewards), group_size):
-        group = list(rewards[start : start + group_size])
-        mean = sum(group) / len(group)
-        std = math.sqrt(sum((r - mean) ** 2 for r in group) / (len(group) - 1)) if len(group) > 1 else 0.0
-        for reward in group:
-            centred = reward - mean
+        group = range(start, start + group_size)
+        kept = [rewards[i] for i in group if not excluded[i]]
+        if len(kept) < 2:
+            advantages += [0.0] * group_size
+            continue
+        mean = sum(kept) / len(kept)
+        std = math.sqrt(sum((r - mean) ** 2 for r in kept) / (len(kept) - 1))
+        for i in group:
+            centred = 0.0 if excluded[i] else rewards[i] - mean
             advantages.append(centred / (std + EPSILON) if norm_by_std else centred)
     return advantages
+
+
+def skip_step(excluded: Sequence[bool], max_infra_error_rate: float) -> bool:
+    """Whether a training step is skipped (no update): more than `max_infra_error_rate` of its episodes
+    (`excluded`, one flag each) ended by an infrastructure error, so what is left is too little to learn from
+    and the outage, not the policy, decided which episodes remain."""
+    return bool(excluded) and sum(excluded) / len(excluded) > max_infra_error_rate
 
 
 @dataclass

@@ -5,7 +5,8 @@ Imported only inside the launch (it imports ray, torch and skyrl's trainer).
 
 from __future__ import annotations
 
-from collections import defaultdict
+import logging
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,14 @@ from skyrl.train.entrypoints.main_base import BasePPOExp
 from skyrl.train.trainer import RayPPOTrainer
 
 from ctu.components.trackers.builtin import Trackers, run_trackers
+from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.registry import populate_registry
 from ctu.rollout.sampling import SkyRLSampler
 from ctu.rollout.setup import build_generator
 from ctu.rollout.trajectories import TrajectoryLogger
 from ctu.spec import Spec, spec_from_dict, spec_to_dict
+
+logger = logging.getLogger(__name__)
 
 
 class CtuTracking:
@@ -50,16 +54,72 @@ class CtuTracking:
 
 class CtuPPOTrainer(RayPPOTrainer):
     """SkyRL's trainer, adding ``test-<name>/average_reward``, ``success_rate`` and pass^k to each evaluation,
-    and computing ``eval/all/<ctu metric>`` over every eval trajectory at once.
+    computing ``eval/all/<ctu metric>`` over every eval trajectory at once, and keeping infrastructure errors
+    out of training.
 
     SkyRL's evaluation combines the generator's per-batch metrics by their names (a mean of batch means for
     names with "avg" or "mean", the minimum for names containing "min", such as "termination", else the sum, so
     a success rate over two batches could read 1.25); ctu recomputes them from the trajectories instead.
+
+    A training episode that ended by an infrastructure error (`TrajectoryRecord.infra_error`) gets advantage 0,
+    is left out of its group's mean and standard deviation and gets loss mask 0; a group left with fewer than
+    two episodes gets advantages 0 (as `ctu.runners.grpo.group_advantages` gives on the Tinker backend). A step
+    with more of them than `trainer.max_infra_error_rate` trains nothing (`train/skipped_steps`).
     """
+
+    max_infra_error_rate: float = 0.5
+    """Set by `CtuPPOExp` from the spec."""
+    _skip_step: bool = False
+
+    def _excluded(self, rows: int) -> list[bool]:
+        """One flag per row of the training batch: the episode ended by an infrastructure error. The generator's
+        last batch is the one being trained on, in the same order; padding rows SkyRL appends are never
+        excluded."""
+        records = self.generator.last_records
+        if len(records) > rows:
+            raise RuntimeError(f"the generator's last batch has {len(records)} episodes, the training batch {rows} rows")
+        return [record.infra_error is not None for record in records] + [False] * (rows - len(records))
+
+    def compute_advantages_and_returns(self, data: Any) -> Any:
+        import torch
+
+        from ctu.runners.grpo import skip_step
+
+        uids = list(data.metadata["uids"])
+        excluded = self._excluded(len(uids))
+        episodes = len(self.generator.last_records)
+        self._skip_step = skip_step(excluded[:episodes], self.max_infra_error_rate)
+        if not any(excluded):
+            return super().compute_advantages_and_returns(data)
+        data.metadata["uids"] = [f"{uid}/infra-error" if out else uid for uid, out in zip(uids, excluded)]
+        try:
+            data = super().compute_advantages_and_returns(data)
+        finally:
+            data.metadata["uids"] = uids
+        kept = Counter(uid for uid, out in zip(uids[:episodes], excluded) if not out)
+        zero = torch.tensor([i < episodes and (excluded[i] or kept[uid] < 2) for i, uid in enumerate(uids)])
+        data["advantages"][zero] = 0.0
+        data["returns"][zero] = 0.0
+        data["loss_mask"][torch.tensor(excluded)] = 0
+        valid = torch.masked_select(data["advantages"][:episodes], data["loss_mask"][:episodes].bool())
+        self.all_metrics["loss/avg_raw_advantages"] = valid.mean().item() if valid.numel() else 0.0
+        self.all_metrics["loss/avg_raw_advantages_abs"] = valid.abs().mean().item() if valid.numel() else 0.0
+        return data
+
+    def train_critic_and_policy(self, data: Any) -> dict[str, float]:
+        if not self._skip_step:
+            self.all_metrics[metric(TRAIN, "skipped_steps")] = 0.0
+            return super().train_critic_and_policy(data)
+        records = self.generator.last_records
+        errors = [r.infra_error for r in records if r.infra_error]
+        logger.warning("step %d skipped: %d of %d episodes ended by an infrastructure error (more than "
+                       "trainer.max_infra_error_rate = %s); first: %s", self.global_step, len(errors), len(records),
+                       self.max_infra_error_rate, errors[0])
+        self.all_metrics[metric(TRAIN, "skipped_steps")] = 1.0
+        return {}
 
     async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         from ctu.rollout.generator import rollout_metrics
-        from ctu.runners.tinker import evaluation_metrics
 
         self.generator.pop_eval_records()
         metrics = await super().eval(*args, **kwargs)
@@ -99,10 +159,12 @@ class CtuPPOExp(BasePPOExp):
         return CtuTracking(combined)
 
     def get_trainer(self, cfg, tracker, tokenizer, train_dataset, eval_dataset, inference_engine_client, generator, colocate_pg):
-        return CtuPPOTrainer(
+        trainer = CtuPPOTrainer(
             cfg=cfg, tracker=tracker, tokenizer=tokenizer, train_dataset=train_dataset, eval_dataset=eval_dataset,
             inference_engine_client=inference_engine_client, generator=generator, colocate_pg=colocate_pg,
         )
+        trainer.max_infra_error_rate = self.spec.trainer.max_infra_error_rate
+        return trainer
 
 
 @ray.remote(num_cpus=1)

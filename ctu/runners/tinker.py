@@ -1,12 +1,13 @@
 """The `tinker` backend: a client-side GRPO loop over the Tinker API.
 
 Each step samples groups of rollouts with ctu's generator through a Tinker sampling client, scores them with
-the spec's reward chain, computes group-normalised advantages, runs `forward_backward` with the spec's loss
-(`importance_sampling` or `ppo`) one trajectory at a time (gradients accumulate until `optim_step`), steps the
-optimizer, and samples the next step from the new weights. Test sets are evaluated before training (if asked),
-every `eval_interval` steps and after the last step. Checkpoints are saved through the API every
-`ckpt_interval` steps, at each epoch's end and after the last step. `backend.local` starts
-SkyRL's Tinker API server with its JAX backend on this machine for the run.
+the spec's reward chain, computes group-normalised advantages (infrastructure errors left out of their groups
+and the loss; a step with more of them than `trainer.max_infra_error_rate` is skipped), runs
+`forward_backward` with the spec's loss (`importance_sampling` or `ppo`) one trajectory at a time (gradients
+accumulate until `optim_step`), steps the optimizer, and samples the next step from the new weights. Test sets
+are evaluated before training (if asked), every `eval_interval` steps and after the last step. Checkpoints are
+saved through the API every `ckpt_interval` steps, at each epoch's end and after the last step.
+`backend.local` starts SkyRL's Tinker API server with its JAX backend on this machine for the run.
 """
 
 from __future__ import annotations
@@ -14,24 +15,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
 import random
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ctu.components.trackers.builtin import run_trackers
-from ctu.metrics import EVAL, TIMING, TRAIN, metric, pass_hat_k, area_of_test_set
+from ctu.metrics import EVAL, TIMING, TRAIN, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
-from ctu.runners.grpo import group_advantages, learning_rate, token_data
+from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.runners.rundir import RunDir
 from ctu.runners.tasks import TaskRow, test_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
 from ctu.spec.models import TinkerBackend
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -79,25 +82,6 @@ def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) ->
         "trajectory_ids": None,
         "batch_metadata": BatchMetadata(global_step=step, training_phase=phase),  # type: ignore[arg-type]
     }
-
-
-def evaluation_metrics(name: str, records: list[Any], samples: int) -> dict[str, float]:
-    """``test-<name>/average_reward``, ``success_rate`` and ``pass^k`` for k = 1..samples."""
-    from ctu.metrics import mean
-
-    area = area_of_test_set(name)
-    metrics = {
-        metric(area, "average_reward"): mean(r.reward for r in records),
-        metric(area, "success_rate"): mean(float(r.success) for r in records),
-        metric(area, "num_episodes"): float(len(records)),
-    }
-    by_task: dict[str, list[bool]] = defaultdict(list)
-    for record in records:
-        by_task[str(record.extras.get("task_id"))].append(record.success)
-    for k in range(1, samples + 1):
-        values = [pass_hat_k(len(v), sum(v), k) for v in by_task.values() if len(v) >= k]
-        metrics[metric(area, f"pass^{k}")] = mean(values)
-    return metrics
 
 
 class TinkerRunner:
@@ -156,7 +140,7 @@ class TinkerRunner:
             trackers = run_trackers(self.spec.tracking.trackers)
             trackers.start(self.run_dir.path, spec.experiment.name, spec.tracking.project, spec_to_dict(spec),
                            resume_step=start_step if self.resume else None)
-            logger = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
+            trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
                                       spec.tracking.trajectories.train_samples, spec.experiment.seed)
             last_metrics: dict[str, float] = {}
             try:
@@ -169,7 +153,7 @@ class TinkerRunner:
                     training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
                 sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), tokenizer.decode)
                 with self._progress(plan.total_steps, start_step) as (advance, on_episode):
-                    generator = build_generator(spec, tokenizer, sampler, on_records=logger, on_episode=on_episode)
+                    generator = build_generator(spec, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
                     if start_step == 0 and spec.trainer.eval_before_train and tests:
                         last_metrics = await self._evaluate(generator, tests, 0)
                         trackers.log(last_metrics, 0)
@@ -240,7 +224,13 @@ class TinkerRunner:
         spec = self.spec
         samples = spec.rollout.n_samples_per_prompt
         output = await generator.generate(generator_input(rows, samples, "train", step))
-        advantages = group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std)
+        excluded = [record.infra_error is not None for record in generator.last_records]
+        advantages = group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std, excluded)
+        skipped = skip_step(excluded, spec.trainer.max_infra_error_rate)
+        if skipped:
+            logger.warning("step %d skipped: %d of %d episodes ended by an infrastructure error (more than "
+                           "trainer.max_infra_error_rate = %s); first: %s", step, sum(excluded), len(excluded),
+                           spec.trainer.max_infra_error_rate, next(r.infra_error for r in generator.last_records if r.infra_error))
         logprobs = output["rollout_logprobs"] or [[0.0] * len(r) for r in output["response_ids"]]
         config = None
         if self.backend.loss == "ppo":
@@ -250,7 +240,7 @@ class TinkerRunner:
         for prompt, response, mask, probs, advantage in zip(
             output["prompt_token_ids"], output["response_ids"], output["loss_masks"], logprobs, advantages
         ):
-            if advantage == 0.0 or not any(mask):
+            if skipped or advantage == 0.0 or not any(mask):
                 continue
             data = token_data(prompt, response, mask, probs, advantage)
             datum = tinker.types.Datum(
@@ -280,6 +270,7 @@ class TinkerRunner:
             metric(TRAIN, "groups_with_nonzero_advantage"): float(sum(any(a != 0.0 for a in g) for g in groups)),
             metric(TRAIN, "advantage_abs_mean"): sum(abs(a) for a in advantages) / len(advantages) if advantages else 0.0,
             metric(TRAIN, "optimizer_steps"): float(bool(trained)),
+            metric(TRAIN, "skipped_steps"): float(skipped),
         })
         if losses:
             metrics[metric(TRAIN, "loss_sum")] = sum(losses)

@@ -310,3 +310,63 @@ def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_run
     assert record.stop_reason == "length" and record.info["parse_failures"] == 1
     assert record.info["tool_errors"] == 0
     assert not any(m["role"] == "tool" and "cancelled" in m["content"] for m in record.info["conversation"])
+
+
+def test_a_user_simulator_outage_is_an_infrastructure_error_left_out_of_rewards_and_success(minimal, tokenizer):
+    """Task 2's user simulator is down (503, no retries); task 1's answers. Task 2's episodes are marked, counted
+    and left out of the reward and success figures; nothing else about the batch changes."""
+
+    def answer(body):
+        if "how many tshirt options" in body["messages"][0]["content"]:
+            return Answer.error(503)
+        return Answer.text("###STOP###" if len(body["messages"]) > 2 else "Hi, I want to exchange my keyboard.")
+
+    with ScriptedOpenAIServer(default=answer) as server:
+        user = {"type": "llm", "model": "user", "base_url": server.base_url, "api_key_env": None, "max_retries": 0, "backoff_s": 0.01}
+        generator = build_generator(spec(minimal, environment={"user_simulator": user}), tokenizer,
+                                    scripted_sampler(tokenizer, lambda ids, n: "Let me look at that order."))
+        output = run(generator, batch(["1", "2"]))
+        records = list(generator.last_records)
+        outage = run(generator, batch(["2"]))
+    assert [r.infra_error is None for r in records] == [True, True, False, False]
+    assert all(r.infra_error.startswith("user simulator: ") and "503" in r.infra_error for r in records[2:])
+    from ctu.rollout.trajectories import trajectory_line
+
+    assert trajectory_line(records[2], "train", 1)["infra_error"] == records[2].infra_error
+    metrics = output["rollout_metrics"]
+    assert metrics["environment/infra_errors"] == 2.0 and metrics["environment/infra_error_rate"] == 0.5
+    assert metrics["user/errors"] == 2.0
+    assert metrics["generation/avg_reward"] == pytest.approx(sum(output["rewards"][:2]) / 2)
+    assert metrics["generation/success_rate"] == sum(r.success for r in records[:2]) / 2
+    # a batch where every episode failed this way has no success rate or reward figure, not a 0
+    assert outage["rollout_metrics"]["environment/infra_error_rate"] == 1.0
+    assert not {"generation/success_rate", "generation/avg_reward", "reward/avg_final_reward"} & set(outage["rollout_metrics"])
+
+
+def test_a_judge_failure_is_an_infrastructure_error_only_where_the_spec_makes_it_fatal(minimal, tokenizer):
+    with ScriptedOpenAIServer(default=Answer.error(500)) as judge:
+        config = {"type": "llm_taxonomy", "model": "j", "base_url": judge.base_url, "api_key_env": None, "max_retries": 0}
+        script = ReplayScript(tokenizer, "retail", TASKS[:1])
+        for fatal in (False, True):
+            rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": config, "judge_failure_is_fatal": fatal}]
+            generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+            output = run(generator, batch(TASKS[:1], samples=2))
+            errors = [r.infra_error for r in generator.last_records]
+            assert output["rollout_metrics"]["judge/failures"] == 2.0
+            if fatal:
+                assert all(e.startswith("judge: ") for e in errors)
+                assert output["rollout_metrics"]["environment/infra_errors"] == 2.0
+            else:
+                assert errors == [None, None] and output["rewards"] == [1.0, 1.0]
+
+
+def test_an_episode_that_could_not_run_is_an_infrastructure_error(minimal, tokenizer):
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    bad = batch(TASKS[:1], samples=1)
+    bad["prompts"].append([{"role": "system", "content": "x"}])
+    bad["env_extras"].append({"domain": "retail", "task_id": "no-such-task"})
+    output = run(generator, bad)
+    assert generator.last_records[0].infra_error is None
+    assert generator.last_records[1].infra_error.startswith("episode failed: ")
+    assert output["rollout_metrics"]["generation/success_rate"] == 1.0  # over the episode that ran

@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from ctu.runners.grpo import group_advantages, learning_rate, token_data
+from ctu.metrics import evaluation_metrics
+from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.runners.tasks import TaskRow
-from ctu.runners.tinker import StepPlan, evaluation_metrics
+from ctu.runners.tinker import StepPlan
 
 
 def test_group_advantages_are_centred_and_scaled_per_group():
@@ -19,6 +20,27 @@ def test_group_advantages_are_centred_and_scaled_per_group():
     assert group_advantages([1.0, 0.0], 2, norm_by_std=False) == [0.5, -0.5]
     with pytest.raises(ValueError, match="groups of 3"):
         group_advantages([1.0, 0.0], 3)
+
+
+def test_infrastructure_errors_are_left_out_of_their_groups_and_get_no_advantage():
+    rewards = [1.0, 0.0, 0.0, 0.5, 1.0, 0.0]
+    excluded = [False, False, True, True, True, False]
+    advantages = group_advantages(rewards, 3, excluded=excluded)
+    # the first group is normalised over its two kept rewards only, as if the failed episode had never run
+    assert advantages[:2] == pytest.approx(group_advantages([1.0, 0.0], 2))
+    assert advantages[2] == 0.0
+    assert advantages[3:] == [0.0, 0.0, 0.0]  # one kept reward: no baseline, no signal
+    assert group_advantages(rewards, 3, norm_by_std=False, excluded=excluded)[:3] == [0.5, -0.5, 0.0]
+    with pytest.raises(ValueError, match="2 exclusion flags for 6"):
+        group_advantages(rewards, 3, excluded=[False, True])
+
+
+def test_a_step_is_skipped_only_above_the_infra_error_rate():
+    assert not skip_step([True, False, True, False], 0.5)
+    assert skip_step([True, True, True, False], 0.5)
+    assert skip_step([True], 0.0) and not skip_step([False], 0.0)
+    assert not skip_step([True, True], 1.0)
+    assert not skip_step([], 0.0)
 
 
 def test_token_data_shifts_and_masks():
@@ -55,10 +77,11 @@ def test_step_plan_is_deterministic_and_covers_each_epoch():
 
 
 class Record:
-    def __init__(self, task_id: str, success: bool, reward: float) -> None:
+    def __init__(self, task_id: str, success: bool, reward: float, infra_error: str | None = None) -> None:
         self.extras = {"task_id": task_id}
         self.success = success
         self.reward = reward
+        self.infra_error = infra_error
 
 
 def test_evaluation_metrics_with_pass_hat_k():
@@ -68,3 +91,16 @@ def test_evaluation_metrics_with_pass_hat_k():
     assert metrics["test-retail/success_rate"] == 0.75
     assert metrics["test-retail/pass^1"] == pytest.approx(0.75)
     assert metrics["test-retail/pass^2"] == pytest.approx(0.5)
+
+
+def test_evaluation_metrics_leave_infrastructure_errors_out_of_success_and_pass_hat_k():
+    down = "user simulator: 503"
+    records = [Record("a", True, 1.0), Record("a", False, 0.0, down), Record("b", True, 1.0), Record("b", False, 0.0)]
+    metrics = evaluation_metrics("retail", records, samples=2)
+    assert metrics["test-retail/num_episodes"] == 4.0 and metrics["test-retail/num_infra_errors"] == 1.0
+    assert metrics["test-retail/success_rate"] == pytest.approx(2 / 3)
+    assert metrics["test-retail/average_reward"] == pytest.approx(2 / 3)
+    assert metrics["test-retail/pass^1"] == pytest.approx((1.0 + 0.5) / 2)  # task a over its one real trial
+    assert metrics["test-retail/pass^2"] == pytest.approx(0.0)  # only task b has two trials left
+    outage = evaluation_metrics("retail", [Record("a", False, 0.0, down)] * 2, samples=2)
+    assert outage == {"test-retail/num_episodes": 2.0, "test-retail/num_infra_errors": 2.0}  # no rate over nothing

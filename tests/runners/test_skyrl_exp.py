@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ctu.components.trackers.builtin import run_trackers
 
 
@@ -63,3 +65,82 @@ def test_eval_all_metrics_are_computed_over_every_eval_trajectory(monkeypatch):
     assert metrics["eval/all/environment/termination/max_turns"] == 0.25
     assert metrics["eval/all/reward/avg_outcome_reward"] == 0.75 and metrics["eval/all/avg_score"] == 0.75
     assert metrics["test-retail/success_rate"] == 1.0 and metrics["test-airline/success_rate"] == 0.5
+
+
+def training_batch(rewards: list[float], uids: list[str], pad: int = 0):
+    """The batch SkyRL's trainer hands `compute_advantages_and_returns`: token rewards on each response's last
+    token, masks, uids, and `pad` rows padded on as SkyRL pads for data parallelism."""
+    import torch
+    from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch, pad_training_input_batch
+
+    rows, length = len(rewards), 3
+    token_rewards = torch.zeros(rows, length)
+    token_rewards[:, -1] = torch.tensor(rewards)
+    batch = TrainingInputBatch({
+        "sequences": torch.ones(rows, length + 2, dtype=torch.long),
+        "response_mask": torch.ones(rows, length, dtype=torch.long),
+        "loss_mask": torch.ones(rows, length, dtype=torch.long),
+        "rewards": token_rewards,
+        "values": None,
+    })
+    batch.metadata = {"uids": list(uids), "avg_response_length": float(length)}
+    return pad_training_input_batch(batch, pad)
+
+
+def skyrl_trainer(infra_errors: list[str | None], max_rate: float = 0.5):
+    from types import SimpleNamespace
+
+    from skyrl.train.config import SkyRLTrainConfig
+
+    from ctu.runners.skyrl_exp import CtuPPOTrainer
+
+    trainer = object.__new__(CtuPPOTrainer)
+    trainer.cfg = SkyRLTrainConfig()
+    trainer.all_metrics = {}
+    trainer.max_infra_error_rate = max_rate
+    trainer.global_step = 1
+    trainer.generator = SimpleNamespace(last_records=[SimpleNamespace(infra_error=e) for e in infra_errors])
+    return trainer
+
+
+def test_skyrls_advantages_leave_infrastructure_errors_out_of_groups_and_loss():
+    """SkyRL's own GRPO estimator runs; the failed episode joins no group and trains nothing, a group left with one
+    episode has no baseline, and the padding SkyRL adds stays as SkyRL made it."""
+    from ctu.runners.grpo import group_advantages
+
+    rewards = [1.0, 0.0, 0.3, 0.9, 0.2, 0.0]
+    uids = ["a", "a", "a", "b", "b", "b"]
+    errors = [None, None, "user simulator: 503", None, "evaluator: KeyError", "user simulator: 503"]
+    trainer = skyrl_trainer(errors)
+    data = trainer.compute_advantages_and_returns(training_batch(rewards, uids, pad=2))
+    advantages = data["advantages"][:, -1].tolist()
+    expected = group_advantages(rewards, 3, excluded=[e is not None for e in errors])
+    assert advantages[:6] == pytest.approx(expected, abs=1e-5)
+    assert advantages[0] > 0.5 and advantages[2] == 0.0 and advantages[3:6] == [0.0, 0.0, 0.0]
+    assert data["loss_mask"].sum(dim=1).tolist() == [3, 3, 0, 3, 0, 0, 0, 0]
+    assert data.metadata["uids"] == uids + ["pad0", "pad1"]
+    # over the tokens still trained on: rows 0 and 1 (+-0.71) and row 3 (0, no baseline)
+    assert trainer.all_metrics["loss/avg_raw_advantages_abs"] == pytest.approx(2 * abs(advantages[0]) / 3, abs=1e-5)
+    assert not trainer._skip_step  # 3 of 6 is not more than half
+
+
+def test_a_step_with_too_many_infrastructure_errors_trains_nothing():
+    errors = ["user simulator: 503"] * 3 + [None]
+    trainer = skyrl_trainer(errors, max_rate=0.5)
+    data = trainer.compute_advantages_and_returns(training_batch([0.0, 0.0, 0.0, 1.0], ["a", "a", "b", "b"]))
+    assert trainer._skip_step
+    # SkyRL's own training step is never reached (it would need workers this trainer does not have)
+    assert trainer.train_critic_and_policy(data) == {}
+    assert trainer.all_metrics["train/skipped_steps"] == 1.0
+
+
+def test_skyrls_advantages_are_unchanged_without_infrastructure_errors():
+    rewards = [1.0, 0.0, 0.3, 0.9]
+    plain = skyrl_trainer([None] * 4)
+    data = plain.compute_advantages_and_returns(training_batch(rewards, ["a", "a", "b", "b"]))
+    from skyrl.train.trainer import RayPPOTrainer
+
+    reference = skyrl_trainer([None] * 4)
+    expected = RayPPOTrainer.compute_advantages_and_returns(reference, training_batch(rewards, ["a", "a", "b", "b"]))
+    assert data["advantages"].tolist() == expected["advantages"].tolist()
+    assert data["loss_mask"].tolist() == expected["loss_mask"].tolist() and not plain._skip_step

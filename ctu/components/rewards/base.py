@@ -20,6 +20,8 @@ class RewardContext:
         stop_reason: how the policy's last turn ended (``stop`` or ``length``).
         judge: the spec's top-level judge component config (for rewards with no judge of their own), or None.
         metrics: components add per-episode numbers here (``judge/failures`` ...).
+        fatal_error: a component sets it when a failure it cannot score around makes the episode an
+            infrastructure error (a judge marked fatal that failed); the episode is then left out of training.
     """
 
     info: dict[str, Any]
@@ -29,6 +31,7 @@ class RewardContext:
     stop_reason: str = "stop"
     judge: Any = None
     metrics: dict[str, float] = field(default_factory=dict)
+    fatal_error: str | None = None
 
 
 class RewardComponent(Protocol):

@@ -36,7 +36,8 @@ class TauOutcomeReward:
 class TaxonomyFeedbackReward:
     """Adds `weight` x the judge's taxonomy score (a bonus or a penalty), in training only, never in evaluation.
 
-    A failed or malformed judge call adds nothing and is counted in `judge/failures`.
+    A failed or malformed judge call is counted in `judge/failures` and adds nothing, or, with
+    `judge_failure_is_fatal`, makes the episode an infrastructure error, left out of training.
     """
 
     training_only: ClassVar[bool] = True
@@ -47,6 +48,10 @@ class TaxonomyFeedbackReward:
         """Scale of the judge's score in [-1, 1] added to the reward."""
         judge: JudgeRef | None = None
         """The judge; null uses the spec's top-level `judge`."""
+        judge_failure_is_fatal: bool = False
+        """A failed judge call makes the episode an infrastructure error (left out of its GRPO group, the loss and
+        success rates) instead of keeping the reward without the judge's term. For runs where the judge's
+        term carries the learning signal."""
 
     def __init__(self, params: Params) -> None:
         self.params = params
@@ -63,7 +68,8 @@ class TaxonomyFeedbackReward:
         return self._judge
 
     async def apply(self, reward: float, context: RewardContext) -> float:
-        """Adds ``weight * verdict.score``; nothing on a failed verdict."""
+        """Adds ``weight * verdict.score``; nothing on a failed verdict (which sets `context.fatal_error` when
+        the judge's failure is fatal)."""
         from ctu.components.judges.base import JudgeInput
         from ctu.metrics import JUDGE, metric
 
@@ -73,6 +79,8 @@ class TaxonomyFeedbackReward:
         context.metrics[metric(JUDGE, "failures")] = float(verdict.error is not None)
         context.info.setdefault("judge", {"categories": list(verdict.categories), "score": verdict.score, "error": verdict.error})
         if verdict.score is None:
+            if self.params.judge_failure_is_fatal:
+                context.fatal_error = verdict.error or "the judge gave no score"
             return reward
         context.metrics[metric(JUDGE, "score")] = verdict.score
         return reward + self.params.weight * verdict.score
