@@ -118,3 +118,17 @@ def test_a_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(stan
     assert all("test-retail/average_reward" in lines[i] for i in (0, 1, 2))
     assert json.loads((run / "state.json").read_text())["step"] == 2
     assert (run / "checkpoints" / "global_step_1" / "data.pt.epoch_end").exists()
+
+
+def test_a_step_whose_user_simulator_is_down_is_skipped_with_a_warning(standin: str, tmp_path: Path):
+    """Every episode's user simulator endpoint refuses connections: each episode is an infrastructure error, the
+    step trains nothing, and no success rate or reward is reported over them."""
+    down = "environment.user_simulator={type: llm, model: user, base_url: 'http://127.0.0.1:9/v1', api_key_env: null, max_retries: 0}"
+    result = run_skyrl_on_cpu(standin, tmp_path, down, "trainer.max_steps=1", "trainer.eval_before_train=false")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "step 1 skipped: 8 of 8 episodes ended by an infrastructure error" in result.stdout + result.stderr
+    [line] = metric_lines(tmp_path / "run")
+    assert line["train/skipped_steps"] == 1.0 and line["environment/infra_error_rate"] == 1.0
+    assert not any(name.startswith("policy/") for name in line)  # SkyRL's training step never ran
+    assert "generation/success_rate" not in line and "test-retail/success_rate" not in line
+    assert line["test-retail/num_infra_errors"] == 2.0
