@@ -128,3 +128,22 @@ def test_no_parser_ever_raises(text, name):
     for call in turn.tool_calls:
         assert isinstance(call.name, str) and isinstance(call.arguments, dict)
         json.dumps(call.arguments)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("hermes", '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "#W2378156"'),
+    ("json", '{"name": "get_order_details", "arguments": {"order_id": "#W2378156"'),
+    ("openai", '{"tool_calls": [{"type": "function", "function": {"name": "get_order_details", "arguments": "{\\"order_id\\": \\"#W2378156\\"}"}}'),
+    ("react", 'Thought: look it up\nAction: get_order_details\nAction Input: {"order_id": "#W2378156"'),
+])
+def test_truncated_json_repair_is_a_parser_option_the_spec_can_turn_off(name, text):
+    from ctu.registry import registry
+
+    info = registry.parsers.get(name)
+    repaired = info.build(info.params_model()).parse(text)
+    assert repaired.tool_calls == (ToolCall("get_order_details", {"order_id": "#W2378156"}),) and not repaired.parse_errors
+    strict = info.build(info.params_model(repair_truncated_json=False)).parse(text)
+    assert strict.tool_calls == () and strict.is_parse_failure
+    auto = registry.parsers.get("auto")
+    assert auto.build(auto.params_model(order=[name], repair_truncated_json=False)).parse(text).is_parse_failure
+    assert auto.build(auto.params_model(order=[name])).parse(text).tool_calls == repaired.tool_calls

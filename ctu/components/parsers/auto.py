@@ -19,13 +19,17 @@ class AutoParser:
     class Params(ComponentParams):
         order: list[ParserName] = Field(default_factory=lambda: ["hermes", "openai", "json", "react", "python_call"], min_length=1)
         """Parsers to try, first to last; the first renders the tools into the system prompt."""
+        repair_truncated_json: bool = True
+        """Passed to each JSON parser tried (see theirs)."""
 
     def __init__(self, params: Params | None = None) -> None:
         self.params = params or self.Params()
         self.parsers = []
         for name in self.params.order:
             info = registry.parsers.get(name)
-            self.parsers.append(info.build(info.params_model()))
+            model = info.params_model
+            fields = {"repair_truncated_json": self.params.repair_truncated_json} if "repair_truncated_json" in model.model_fields else {}
+            self.parsers.append(info.build(model(**fields)))
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The first parser's rendering."""

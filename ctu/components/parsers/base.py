@@ -50,6 +50,15 @@ class Parser(Protocol):
         ...
 
 
+class JsonCallParams(ComponentParams):
+    """Params of the parsers whose tool calls are JSON."""
+
+    repair_truncated_json: bool = True
+    """Run a tool call whose JSON is missing only its closing quotes and brackets (a turn that ended normally but
+    slightly malformed) instead of counting it a parse failure. A turn cut off by the token limit is a parse
+    failure either way, and its call never runs."""
+
+
 class ParserBase:
     """Shared constructor of the built-in parsers: `params` default to the class's `Params`."""
 

@@ -6,21 +6,22 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall
+from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall
 from ctu.components.parsers.jsonutil import loads_lenient
 from ctu.registry import registry
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
 
-def tool_call_from_json(payload: str) -> ToolCall | str:
-    """Parse one ``{"name": str, "arguments": object | JSON string}`` payload (a truncated one is repaired).
+def tool_call_from_json(payload: str, repair: bool = True) -> ToolCall | str:
+    """Parse one ``{"name": str, "arguments": object | JSON string}`` payload (a truncated one is repaired when
+    `repair`).
 
     Returns:
         The `ToolCall`, or a message saying why the payload is not one (never raises).
     """
     try:
-        data: Any = loads_lenient(payload)
+        data: Any = loads_lenient(payload, repair)
     except json.JSONDecodeError as exc:
         return f"invalid JSON in tool call: {exc.msg} at char {exc.pos}"
     if not isinstance(data, dict):
@@ -52,9 +53,11 @@ def format_hermes_calls(calls: list[ToolCall] | tuple[ToolCall, ...]) -> str:
 class HermesParser(ParserBase):
     """Hermes-style `<tool_call>` JSON blocks (Qwen2.5, Qwen3); text outside the blocks is the reply to the user.
 
-    A truncated call (a turn cut by the token limit, an unclosed block or brace) is repaired when only closing
-    brackets are missing.
+    A call missing only its closing quotes, braces or `</tool_call>` is repaired (`repair_truncated_json`).
     """
+
+    class Params(JsonCallParams):
+        pass
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools as Qwen's chat template presents them: JSON schemas in <tools>, calls in <tool_call>."""
@@ -72,7 +75,7 @@ class HermesParser(ParserBase):
         calls: list[ToolCall] = []
         errors: list[str] = []
         for match in _BLOCK.finditer(text):
-            result = tool_call_from_json(match.group(1).strip())
+            result = tool_call_from_json(match.group(1).strip(), self.params.repair_truncated_json)
             if isinstance(result, ToolCall):
                 calls.append(result)
             else:

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall, render_tool_list
+from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.hermes import tool_call_from_json
 from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
 from ctu.registry import registry
@@ -32,6 +32,9 @@ def render_json_tools(tools: list[dict[str, Any]], example: str) -> str:
 class JsonParser(ParserBase):
     """Bare JSON calls, ``{"name": ..., "arguments": {...}}`` (or a list of them), fenced or not; the rest is text."""
 
+    class Params(JsonCallParams):
+        pass
+
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and the bare-JSON call format."""
         return render_json_tools(tools, '{"name": "<function-name>", "arguments": {<args>}}')
@@ -56,7 +59,7 @@ class JsonParser(ParserBase):
         dangling = _CALL_START.search(rest)
         if dangling:  # a call that does not parse: repair a truncation, else report it
             tail = rest[dangling.start():].strip()
-            repaired = repair_truncated(tail)
+            repaired = repair_truncated(tail) if self.params.repair_truncated_json else None
             result = tool_call_from_json(repaired) if repaired else "unparsable JSON tool call"
             (calls if isinstance(result, ToolCall) else errors).append(result)
             rest = rest[: dangling.start()]

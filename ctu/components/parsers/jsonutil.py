@@ -44,8 +44,8 @@ def repair_truncated(text: str) -> str | None:
     return repaired + "".join(reversed(stack))
 
 
-def loads_lenient(text: str) -> Any:
-    """`json.loads`, else the same after `repair_truncated`.
+def loads_lenient(text: str, repair: bool = True) -> Any:
+    """`json.loads`, else (when `repair`) the same after `repair_truncated`.
 
     Raises:
         json.JSONDecodeError: neither parses.
@@ -53,6 +53,8 @@ def loads_lenient(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
+        if not repair:
+            raise
         repaired = repair_truncated(text.strip())
         if repaired is None:
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall
+from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall
 from ctu.components.parsers.hermes import tool_call_from_json
 from ctu.components.parsers.json_call import render_json_tools
 from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
@@ -15,6 +15,9 @@ from ctu.registry import registry
 @registry.parsers.register("openai")
 class OpenAIFormatParser(ParserBase):
     """``{"tool_calls": [{"type": "function", "function": {"name": ..., "arguments": ...}}]}`` in the text."""
+
+    class Params(JsonCallParams):
+        pass
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and OpenAI's `tool_calls` format."""
@@ -36,7 +39,8 @@ class OpenAIFormatParser(ParserBase):
         marker = rest.find('"tool_calls"')
         if marker != -1:
             start = rest.rfind("{", 0, marker)
-            repaired = repair_truncated(rest[start:].strip()) if start != -1 else None
+            repair = start != -1 and self.params.repair_truncated_json
+            repaired = repair_truncated(rest[start:].strip()) if repair else None
             try:
                 value = json.loads(repaired) if repaired else None
             except json.JSONDecodeError:

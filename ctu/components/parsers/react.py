@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall, render_tool_list
+from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.jsonutil import loads_lenient
 from ctu.registry import registry
 
@@ -17,18 +17,22 @@ RESPOND = "respond"
 """The action name that means "reply to the user" (its input is the reply, or `{"content": ...}`)."""
 
 
-def _first_json(raw: str) -> object:
-    """The first JSON value at the start of `raw` (text after it is ignored); a truncated one is repaired."""
+def _first_json(raw: str, repair: bool) -> object:
+    """The first JSON value at the start of `raw` (text after it is ignored); a truncated one is repaired when
+    `repair`."""
     try:
         return json.JSONDecoder().raw_decode(raw)[0]
     except json.JSONDecodeError:
-        return loads_lenient(raw)
+        return loads_lenient(raw, repair)
 
 
 @registry.parsers.register("react")
 class ReactParser(ParserBase):
     """ReAct turns: a `Thought:`, then `Action:` with a tool name and `Action Input:` with JSON arguments;
     `Action: respond` (or no action) is a reply to the user. The thought is never shown to the user."""
+
+    class Params(JsonCallParams):
+        pass
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and the ReAct format."""
@@ -48,7 +52,7 @@ class ReactParser(ParserBase):
         raw = raw_input.group(1).strip() if raw_input else ""
         if name == RESPOND:
             try:
-                value = loads_lenient(raw) if raw.startswith("{") else raw
+                value = loads_lenient(raw, self.params.repair_truncated_json) if raw.startswith("{") else raw
             except json.JSONDecodeError:
                 value = raw
             content = value.get("content", "") if isinstance(value, dict) else str(value)
@@ -56,7 +60,7 @@ class ReactParser(ParserBase):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             return ParsedTurn(content="", parse_errors=(f"invalid action name {name!r}",))
         try:
-            arguments = _first_json(raw) if raw else {}
+            arguments = _first_json(raw, self.params.repair_truncated_json) if raw else {}
         except json.JSONDecodeError as exc:
             return ParsedTurn(content="", parse_errors=(f"Action Input of {name!r} is not JSON: {exc.msg}",))
         if not isinstance(arguments, dict):
