@@ -250,3 +250,17 @@ def test_spec_from_dict_does_not_mutate_its_input(minimal):
     snapshot = yaml.safe_dump(minimal)
     spec_from_dict(minimal, ["trainer.epochs=4", "data.train.0.split=test"])
     assert yaml.safe_dump(minimal) == snapshot
+
+
+def test_tasks_whose_gold_solution_exceeds_the_limits_are_a_warning_at_their_source(minimal):
+    minimal["data"]["test_sets"] = {"airline": {"domain": "airline", "split": "test"}}
+    (warning,) = spec_from_dict(minimal).warnings
+    assert warning.path == "data.test_sets.airline" and "44 (21 turns)" in warning.message and "1 of 20 tasks" in warning.message
+    minimal["environment"]["max_turns"] = 21
+    assert spec_from_dict(minimal).warnings == []
+    minimal["environment"].update(max_turns=3, warn_unsolvable_tasks=False)
+    assert spec_from_dict(minimal).warnings == []
+    minimal["environment"].update(max_turns=30, max_errors=2, warn_unsolvable_tasks=True)
+    minimal["data"]["train"] = [{"domain": "retail", "split": "train", "max_tasks": 20}]  # task 21: 3 gold tool errors
+    warnings = {w.path: w.message for w in spec_from_dict(minimal).warnings}
+    assert set(warnings) == {"data.train.0"} and "21 (13 turns, 3 errors)" in warnings["data.train.0"]

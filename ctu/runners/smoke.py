@@ -33,7 +33,8 @@ def smoke_dict(spec: Spec) -> dict[str, Any]:
     no_thinking = data["model"]["chat_template"]["type"] == "qwen3_no_thinking"
     data["experiment"]["name"] = spec.experiment.name + "_smoke"
     data["model"].update(path="builtin:tiny-qwen3", family="qwen3" if no_thinking else "qwen2.5", max_model_len=32768)
-    data["environment"].update(user_simulator={"type": "scripted", "turn_budget": 3}, max_turns=3, evaluate_nl_assertions=False)
+    data["environment"].update(user_simulator={"type": "scripted", "turn_budget": 3}, max_turns=3, evaluate_nl_assertions=False,
+                                warn_unsolvable_tasks=False)
     data["rollout"].update(n_samples_per_prompt=2, max_tokens_per_turn=48, temperature=1.0, eval_n_samples_per_prompt=1)
     data["algorithm"].update(use_kl_loss=False)
     data["trainer"].update(

@@ -151,6 +151,39 @@ def check_domains(spec: Spec) -> Iterator[SpecIssue]:
             )
 
 
+def check_gold_solutions(spec: Spec) -> Iterator[SpecIssue]:
+    """Warn when a training or test source holds tasks whose gold solution takes more policy turns than
+    `environment.max_turns` or as many errors as `environment.max_errors` (`tau_bench_env.gold_limits`; built-in
+    domains with default params). A warning: a policy making several tool calls in one turn needs fewer turns.
+    Off with `environment.warn_unsolvable_tasks: false`."""
+    from tau_bench_env.gold_limits import gold_needs
+
+    environment = spec.environment
+    if not environment.warn_unsolvable_tasks:
+        return
+    sources = [(f"data.train.{i}", source) for i, source in enumerate(spec.data.train)]
+    sources += [(f"data.test_sets.{name}", source) for name, source in spec.data.test_sets.items()]
+    for path, source in sources:
+        params = source.domain.params
+        if params.model_dump() != type(params)().model_dump():
+            continue
+        needs = gold_needs(source.domain.type, source.split, source.max_tasks)
+        over = [(task, turns, errors) for task, turns, errors in needs or ()
+                if turns > environment.max_turns or errors >= environment.max_errors]
+        if over:
+            def need(turns: int, errors: int) -> str:
+                return f"{turns} turns" + (f", {errors} errors" if errors >= environment.max_errors else "")
+
+            shown = ", ".join(f"{task} ({need(turns, errors)})" for task, turns, errors in over[:5])
+            more = f" and {len(over) - 5} more" if len(over) > 5 else ""
+            yield SpecIssue(
+                path,
+                f"{len(over)} of {len(needs or ())} tasks cannot be solved one tool call a turn within "
+                f"environment.max_turns {environment.max_turns} and max_errors {environment.max_errors} (their gold "
+                f"solution takes more): {shown}{more}",
+            )
+
+
 SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
 """SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
 
@@ -203,7 +236,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_overrides,
     check_tinker,
 )
-WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples)
+WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:

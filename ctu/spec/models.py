@@ -92,6 +92,9 @@ class Environment(Section):
     errors (as tau2 counts them), plus the policy's parse failures and empty turns."""
     user_simulator: UserSimulatorRef
     """The simulated customer: `llm` (an OpenAI-compatible endpoint) or `scripted` (offline)."""
+    warn_unsolvable_tasks: bool = True
+    """Warn when a training or test set holds tasks whose gold solution takes more than `max_turns` turns or
+    `max_errors` errors (one tool call a turn). Smoke specs, which cut episodes short on purpose, turn it off."""
     evaluate_nl_assertions: bool = False
     """Also score tau2's natural-language assertions (needs the top-level `judge`); tau2 leaves them out of rewards."""
 
