@@ -1,4 +1,4 @@
-"""The main job on CPU: `ctu run specs/smoke.yaml` end to end, and a run resumed from its checkpoint.
+"""The main job on CPU: `ctu run specs/smoke.yaml` end to end, and a run killed mid-step resumed from its checkpoint.
 
 These start SkyRL's Tinker API server with its JAX backend on 127.0.0.1 and train the built-in tiny model for
 real; each takes a few minutes on two cores.
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,11 +23,15 @@ from ..conftest import REPO
 PARSE_ERROR = "could not be parsed"
 
 
-def ctu_run(*args: str) -> subprocess.CompletedProcess[str]:
+def run_env() -> dict[str, str]:
     env = {**os.environ, "COLUMNS": "200", "WANDB_SILENT": "true"}
     env.pop("WANDB_API_KEY", None)
+    return env
+
+
+def ctu_run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ctu.cli", "run", *args, "--no-progress"], cwd=REPO,
-                          capture_output=True, text=True, timeout=1500, env=env)
+                          capture_output=True, text=True, timeout=1500, env=run_env())
 
 
 def metrics(run: Path) -> list[dict]:
@@ -78,19 +84,50 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
     assert calls
 
 
-def test_resume_continues_without_losing_or_duplicating_lines(tmp_path: Path):
-    first = ctu_run("specs/smoke.yaml", f"experiment.output_dir={tmp_path}", "trainer.max_steps=1", "experiment.name=resumable")
-    assert first.returncode == 0, first.stderr[-3000:]
+def processes_naming(path: Path) -> list[str]:
+    """Command lines of live processes that name `path` (the local Tinker server names its run's folder)."""
+    lines = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            cmdline = entry.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if str(path) in cmdline:
+            lines.append(cmdline)
+    return lines
+
+
+def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_lines(tmp_path: Path):
+    """The first run is killed with SIGKILL (as the out-of-memory killer or a preempted job ends it) while its
+    second step runs; `--resume` replays that step from the first step's checkpoint."""
+    args = [sys.executable, "-m", "ctu.cli", "run", "specs/smoke.yaml", f"experiment.output_dir={tmp_path}",
+            "experiment.name=resumable", "--no-progress"]
     run = tmp_path / "resumable"
+    first = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
+    try:
+        deadline = time.monotonic() + 1200
+        while time.monotonic() < deadline and first.poll() is None:
+            if (run / "state.json").exists() and json.loads((run / "state.json").read_text()).get("step") == 1:
+                break
+            time.sleep(0.2)
+        assert first.poll() is None, "the run ended before it could be killed mid-step"
+        first.send_signal(signal.SIGKILL)  # no cleanup code of the run can run
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    deadline = time.monotonic() + 30
+    while processes_naming(run) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert processes_naming(run) == [], "the killed run's Tinker server outlived it"
     assert [line["step"] for line in metrics(run)] == [0, 1]
-    again = ctu_run("specs/smoke.yaml", f"experiment.output_dir={tmp_path}", "trainer.max_steps=1", "experiment.name=resumable")
+    again = ctu_run("specs/smoke.yaml", f"experiment.output_dir={tmp_path}", "experiment.name=resumable")
     assert again.returncode == 1 and "--resume" in again.stderr
-    resumed = ctu_run("--resume", str(run), "trainer.max_steps=2")
+    resumed = ctu_run("--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert [line["step"] for line in metrics(run)] == [0, 1, 2]
     assert json.loads((run / "state.json").read_text())["step"] == 2
-    # the first run evaluated at its last step (1); the resumed one at its own last step (2)
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
-        "eval_step000000.jsonl", "eval_step000001.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl",
-        "train_step000002.jsonl"]
-    assert sum(1 for line in metrics(run) if "test-retail/average_reward" in line) == 3
+        "eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
+    assert len(trajectories(run, "train_step000002.jsonl")) == 4  # written whole by the resumed step, once
+    assert sum(1 for line in metrics(run) if "test-retail/average_reward" in line) == 2
