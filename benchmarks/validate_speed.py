@@ -1,7 +1,7 @@
 """Wall time of `ctu validate` on one spec, cold (a new process each run) and warm (in-process).
 
 Run: `uv run python benchmarks/validate_speed.py [SPEC] [--runs N]`. Prints medians, this machine's reference
-loop (`machine.py`) and the cold median normalised to the goals' day; the goal is < 1 s cold, normalised.
+loop (`machine.py`) and the cold median normalised to the goals' day; the goal is <= 0.6 s cold, normalised (the bad-input issue).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 
 REPO = Path(__file__).resolve().parents[1]
-GOAL_S = 1.0
+GOAL_S = 0.6
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
     print(f"ctu validate, new process:  median {median:.3f} s  (min {min(cold):.3f}, max {max(cold):.3f}, {args.runs} runs)")
     print(f"load_spec, warm in-process: median {statistics.median(warm) * 1000:.1f} ms")
     print(f"reference loop (10M additions): {loop:.2f} s; normalised to {REFERENCE_LOOP_S:.2f} s: {scaled:.3f} s")
-    print(f"goal: < {GOAL_S:.1f} s cold, normalised -> {'met' if scaled < GOAL_S else 'NOT met'}")
+    print(f"goal: <= {GOAL_S:.1f} s cold, normalised -> {'met' if scaled <= GOAL_S else 'NOT met'}")
 
 
 if __name__ == "__main__":
