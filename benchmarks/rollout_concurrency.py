@@ -42,10 +42,14 @@ import json
 import multiprocessing
 import re
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from machine import reference_loop_seconds
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for the test support in tests/support
 
 from ctu.registry import populate_registry
 
@@ -58,11 +62,11 @@ POLICY_CALLS = {1: "get_order_details", 2: "list_all_product_types", 4: "get_ord
 
 
 def answer(policy: bool, said: int, order: str, number: int = 0) -> Any:
-    """The server's script: the next message (a `ctu.testing.openai_server.Answer`) of the policy (`policy`)
+    """The server's script: the next message (a `tests.support.openai_server.Answer`) of the policy (`policy`)
     or of the user, given how many assistant messages the request holds (`said`: for the policy, tau2's
     greeting and its own turns; for the user, the user's own earlier messages, roles being flipped), the
     episode's `order` and the request's `number` (written into free text, see the module docstring)."""
-    from ctu.testing.openai_server import Answer
+    from tests.support.openai_server import Answer
 
     if policy:
         if said in POLICY_CALLS:

@@ -8,7 +8,7 @@ import gc
 import warnings
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
-from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 HELLO = [{"role": "user", "content": "hi"}]
 

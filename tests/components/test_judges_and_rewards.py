@@ -10,7 +10,7 @@ import pytest
 from ctu.components.judges.base import JudgeInput
 from ctu.components.rewards.base import RewardContext
 from ctu.registry import registry
-from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 from tau_bench_env.env import shared_domain
 
 RETAIL = shared_domain("retail")

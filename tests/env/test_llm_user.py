@@ -10,7 +10,7 @@ from ctu.components.endpoint import ChatEndpoint, EndpointError
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.llm import LLMUserSimulator
-from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 from tau_bench_env.env import shared_domain
 from tau_bench_env.episode import Episode, EpisodeConfig
 

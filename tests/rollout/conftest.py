@@ -9,9 +9,11 @@ import pytest
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import format_hermes_calls
-from ctu.rollout.sampling import SampleResult, SamplingParams, ScriptedSampler
+from ctu.rollout.sampling import SampleResult, SamplingParams
 from tau_bench_env.env import shared_domain
 from tau_bench_env.replay import GoldReplayAgent, effective_writes
+
+from ..support.scripted_sampler import ScriptedSampler
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from skyrl.train.generators.base import BatchMetadata
 from ctu.rollout.sampling import SampleResult
 from ctu.rollout.setup import build_generator
 from ctu.spec import spec_from_dict
-from ctu.testing.openai_server import Answer, ScriptedOpenAIServer
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 from tau_bench_env.env import ENV_CLASS
 
 from .conftest import ChatReplaySampler, ReplayScript, scripted_sampler

@@ -1,10 +1,11 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 with scripted answers and injected faults.
 
-For tests and benchmarks of everything that calls an endpoint (user simulators, judges, samplers): it listens
-on loopback only, answers ``POST /v1/chat/completions`` (any path ending in ``/chat/completions``) from a queue
-of `Answer`s, and records every request body. Never point it, or anything it starts, at another host.
+Test support (never shipped) for tests and benchmarks of everything that calls an endpoint (user simulators,
+judges, samplers): it listens on loopback only, answers ``POST /v1/chat/completions`` (any path ending in
+``/chat/completions``) from a queue of `Answer`s, and records every request body. Never point it, or anything
+it starts, at another host.
 
-    with ScriptedOpenAIServer([Answer.status(429), Answer.text("Hi, I need help.")]) as server:
+    with ScriptedOpenAIServer([Answer.error(429), Answer.text("Hi, I need help.")]) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="x")
 """
 

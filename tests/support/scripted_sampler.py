@@ -1,0 +1,39 @@
+"""`ScriptedSampler`: a token sampler that plays scripted turns, for tests and benchmarks of the agent loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ctu.rollout.sampling import SampleResult, SamplingParams
+
+
+@dataclass
+class ScriptedSampler:
+    """A sampler that plays scripted turns: for tests and benchmarks of the agent loop, never for training.
+
+    `script` returns the next turn's text given the prompt ids (and a call counter); the text is encoded with
+    `encode` and ended with `eos_id` unless `stop_reason` of the script's choice is ``length``. Logprobs are
+    a constant -1.0 per token so their bookkeeping is exercised.
+    """
+
+    script: Callable[[list[int], int], str]
+    encode: Callable[[str], list[int]]
+    eos_id: int
+    supports_chat: bool = False
+    calls: int = 0
+    prompts: list[list[int]] = field(default_factory=list)
+
+    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+        """The script's next turn, cut at `params.max_tokens`."""
+        self.calls += 1
+        self.prompts.append(list(prompt_ids))
+        text = self.script(prompt_ids, self.calls)
+        ids = self.encode(text) + [self.eos_id]
+        stop = "stop"
+        if len(ids) > params.max_tokens:
+            ids, stop = ids[: params.max_tokens], "length"
+        return SampleResult(ids, text, stop, [-1.0] * len(ids))
+
+    async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
+        raise NotImplementedError("ScriptedSampler is a token sampler")
