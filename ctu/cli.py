@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -126,7 +126,7 @@ def _skyrl_problem(spec) -> str | None:
 @app.command()
 def explain(
     spec: Annotated[str, typer.Argument(help="Spec file.")],
-    overrides: Annotated[Optional[list[str]], typer.Argument(help="key=value overrides.")] = None,
+    overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides.")] = None,
     skyrl: Annotated[bool, typer.Option("--skyrl", help="Print the SkyRL config the spec resolves into (imports skyrl).")] = False,
 ) -> None:
     """Print the fully resolved spec (extends merged, overrides applied, defaults filled in) as YAML."""
@@ -152,10 +152,10 @@ def explain(
 
 @app.command()
 def run(
-    args: Annotated[Optional[list[str]], typer.Argument(help="The spec file, then key=value overrides.")] = None,
+    args: Annotated[list[str] | None, typer.Argument(help="The spec file, then key=value overrides.")] = None,
     smoke: Annotated[bool, typer.Option("--smoke", help="Run the spec at smoke scale on CPU (tiny model, local Tinker, scripted user, rule judge, 2 steps).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and the launch plan; run nothing.")] = False,
-    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the run in this run directory from its last checkpoint.")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in this run directory from its last checkpoint.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh in an existing run directory, deleting its results.")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
 ) -> None:
@@ -176,7 +176,7 @@ def run(
 
 @app.command()
 def schema(
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Print the spec's JSON Schema, with every registered component's params (for yaml-language-server)."""
     from ctu.errors import CtuError
@@ -219,7 +219,7 @@ def docs(
 
 @app.command()
 def components(
-    kind: Annotated[Optional[str], typer.Argument(help="Only this kind (e.g. parsers).")] = None,
+    kind: Annotated[str | None, typer.Argument(help="Only this kind (e.g. parsers).")] = None,
 ) -> None:
     """List the registered components, by kind, with a one-line description."""
     from rich.table import Table
@@ -256,7 +256,7 @@ def data_prepare(
     domains: Annotated[str, typer.Option("--domains", help="Comma-separated domains.")] = "retail,airline,telecom",
     splits: Annotated[str, typer.Option("--splits", help="Comma-separated splits.")] = "train,test",
     max_tasks_per_domain: Annotated[
-        Optional[int], typer.Option("--max-tasks-per-domain", min=1, help="Keep the first N tasks of each file.")
+        int | None, typer.Option("--max-tasks-per-domain", min=1, help="Keep the first N tasks of each file.")
     ] = None,
 ) -> None:
     """Write SkyRL-format parquet files, one per domain and split, plus a combined train.parquet."""

@@ -13,7 +13,7 @@ import concurrent.futures
 import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any, TypeVar
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -55,7 +55,7 @@ class EnvSetup:
         return cls(user, parser, EpisodeConfig(**data))
 
 
-@lru_cache(maxsize=None)
+@cache
 def shared_domain(name: str, params_json: str = "{}") -> Domain:
     """The process-wide domain object for `name` and its params (so tasks are loaded once per process)."""
     from tau_bench_env.domains import domain_by_name

@@ -103,7 +103,7 @@ class OverlayTable(MutableMapping[str, Any]):
     then keys added by the episode in insertion order).
     """
 
-    __slots__ = ("_base", "_name", "_table", "own", "deleted")
+    __slots__ = ("_base", "_name", "_table", "deleted", "own")
 
     def __init__(self, base: BaseDatabase, name: str) -> None:
         self._base = base

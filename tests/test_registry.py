@@ -81,7 +81,7 @@ def test_params_model_must_be_component_params(scratch_parser):
     class Loose(BaseModel):
         x: int = 1
 
-    with pytest.raises(RegistryError, match="must subclass ctu.registry.ComponentParams"):
+    with pytest.raises(RegistryError, match=r"must subclass ctu\.registry\.ComponentParams"):
         registry.parsers.register("scratch_bad", params=Loose)(object)
 
 
@@ -124,14 +124,14 @@ def test_entry_points_register_third_party_components(monkeypatch, scratch_parse
 def test_broken_entry_point_is_a_clear_error(monkeypatch):
     entry_point = importlib.metadata.EntryPoint(name="scratch_broken", value="no_such_module_xyz:Thing", group="ctu_parsers")
     monkeypatch.setattr(catalogue, "AVAILABLE_ENTRY_POINTS", importlib.metadata.EntryPoints([entry_point]))
-    with pytest.raises(ComponentError, match="scratch_broken.*failed to load.*ModuleNotFoundError"):
+    with pytest.raises(ComponentError, match=r"scratch_broken.*failed to load.*ModuleNotFoundError"):
         registry.parsers.load_entry_points()
 
 
 def test_entry_point_clashing_with_a_builtin_is_an_error(monkeypatch):
     entry_point = importlib.metadata.EntryPoint(name="hermes", value="json:loads", group="ctu_parsers")
     monkeypatch.setattr(catalogue, "AVAILABLE_ENTRY_POINTS", importlib.metadata.EntryPoints([entry_point]))
-    with pytest.raises(RegistryError, match="'hermes' is registered twice.*hermes.py.*json:loads"):
+    with pytest.raises(RegistryError, match=r"'hermes' is registered twice.*hermes\.py.*json:loads"):
         registry.parsers.load_entry_points()
 
 

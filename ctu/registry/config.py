@@ -23,7 +23,7 @@ class ComponentConfig:
     Equal when kind, type and params are equal; dumps as ``{"type": type, **params}``.
     """
 
-    __slots__ = ("kind", "type", "params")
+    __slots__ = ("kind", "params", "type")
 
     def __init__(self, kind: str, type: str, params: ComponentParams) -> None:
         self.kind = kind

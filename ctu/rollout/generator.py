@@ -189,7 +189,7 @@ class TauGenerator(GeneratorInterface):
             loss_masks=[r.loss_mask for r in records],
             stop_reasons=[r.stop_reason for r in records],
             rollout_metrics=metrics,
-            rollout_logprobs=logprobs if records and all(len(l) == len(r.response_ids) for l, r in zip(logprobs, records)) else None,
+            rollout_logprobs=logprobs if records and all(len(p) == len(r.response_ids) for p, r in zip(logprobs, records)) else None,
             trajectory_ids=input_batch.get("trajectory_ids"),
             trajectory_generation_times=[r.seconds for r in records],
             trajectory_time_splits=None,

@@ -8,8 +8,7 @@ from typing import Any
 from ctu.rollout.generator import RolloutSetup, TauGenerator
 from ctu.rollout.rewards import RewardChain
 from ctu.rollout.sampling import Sampler, SamplingParams
-from ctu.spec.checks import model_family
-from ctu.spec.model_family import NATIVE_TOOL_PARSERS
+from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import Spec
 from tau_bench_env.env import EnvSetup
 from tau_bench_env.episode import EpisodeConfig

@@ -9,7 +9,6 @@ from typing import Any
 from ctu.runners.rundir import RunError
 from ctu.spec import LoadedSpec, Spec, SpecIssue, load_spec, spec_hash
 
-
 RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots", "tensorboard", "wandb", "tinker", "data",
            "exports", "logs")
 """What a run writes into its directory, on either backend (removed by `--overwrite`; SkyRL adds `exports`, `logs`)."""

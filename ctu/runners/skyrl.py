@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ctu.spec import Spec
-from ctu.spec.checks import model_family
-from ctu.spec.model_family import NATIVE_TOOL_PARSERS
+from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import SkyRLBackend
-
 
 NEVER = 2**31 - 1
 """A SkyRL interval no run reaches. SkyRL reads an interval of 0 as "off": no checkpoint at all, and no eval set

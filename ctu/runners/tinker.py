@@ -22,7 +22,6 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ctu.components.trackers.builtin import run_trackers
@@ -283,7 +282,3 @@ class TinkerRunner:
         (self.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": result.path}) + "\n")
         return result.path
 
-
-def run_tinker(spec: Spec, run_dir: Path | None = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Run `spec` on the Tinker backend in `run_dir` (default: from the spec)."""
-    return TinkerRunner(spec, RunDir.for_spec(spec, run_dir), resume=resume, progress=progress).run()

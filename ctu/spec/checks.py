@@ -10,16 +10,11 @@ from collections.abc import Callable, Iterator
 from ctu.errors import did_you_mean
 from ctu.registry import registry
 from ctu.spec.errors import SpecIssue
-from ctu.spec.model_family import NATIVE_TOOL_PARSERS, THINKING_FAMILIES, infer_family
+from ctu.spec.model_family import NATIVE_TOOL_PARSERS, THINKING_FAMILIES, model_family
 from ctu.spec.models import SkyRLBackend, Spec, TinkerBackend
 from ctu.spec.skyrl_keys import is_skyrl_config_key, skyrl_config_keys
 
 Check = Callable[[Spec], Iterator[SpecIssue]]
-
-
-def model_family(spec: Spec) -> str:
-    """The spec's model family: `model.family`, or inferred from `model.path` when it is `auto`."""
-    return infer_family(spec.model.path) if spec.model.family == "auto" else spec.model.family
 
 
 def check_batch_sizes(spec: Spec) -> Iterator[SpecIssue]:
@@ -128,12 +123,12 @@ def check_judges(spec: Spec) -> Iterator[SpecIssue]:
     """Every reward that needs a judge has one: its own `judge` param or the spec's top-level `judge`."""
     for index, reward in enumerate(spec.rewards):
         factory = registry.rewards.get(reward.type).factory
-        if getattr(factory, "needs_judge", False) and getattr(reward.params, "judge", None) is None:
-            if spec.judge is None:
-                yield SpecIssue(
-                    f"rewards.{index}.judge",
-                    f"reward {reward.type!r} needs a judge: set its `judge`, or the top-level `judge`",
-                )
+        own_judge = getattr(reward.params, "judge", None)
+        if getattr(factory, "needs_judge", False) and own_judge is None and spec.judge is None:
+            yield SpecIssue(
+                f"rewards.{index}.judge",
+                f"reward {reward.type!r} needs a judge: set its `judge`, or the top-level `judge`",
+            )
     if spec.environment.evaluate_nl_assertions and spec.judge is None:
         yield SpecIssue("environment.evaluate_nl_assertions", "scoring NL assertions needs the top-level `judge`")
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctu.spec.models import Spec
 
 NATIVE_TOOL_PARSERS: dict[str, str] = {
     "qwen2.5": "hermes",
@@ -33,3 +37,8 @@ def infer_family(model_path: str) -> str:
         if pattern.search(name):
             return family
     return "other"
+
+
+def model_family(spec: Spec) -> str:
+    """The spec's model family: `model.family`, or inferred from `model.path` when it is `auto`."""
+    return infer_family(spec.model.path) if spec.model.family == "auto" else spec.model.family

@@ -10,8 +10,8 @@ import pytest
 from ctu.components.judges.base import JudgeInput
 from ctu.components.rewards.base import RewardContext
 from ctu.registry import registry
-from tests.support.openai_server import Answer, ScriptedOpenAIServer
 from tau_bench_env.env import shared_domain
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 RETAIL = shared_domain("retail")
 TASK = RETAIL.task("0")

@@ -59,7 +59,7 @@ def test_skyrl_prompt_dataset_loads_it_and_rows_build_environments(prepared: Pat
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path()))
     dataset = PromptDataset([str(prepared / "train.parquet")], tokenizer, max_prompt_length=100_000, num_workers=1)
     assert len(dataset) == 9
-    messages, env_class, extras, uid = dataset[4]
+    messages, env_class, extras, _uid = dataset[4]
     assert env_class == ENV_CLASS and messages[0]["role"] == "system"
     assert extras["domain"] == "airline" and extras["data_source"] == "airline"
     env = TauBenchEnv({"user_simulator": "scripted"}, extras)

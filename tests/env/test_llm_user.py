@@ -10,9 +10,9 @@ from ctu.components.endpoint import ChatEndpoint, EndpointError
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.llm import LLMUserSimulator
-from tests.support.openai_server import Answer, ScriptedOpenAIServer
 from tau_bench_env.env import shared_domain
 from tau_bench_env.episode import Episode, EpisodeConfig
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 
 def simulator(server: ScriptedOpenAIServer, **params) -> LLMUserSimulator:

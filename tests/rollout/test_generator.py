@@ -11,8 +11,8 @@ from skyrl.train.generators.base import BatchMetadata
 from ctu.rollout.sampling import SampleResult
 from ctu.rollout.setup import build_generator
 from ctu.spec import spec_from_dict
-from tests.support.openai_server import Answer, ScriptedOpenAIServer
 from tau_bench_env.env import ENV_CLASS
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 from .conftest import ChatReplaySampler, ReplayScript, scripted_sampler
 

@@ -6,7 +6,14 @@ import tomllib
 
 import pytest
 
-from ctu.runners.preflight import GPU_MODULES, PreflightError, check_skyrl_run, gpus_needed, missing_gpu_packages, preflight_problems
+from ctu.runners.preflight import (
+    GPU_MODULES,
+    PreflightError,
+    check_skyrl_run,
+    gpus_needed,
+    missing_gpu_packages,
+    preflight_problems,
+)
 from ctu.spec.models import SkyRLBackend
 
 from ..conftest import REPO

@@ -30,7 +30,7 @@ def repair_truncated(text: str) -> str | None:
             in_string = True
         elif char in "{[":
             stack.append("}" if char == "{" else "]")
-        elif char in "}]":
+        elif char in "}]":  # noqa: SIM102 - the pop is a side effect, kept out of the branch's condition
             if not stack or stack.pop() != char:
                 return None
     if not stack and not in_string:

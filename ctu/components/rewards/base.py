@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, Literal
 
 Phase = Literal["train", "eval"]
 
@@ -33,13 +33,3 @@ class RewardContext:
     metrics: dict[str, float] = field(default_factory=dict)
     fatal_error: str | None = None
 
-
-class RewardComponent(Protocol):
-    """One step of the reward chain."""
-
-    training_only: ClassVar[bool]
-    needs_judge: ClassVar[bool]
-
-    async def apply(self, reward: float, context: RewardContext) -> float:
-        """The reward after this component, given the reward so far."""
-        ...
