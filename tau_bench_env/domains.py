@@ -1,38 +1,25 @@
-"""The `domains` registry entries for tau2's domains, and the base class for a user's own domain.
+"""tau2's domains as objects an episode uses, and the base class of a domain of one's own.
 
-A domain component gives an episode its tau2 environment (tools, database, policy), its tasks by split, and
-the evaluation of a finished episode. Specs reference it in `data.train` and `data.test_sets` (``domain:
-retail``). Importing this module imports no tau2 code; the methods import what they need.
+A domain gives an episode its tau2 environment (tools, database, policy), its tasks by split, and the
+evaluation of a finished episode. Importing this module imports no tau2 code; the methods import what they
+need. `domain_by_name` finds a domain by name: tau2's own four here, or, once ctu is loaded, any domain in
+ctu's registry (`ctu.components.domains` installs that lookup with `set_domain_resolver`).
 
 A custom domain (tau2 does not ship the healthcare or doordash domains the system ctu replaces trained on)
-is a subclass registered under its own name::
-
-    from tau_bench_env.domains import Domain
-    from ctu.registry import registry
-
-    @registry.domains.register("healthcare")
-    class Healthcare(Domain):
-        '''Clinic scheduling and billing.'''
-
-        splits = ("train", "test", "base")
-
-        def make_environment(self):          # -> tau2.environment.environment.Environment
-            return build_healthcare_environment()   # your tools (a tau2 ToolKitBase), database and policy
-
-        def load_tasks(self, split):         # -> list[tau2.data_model.tasks.Task]
-            return my_tasks_by_split[split]
-
-Rewards of a custom domain are computed by tau2's own `evaluate_simulation`, with the domain registered in
-tau2's registry under the component's name.
+subclasses `Domain` and overrides `make_environment` and `load_tasks`; see `ctu.components.domains` for
+registering it so specs can name it. Rewards of a custom domain are computed by tau2's own
+`evaluate_simulation`, with the domain registered in tau2's registry under its name.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ctu.registry import ComponentParams, registry
+from pydantic import BaseModel, ConfigDict
+
 from tau_bench_env.runtime import prepare
 
 if TYPE_CHECKING:
@@ -46,8 +33,9 @@ _tau2_registry_lock = threading.Lock()
 class Domain:
     """Base of domain components.
 
-    Class attributes:
-        name: the registered name (set by `registry.domains.register` lookups; defaults to `tau2_name`).
+    Attributes:
+        name: the domain's name, as specs and tau2's registry know it (`tau2_name` for tau2's domains; a custom
+            domain's registered name, set by whoever builds it by name; else the class name in lowercase).
         tau2_name: the tau2 domain this loads, or None for a custom domain.
         splits: the task splits a spec may name. ``base`` is every task of the domain.
     """
@@ -63,21 +51,14 @@ class Domain:
     database (tau2's retail and airline; the parity suite checks it). Otherwise every episode gets
     `make_environment()`."""
 
-    class Params(ComponentParams):
-        pass
+    class Params(BaseModel):
+        """A domain's params: none for tau2's domains."""
 
-    def __init__(self, params: ComponentParams | None = None) -> None:
+        model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()
-
-    @property
-    def name(self) -> str:
-        """The name tau2's registry knows this domain by."""
-        if self.tau2_name is not None:
-            return self.tau2_name
-        for info in registry.domains:
-            if info.factory is type(self):
-                return info.name
-        return type(self).__name__.lower()
+        self.name: str = self.tau2_name or type(self).__name__.lower()
 
     def make_environment(self) -> Environment:
         """A fresh tau2 environment (tools over a fresh database, and the policy). Override for a custom domain."""
@@ -214,7 +195,6 @@ class Domain:
         return evaluate_simulation(simulation=simulation, task=task, evaluation_type=kind, solo_mode=False, domain=self.name)
 
 
-@registry.domains.register("retail")
 class RetailDomain(Domain):
     """tau2 retail: orders, returns and exchanges in an online shop (114 tasks: train 74 / test 40)."""
 
@@ -223,7 +203,6 @@ class RetailDomain(Domain):
     copy_on_access = True
 
 
-@registry.domains.register("airline")
 class AirlineDomain(Domain):
     """tau2 airline: bookings, changes and cancellations (50 tasks: train 30 / test 20)."""
 
@@ -232,7 +211,6 @@ class AirlineDomain(Domain):
     copy_on_access = True
 
 
-@registry.domains.register("telecom")
 class TelecomDomain(Domain):
     """tau2 telecom: technical support where the user acts on their own phone (base 114: train 74 / test 40)."""
 
@@ -241,7 +219,6 @@ class TelecomDomain(Domain):
     fast_path = True
 
 
-@registry.domains.register("mock")
 class MockDomain(Domain):
     """tau2 mock: a tiny task-management domain (9 tasks, one split) for tests."""
 
@@ -249,11 +226,38 @@ class MockDomain(Domain):
     splits = ("base",)
 
 
+TAU2_DOMAINS: dict[str, type[Domain]] = {
+    "retail": RetailDomain,
+    "airline": AirlineDomain,
+    "telecom": TelecomDomain,
+    "mock": MockDomain,
+}
+"""tau2's domains by name."""
+
+DomainResolver = Callable[[str, dict[str, Any]], Domain]
+"""Builds the domain a name and its params (a mapping) stand for."""
+
+_resolver: DomainResolver | None = None
+
+
+def set_domain_resolver(resolver: DomainResolver | None) -> None:
+    """Make `domain_by_name` build domains with `resolver` (ctu installs its registry's lookup); None restores
+    the default, tau2's own domains only."""
+    global _resolver
+    _resolver = resolver
+
+
 def domain_by_name(name: str, params: dict[str, Any] | None = None) -> Domain:
-    """Build the registered domain `name` with `params` (validated by its params model).
+    """Build the domain `name` with `params` (validated by its params model), through the installed resolver,
+    else from `TAU2_DOMAINS`.
 
     Raises:
-        ComponentError: unknown name. pydantic.ValidationError: bad params.
+        KeyError: unknown name (without a resolver); the resolver's errors otherwise (ctu: ComponentError).
+        pydantic.ValidationError: bad params.
     """
-    info = registry.domains.get(name)
-    return info.build(info.params_model.model_validate(params or {}))
+    if _resolver is not None:
+        return _resolver(name, dict(params or {}))
+    if name not in TAU2_DOMAINS:
+        raise KeyError(f"unknown domain {name!r}; tau2's domains: {', '.join(TAU2_DOMAINS)}")
+    factory = TAU2_DOMAINS[name]
+    return factory(factory.Params.model_validate(params or {}))

@@ -18,12 +18,9 @@ from typing import Any, TypeVar
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from ctu.components.parsers.base import ParsedTurn, Parser
-from ctu.components.user_simulators.base import UserSimulator
-from ctu.registry import populate_registry
-from ctu.registry.config import ComponentMarker
 from tau_bench_env.domains import Domain
 from tau_bench_env.episode import Episode, EpisodeConfig
+from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator
 
 ENV_CLASS = "tau_bench"
 """The environment's id in skyrl-gym's registry and the `env_class` column of prepared datasets."""
@@ -33,26 +30,12 @@ T = TypeVar("T")
 
 @dataclass
 class EnvSetup:
-    """What every episode of a run shares: the user simulator, the parser and the episode config."""
+    """What every episode of a run shares: the user simulator, the parser and the episode config (built by
+    ctu from the spec: `ctu.rollout.setup`)."""
 
     user_simulator: UserSimulator
     parser: Parser
     config: EpisodeConfig = field(default_factory=EpisodeConfig)
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> EnvSetup:
-        """Build from plain data (e.g. SkyRL's `environment.skyrl_gym.tau_bench` config section):
-        ``user_simulator`` and ``parser`` as spec components (name or ``{type: ..., ...}``; default
-        `scripted` and `hermes`), plus any `EpisodeConfig` field.
-
-        Raises:
-            pydantic.ValidationError: a component or its params is invalid.
-        """
-        populate_registry()
-        data = dict(data)
-        user = ComponentMarker("user_simulators").validate(data.pop("user_simulator", "scripted")).build()
-        parser = ComponentMarker("parsers").validate(data.pop("parser", "hermes")).build()
-        return cls(user, parser, EpisodeConfig(**data))
 
 
 @cache
@@ -82,17 +65,20 @@ class TauBenchEnv(BaseTextEnv):
     """One tau-bench episode as a SkyRL-gym `BaseTextEnv`.
 
     Args:
-        env_config: an `EnvSetup`, or a mapping for `EnvSetup.from_mapping` (None: scripted user, hermes parser).
+        env_config: the run's `EnvSetup`.
         extras: the dataset row's extras: ``domain`` (a registered domain name), ``task_id``, optionally
             ``domain_params`` (a mapping); also accepted under ``extra_info``.
 
     Raises:
+        TypeError: `env_config` is not an `EnvSetup`.
         KeyError: the extras name no domain or task, or an unknown task.
     """
 
-    def __init__(self, env_config: EnvSetup | Mapping[str, Any] | None = None, extras: Mapping[str, Any] | None = None):
+    def __init__(self, env_config: EnvSetup, extras: Mapping[str, Any] | None = None):
         super().__init__()
-        setup = env_config if isinstance(env_config, EnvSetup) else EnvSetup.from_mapping(env_config or {})
+        if not isinstance(env_config, EnvSetup):
+            raise TypeError(f"TauBenchEnv needs an EnvSetup (user simulator, parser, episode config), got {type(env_config).__name__}")
+        setup = env_config
         extras = dict(extras or {})
         extras = {**dict(extras.get("extra_info") or {}), **extras}
         if "domain" not in extras or "task_id" not in extras:

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ctu.components.parsers.base import ParsedTurn, Parser
-from ctu.components.user_simulators.base import UserSimulator, UserSimulatorError
+from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator, UserSimulatorError
 from tau_bench_env.messages import conversation_to_openai, to_openai
 from tau_bench_env.runtime import prepare
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from ctu.components.parsers.base import ParsedTurn, ToolCall
+from tau_bench_env.interfaces import ParsedTurn, ToolCall
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Action, Task

@@ -258,7 +258,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "ctu.components.trackers",
     "ctu.components.chat_templates",
     "ctu.components.user_simulators",
-    "tau_bench_env.domains",
+    "ctu.components.domains",
 )
 """Modules whose import registers the built-in components. Each must import without torch, ray or skyrl."""
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from ctu.components.parsers.hermes import HermesParser
+from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from tau_bench_env.data import prepare_datasets
-from tau_bench_env.env import ENV_CLASS, TauBenchEnv
+from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv
 
 from ..conftest import REPO
 
@@ -62,7 +64,7 @@ def test_skyrl_prompt_dataset_loads_it_and_rows_build_environments(prepared: Pat
     messages, env_class, extras, _uid = dataset[4]
     assert env_class == ENV_CLASS and messages[0]["role"] == "system"
     assert extras["domain"] == "airline" and extras["data_source"] == "airline"
-    env = TauBenchEnv({"user_simulator": "scripted"}, extras)
+    env = TauBenchEnv(EnvSetup(ScriptedUserSimulator(), HermesParser()), extras)
     prompt, _ = env.init(messages)
     assert prompt[-1]["role"] == "user"
 

@@ -7,10 +7,11 @@ import json
 
 import pytest
 
+from ctu.components.domains import Domain
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from ctu.registry import registry
-from tau_bench_env.domains import Domain, domain_by_name
+from tau_bench_env.domains import domain_by_name
 from tau_bench_env.episode import Episode, EpisodeConfig
 from tau_bench_env.replay import GoldReplayAgent, play
 

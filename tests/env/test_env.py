@@ -9,13 +9,20 @@ import pytest
 import skyrl_gym
 
 from ctu.components.parsers.base import ParsedTurn, ToolCall
+from ctu.components.parsers.hermes import HermesParser
+from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv
+from tau_bench_env.episode import EpisodeConfig
 
 RETAIL_TASK = {"domain": "retail", "task_id": "0"}
 
 
-def make(extras=RETAIL_TASK, **config) -> TauBenchEnv:
-    return skyrl_gym.make(ENV_CLASS, env_config={"user_simulator": "scripted", **config}, extras=extras)
+def setup(user=None, **config) -> EnvSetup:
+    return EnvSetup(user or ScriptedUserSimulator(), HermesParser(), EpisodeConfig(**config))
+
+
+def make(extras=RETAIL_TASK, user=None, **config) -> TauBenchEnv:
+    return skyrl_gym.make(ENV_CLASS, env_config=setup(user, **config), extras=extras)
 
 
 def call(name: str, **arguments) -> str:
@@ -110,7 +117,7 @@ def test_agent_stop_with_tool_calls_stops_without_running_them():
 
 
 def test_user_stop_and_metadata_hold_the_full_conversation():
-    env = make(user_simulator={"type": "scripted", "turn_budget": 1})
+    env = make(user=ScriptedUserSimulator(ScriptedUserSimulator.Params(turn_budget=1)))
     env.init([])
     env.step(call("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122"))
     out = env.step("Anything else I can do?")
@@ -123,8 +130,7 @@ def test_user_stop_and_metadata_hold_the_full_conversation():
 
 
 def test_native_mode_takes_structured_tool_calls_and_keeps_tools_out_of_the_prompt():
-    setup = EnvSetup.from_mapping({"native_tool_calling": True})
-    env = TauBenchEnv(setup, RETAIL_TASK)
+    env = TauBenchEnv(setup(native_tool_calling=True), RETAIL_TASK)
     prompt, metadata = env.init([])
     assert "<tool_call>" not in prompt[0]["content"] and metadata["tools"]
 

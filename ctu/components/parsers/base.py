@@ -1,53 +1,18 @@
-"""The parser seam: text -> `ParsedTurn` (content, tool calls, parse failures). Never raises on model output."""
+"""The parser seam: text -> `ParsedTurn` (content, tool calls, parse failures). Never raises on model output.
+
+`ToolCall`, `ParsedTurn` and the `Parser` protocol are the environment's (`tau_bench_env.interfaces`), re-exported
+here for parser authors; this module adds what ctu's built-in parsers share.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ctu.registry import ComponentParams
+from tau_bench_env.interfaces import ParsedTurn, Parser, ToolCall
 
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call: the tool's `name` and its `arguments` as a JSON object."""
-
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ParsedTurn:
-    """One parsed policy turn.
-
-    Attributes:
-        content: the text outside tool calls, stripped (what the user sees when there are no tool calls).
-        tool_calls: the well-formed tool calls, in order.
-        parse_errors: one message per span that looked like a tool call but could not be parsed; a turn with
-            any is a parse failure, counted in `reward/parse_failure_rate`.
-    """
-
-    content: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    parse_errors: tuple[str, ...] = field(default=())
-
-    @property
-    def is_parse_failure(self) -> bool:
-        """True when some span looked like a tool call and could not be parsed."""
-        return bool(self.parse_errors)
-
-
-class Parser(Protocol):
-    """Turns one turn of policy text into a `ParsedTurn`; must not raise on any input string."""
-
-    def parse(self, text: str) -> ParsedTurn:
-        """Parse one turn of policy text."""
-        ...
-
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
-        """System-prompt text presenting `tools` (OpenAI schemas) and this parser's call format (text mode)."""
-        ...
+__all__ = ["JsonCallParams", "ParsedTurn", "Parser", "ParserBase", "ToolCall", "render_tool_list"]
 
 
 class JsonCallParams(ComponentParams):

@@ -1,0 +1,56 @@
+"""Domains: tau2's retail, airline, telecom and mock registered under their names, and `Domain`, the base of a
+domain of one's own.
+
+A custom domain is a `Domain` subclass registered under its own name; specs then name it in `data.train` and
+`data.test_sets` like any other::
+
+    from ctu.components.domains import Domain
+    from ctu.registry import registry
+
+    @registry.domains.register("healthcare")
+    class Healthcare(Domain):
+        '''Clinic scheduling and billing.'''
+
+        splits = ("train", "test", "base")
+
+        def make_environment(self):          # -> tau2.environment.environment.Environment
+            return build_healthcare_environment()   # your tools (a tau2 ToolKitBase), database and policy
+
+        def load_tasks(self, split):         # -> list[tau2.data_model.tasks.Task]
+            return my_tasks_by_split[split]
+
+Importing this module also makes `tau_bench_env.domains.domain_by_name` build domains from this registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctu.registry import ComponentParams, NoParams, registry
+from tau_bench_env import domains as environment_domains
+
+
+class Domain(environment_domains.Domain):
+    """Base of a custom domain (`tau_bench_env.domains.Domain` with params a spec can set and check)."""
+
+    class Params(ComponentParams):
+        pass
+
+
+for _name, _domain in environment_domains.TAU2_DOMAINS.items():
+    registry.domains.register(_name, params=NoParams)(_domain)
+
+
+def build_domain(name: str, params: dict[str, Any]) -> environment_domains.Domain:
+    """The registered domain `name` built with `params`, named as registered.
+
+    Raises:
+        ComponentError: no such domain. pydantic.ValidationError: bad params.
+    """
+    info = registry.domains.get(name)
+    domain = info.build(info.params_model.model_validate(params))
+    domain.name = name
+    return domain
+
+
+environment_domains.set_domain_resolver(build_domain)
