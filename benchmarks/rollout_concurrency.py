@@ -190,6 +190,7 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     from transformers import AutoTokenizer
 
     from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
+    from ctu.composition import build_components
     from ctu.models.tiny_qwen3 import tokenizer_path
     from ctu.rollout.sampling import OpenAIChatSampler
     from ctu.rollout.setup import build_generator
@@ -206,7 +207,7 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     }).spec
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path()))
     endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=base_url, api_key_env=None, timeout_s=120))
-    generator = build_generator(spec, tokenizer, OpenAIChatSampler(endpoint))
+    generator = build_generator(build_components(spec), tokenizer, OpenAIChatSampler(endpoint))
 
     def rows(ids: list[str]) -> list[TaskRow]:
         return [TaskRow({"domain": "retail", "task_id": task, "split": "base", "domain_params": {}}) for task in ids]

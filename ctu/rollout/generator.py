@@ -303,7 +303,7 @@ class TauGenerator(GeneratorInterface):
             eos = account.eos_id if account.eos_id is not None else 0
             response, mask, logprobs = [eos], [0], [0.0]
         info = env.episode.info()
-        context = RewardContext(info, env.episode.task, env.episode.domain.write_tools, phase, stop_reason, setup.rewards[phase].judge)
+        context = RewardContext(info, env.episode.task, env.episode.domain.write_tools, phase, stop_reason)
         reward, reward_metrics = await setup.rewards[phase].score(context)
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, info, reward_metrics,
                                 dict(extras), policy_turns=turns, infra_error=infrastructure_error(info, context.fatal_error))

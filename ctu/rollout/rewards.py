@@ -6,7 +6,6 @@ taxonomy bonus): it is not switched off at run time, it is never in the evaluati
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,25 +13,13 @@ from ctu.components.rewards.base import Phase, RewardContext
 from ctu.metrics import REWARD, metric
 
 
-@dataclass
+@dataclass(frozen=True)
 class RewardChain:
-    """Built reward components for one phase, with their spec names."""
+    """The built reward components of one phase, in spec order, with their spec names (built by
+    `ctu.composition.build_components`)."""
 
     phase: Phase
-    components: list[tuple[str, Any]]
-    judge: Any = None
-
-    @classmethod
-    def build(cls, rewards: Sequence[Any], phase: Phase, judge: Any = None) -> RewardChain:
-        """Build the chain of `rewards` (spec `ComponentConfig`s) for `phase`; `judge`: the spec's top-level
-        judge config."""
-        components = []
-        for config in rewards:
-            component = config.build()
-            if phase == "eval" and getattr(component, "training_only", False):
-                continue
-            components.append((config.type, component))
-        return cls(phase, components, judge)
+    components: tuple[tuple[str, Any], ...]
 
     async def score(self, context: RewardContext) -> tuple[float, dict[str, float]]:
         """The final reward of one episode and its per-component metrics (``reward/<name>/contribution``)."""

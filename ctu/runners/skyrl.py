@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ctu.composition import Components, build_components
 from ctu.spec import Spec
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import SkyRLBackend
@@ -22,8 +23,9 @@ NEVER = 2**31 - 1
 any positive interval (it saves at each epoch's end and evaluates after the last step)."""
 
 
-def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path, resume: bool = False) -> dict[str, Any]:
-    """SkyRL config overrides (dotted keys) for `spec`; `data_dir` holds the prepared parquet files.
+def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resume: bool = False) -> dict[str, Any]:
+    """SkyRL config overrides (dotted keys) for the spec of `components` (its chat template gives SkyRL's
+    `chat_template_kwargs`); `data_dir` holds the prepared parquet files.
 
     SkyRL resumes from the latest checkpoint in ``trainer.ckpt_path`` by default; ctu resumes only when asked
     (`resume`, from ``ctu run --resume``), and then does not evaluate again before the first resumed step (the
@@ -38,12 +40,13 @@ def skyrl_overrides(spec: Spec, data_dir: Path, run_dir: Path, resume: bool = Fa
     """
     from ctu.models.tiny_qwen3 import local_path
 
+    spec = components.spec
     backend = spec.backend
     if not isinstance(backend, SkyRLBackend):
         raise ValueError("skyrl_overrides needs a spec with backend type `skyrl`")
     data_dir, run_dir = Path(data_dir).absolute(), Path(run_dir).absolute()
     trainer, algorithm, optimizer, rollout = spec.trainer, spec.algorithm, spec.trainer.optimizer, spec.rollout
-    template = spec.model.chat_template.build()
+    template = components.chat_template
     overrides: dict[str, Any] = {
         "data.train_data": [str(data_dir / "train.parquet")],
         "data.val_data": [str(data_dir / f"test_{name}.parquet") for name in spec.data.test_sets],
@@ -129,7 +132,7 @@ def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path, resume: bool
     from skyrl.train.config import SkyRLTrainConfig
     from skyrl.train.utils import validate_cfg
 
-    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(spec, data_dir, run_dir, resume))
+    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(build_components(spec), data_dir, run_dir, resume))
     validate_cfg(config)
     return config
 

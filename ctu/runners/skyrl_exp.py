@@ -14,7 +14,8 @@ import ray
 from skyrl.train.entrypoints.main_base import BasePPOExp
 from skyrl.train.trainer import RayPPOTrainer
 
-from ctu.components.trackers.builtin import Trackers, run_trackers
+from ctu.components.trackers.builtin import Trackers
+from ctu.composition import build_components
 from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.registry import populate_registry
 from ctu.rollout.sampling import SkyRLSampler
@@ -139,6 +140,7 @@ class CtuPPOExp(BasePPOExp):
 
     def __init__(self, cfg: Any, spec: Spec, run_dir: Path, resume_step: int | None = None) -> None:
         self.spec = spec
+        self.components = build_components(spec)
         self.run_dir = Path(run_dir)
         self.resume_step = resume_step
         super().__init__(cfg)
@@ -146,14 +148,14 @@ class CtuPPOExp(BasePPOExp):
     def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> Any:
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
 
-        template = self.spec.model.chat_template.build()
+        template = self.components.chat_template
         sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), dict(template.template_kwargs))
         trajectories = self.spec.tracking.trajectories
         logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
-        return build_generator(self.spec, tokenizer, sampler, on_records=logger)
+        return build_generator(self.components, tokenizer, sampler, on_records=logger)
 
     def get_tracker(self) -> CtuTracking:
-        combined = run_trackers(self.spec.tracking.trackers)
+        combined = self.components.trackers
         combined.start(self.run_dir, self.spec.experiment.name, self.spec.tracking.project, spec_to_dict(self.spec),
                        resume_step=self.resume_step)
         return CtuTracking(combined)

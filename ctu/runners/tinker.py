@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ctu.components.trackers.builtin import run_trackers
+from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
@@ -136,7 +136,8 @@ class TinkerRunner:
             plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
                             spec.data.shuffle, spec.trainer.max_steps)
             tests = test_rows(spec)
-            trackers = run_trackers(self.spec.tracking.trackers)
+            components = build_components(spec)
+            trackers = components.trackers
             trackers.start(self.run_dir.path, spec.experiment.name, spec.tracking.project, spec_to_dict(spec),
                            resume_step=start_step if self.resume else None)
             trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
@@ -152,7 +153,7 @@ class TinkerRunner:
                     training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
                 sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), tokenizer.decode)
                 with self._progress(plan.total_steps, start_step) as (advance, on_episode):
-                    generator = build_generator(spec, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
+                    generator = build_generator(components, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
                     if start_step == 0 and spec.trainer.eval_before_train and tests:
                         last_metrics = await self._evaluate(generator, tests, 0)
                         trackers.log(last_metrics, 0)

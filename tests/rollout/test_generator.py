@@ -8,6 +8,7 @@ import math
 import pytest
 from skyrl.train.generators.base import BatchMetadata
 
+from ctu.composition import build_components
 from ctu.rollout.sampling import SampleResult
 from ctu.rollout.setup import build_generator
 from ctu.spec import spec_from_dict
@@ -19,10 +20,10 @@ from .conftest import ChatReplaySampler, ReplayScript, scripted_sampler
 TASKS = ["0", "1", "2"]
 
 
-def spec(minimal, **sections):
+def components(minimal, **sections):
     data = {**minimal, **sections}
     data.setdefault("model", {"path": "builtin:tiny-qwen3", "max_model_len": 32768})
-    return spec_from_dict(data).spec
+    return build_components(spec_from_dict(data).spec)
 
 
 def batch(task_ids, phase="train", samples=2, domain="retail"):
@@ -47,7 +48,7 @@ def run(generator, input_batch):
 
 def test_text_mode_replays_score_one_and_masks_cover_exactly_the_policy_tokens(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS)
-    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
     output = run(generator, batch(TASKS))
     assert output["rewards"] == [1.0] * 6
     assert output["stop_reasons"] == ["stop"] * 6
@@ -74,7 +75,7 @@ def test_text_mode_replays_score_one_and_masks_cover_exactly_the_policy_tokens(m
 def test_native_mode_on_a_token_sampler_renders_tools_in_the_template(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     sampler = scripted_sampler(tokenizer, script)
-    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}, model={"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}), tokenizer, sampler)
+    generator = build_generator(components(minimal, rollout={"native_tool_calling": True}, model={"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}), tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
     assert output["rewards"] == [1.0]
     first_prompt = tokenizer.decode(sampler.prompts[0])
@@ -85,7 +86,7 @@ def test_native_mode_on_a_token_sampler_renders_tools_in_the_template(minimal, t
 def test_native_mode_on_a_chat_sampler_retokenises_structured_calls(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     sampler = ChatReplaySampler(tokenizer, script)
-    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, sampler)
+    generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
     assert output["rewards"] == [1.0]
     assert sampler.requests[0]["tools"]
@@ -104,7 +105,7 @@ def test_training_only_reward_never_reaches_evaluation(minimal, tokenizer):
              "judge": {"type": "llm_taxonomy", "model": "judge", "base_url": judge.base_url, "api_key_env": None}},
         ]
         script = ReplayScript(tokenizer, "retail", TASKS[:1])
-        generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+        generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
         evaluation = run(generator, batch(TASKS[:1], phase="eval"))
         assert judge.requests == []
         assert evaluation["rewards"] == [1.0, 1.0]
@@ -120,14 +121,14 @@ def test_a_failing_judge_gives_no_bonus_and_is_counted(minimal, tokenizer):
     with ScriptedOpenAIServer(default=Answer.text("I refuse to answer in JSON")) as judge:
         rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": {"type": "llm_taxonomy", "model": "j", "base_url": judge.base_url, "api_key_env": None}}]
         script = ReplayScript(tokenizer, "retail", TASKS[:1])
-        generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+        generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
         output = run(generator, batch(TASKS[:1], samples=2))
     assert output["rewards"] == [1.0, 1.0]
     assert output["rollout_metrics"]["judge/failures"] == 2.0
 
 
 def test_empty_responses_never_crash(minimal, tokenizer):
-    generator = build_generator(spec(minimal, environment={"user_simulator": "scripted", "max_errors": 3}), tokenizer,
+    generator = build_generator(components(minimal, environment={"user_simulator": "scripted", "max_errors": 3}), tokenizer,
                                 scripted_sampler(tokenizer, lambda ids, n: ""))
     for phase in ("eval", "train"):
         output = run(generator, batch(TASKS[:2], phase=phase))
@@ -140,7 +141,7 @@ def test_empty_responses_never_crash(minimal, tokenizer):
 
 
 def test_an_empty_batch_returns_empty_outputs_and_zero_metrics(minimal, tokenizer):
-    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, lambda ids, n: "hi"))
+    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, lambda ids, n: "hi"))
     empty = batch([], phase="eval")
     output = run(generator, empty)
     assert output["response_ids"] == [] and output["rewards"] == []
@@ -151,9 +152,9 @@ def test_an_empty_batch_returns_empty_outputs_and_zero_metrics(minimal, tokenize
 
 def test_context_limit_ends_the_episode_without_crashing(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
-    probe = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    probe = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
     prompt_length = len(run(probe, batch(TASKS[:1], samples=1))["prompt_token_ids"][0])
-    small = spec(minimal, model={"path": "builtin:tiny-qwen3", "max_model_len": prompt_length + 60})
+    small = components(minimal, model={"path": "builtin:tiny-qwen3", "max_model_len": prompt_length + 60})
     generator = build_generator(small, tokenizer, scripted_sampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=1))
     record = generator.last_records[0]
@@ -165,12 +166,12 @@ def test_context_limit_ends_the_episode_without_crashing(minimal, tokenizer):
 def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     native = {"native_tool_calling": True}
-    probe = build_generator(spec(minimal, rollout=native), tokenizer, ChatReplaySampler(tokenizer, script))
+    probe = build_generator(components(minimal, rollout=native), tokenizer, ChatReplaySampler(tokenizer, script))
     full = run(probe, batch(TASKS[:1], samples=1))
     prompt_length, response_length = len(full["prompt_token_ids"][0]), len(full["response_ids"][0])
     limit = prompt_length + response_length // 2
     sampler = ChatReplaySampler(tokenizer, script)
-    small = spec(minimal, rollout=native, model={"path": "builtin:tiny-qwen3", "max_model_len": limit})
+    small = components(minimal, rollout=native, model={"path": "builtin:tiny-qwen3", "max_model_len": limit})
     generator = build_generator(small, tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
     assert generator.last_records[0].info["termination"] == "context_limit" and output["stop_reasons"] == ["length"]
@@ -186,7 +187,7 @@ def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, token
 
 def test_a_broken_episode_does_not_break_the_batch(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
-    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
     bad = batch(TASKS[:1], samples=1)
     bad["prompts"].append([{"role": "system", "content": "x"}])
     bad["env_extras"].append({"domain": "retail", "task_id": "no-such-task"})
@@ -200,7 +201,7 @@ def test_missing_phase_is_treated_as_evaluation(minimal, tokenizer):
     with ScriptedOpenAIServer(default=Answer.text('{"categories": ["no_error"]}')) as judge:
         rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": {"type": "llm_taxonomy", "model": "j", "base_url": judge.base_url, "api_key_env": None}}]
         script = ReplayScript(tokenizer, "retail", TASKS[:1])
-        generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+        generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
         no_phase = batch(TASKS[:1], samples=1)
         no_phase["batch_metadata"] = None
         output = run(generator, no_phase)
@@ -210,7 +211,7 @@ def test_missing_phase_is_treated_as_evaluation(minimal, tokenizer):
 def test_progress_callback_sees_each_batch_and_episode(minimal, tokenizer):
     calls = []
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
-    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script),
+    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script),
                                 on_episode=lambda size, finished: calls.append((size, finished)))
     run(generator, batch(TASKS[:1], samples=3))
     assert calls == [(3, False), (3, True), (3, True), (3, True)]
@@ -225,7 +226,7 @@ def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer)
                Answer.text("Is there anything else I can help you with?")]
     with ScriptedOpenAIServer(answers) as server:
         endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=server.base_url, api_key_env=None))
-        generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, OpenAIChatSampler(endpoint))
+        generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, OpenAIChatSampler(endpoint))
         output = run(generator, batch(TASKS[:1], samples=1))
     record = generator.last_records[0]
     assert record.info["termination"] == "user_stop"
@@ -246,7 +247,7 @@ def test_eval_samples_of_a_task_get_distinct_seeds_and_training_none(minimal, to
         return await sample(prompt_ids, params)
 
     sampler.sample = recording
-    generator = build_generator(spec(minimal, experiment={"name": "minimal", "seed": 40}), tokenizer, sampler)
+    generator = build_generator(components(minimal, experiment={"name": "minimal", "seed": 40}), tokenizer, sampler)
     run(generator, batch(TASKS[:2], phase="eval", samples=3))
     first_turn_seeds = sorted(seed for turn, seed in seeds if turn == 2)
     assert first_turn_seeds == [40, 40, 41, 41, 42, 42]
@@ -271,7 +272,7 @@ class SampledChatSampler(ChatReplaySampler):
 
 def test_native_mode_trains_on_the_tokens_the_chat_server_sampled_with_their_logprobs(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
-    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, SampledChatSampler(tokenizer, script))
+    generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, SampledChatSampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=1))
     assert output["rewards"] == [1.0]
     record = generator.last_records[0]
@@ -283,7 +284,7 @@ def test_native_mode_trains_on_the_tokens_the_chat_server_sampled_with_their_log
 
 def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
-    generator = build_generator(spec(minimal, rollout={"native_tool_calling": True}), tokenizer, ChatReplaySampler(tokenizer, script))
+    generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, ChatReplaySampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=2))
     assert output["rewards"] == [1.0, 1.0]
     assert output["rollout_logprobs"] is None  # not 0.0 for every token, which SkyRL would train against
@@ -303,7 +304,7 @@ def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_run
     cancel = '<tool_call>\n{"name": "cancel_pending_order", "arguments": {"order_id": "#W2378156", "reason": "no longer needed"}}\n</tool_call>'
     sampler = scripted_sampler(tokenizer, lambda prompt, call: cancel)
     limit = len(tokenizer.encode(cancel, add_special_tokens=False)) - 3  # the closing braces and tag are cut
-    generator = build_generator(spec(minimal, rollout={"max_tokens_per_turn": limit}, environment={
+    generator = build_generator(components(minimal, rollout={"max_tokens_per_turn": limit}, environment={
         "user_simulator": {"type": "scripted"}, "max_turns": 1}), tokenizer, sampler)
     run(generator, batch(TASKS[:1], samples=1))
     record = generator.last_records[0]
@@ -323,7 +324,7 @@ def test_a_user_simulator_outage_is_an_infrastructure_error_left_out_of_rewards_
 
     with ScriptedOpenAIServer(default=answer) as server:
         user = {"type": "llm", "model": "user", "base_url": server.base_url, "api_key_env": None, "max_retries": 0, "backoff_s": 0.01}
-        generator = build_generator(spec(minimal, environment={"user_simulator": user}), tokenizer,
+        generator = build_generator(components(minimal, environment={"user_simulator": user}), tokenizer,
                                     scripted_sampler(tokenizer, lambda ids, n: "Let me look at that order."))
         output = run(generator, batch(["1", "2"]))
         records = list(generator.last_records)
@@ -349,7 +350,7 @@ def test_a_judge_failure_is_an_infrastructure_error_only_where_the_spec_makes_it
         script = ReplayScript(tokenizer, "retail", TASKS[:1])
         for fatal in (False, True):
             rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": config, "judge_failure_is_fatal": fatal}]
-            generator = build_generator(spec(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
+            generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
             output = run(generator, batch(TASKS[:1], samples=2))
             errors = [r.infra_error for r in generator.last_records]
             assert output["rollout_metrics"]["judge/failures"] == 2.0
@@ -362,7 +363,7 @@ def test_a_judge_failure_is_an_infrastructure_error_only_where_the_spec_makes_it
 
 def test_an_episode_that_could_not_run_is_an_infrastructure_error(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
-    generator = build_generator(spec(minimal), tokenizer, scripted_sampler(tokenizer, script))
+    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
     bad = batch(TASKS[:1], samples=1)
     bad["prompts"].append([{"role": "system", "content": "x"}])
     bad["env_extras"].append({"domain": "retail", "task_id": "no-such-task"})

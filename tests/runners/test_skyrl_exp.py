@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctu.components.trackers.builtin import run_trackers
+from ctu.components.trackers.builtin import Trackers
 
 
 def test_skyrl_sample_logging_passes_over_ctus_tracker(tmp_path: Path):
@@ -16,7 +16,7 @@ def test_skyrl_sample_logging_passes_over_ctus_tracker(tmp_path: Path):
     from ctu.runners.skyrl_exp import CtuTracking
     from ctu.spec.models import Tracking
 
-    trackers = run_trackers(Tracking(trackers=["jsonl"]).trackers)
+    trackers = Trackers.with_metrics_file([config.build() for config in Tracking(trackers=["jsonl"]).trackers])
     trackers.start(tmp_path, "x", "p", {})
     tracking = CtuTracking(trackers)
     output = {"response_ids": [[1, 2, 3]], "rewards": [1.0], "loss_masks": [[1, 1, 1]]}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ctu.composition import build_components
 from ctu.runners.skyrl import resolve_skyrl_config, skyrl_overrides
 from ctu.runners.smoke import smoke_spec
 from ctu.spec import load_spec
@@ -35,7 +36,7 @@ def test_skyrl_accepts_every_resolved_spec(path: Path, tmp_path: Path):
 
 def test_raw_overrides_are_applied_last(tmp_path: Path):
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["backend.skyrl_overrides={trainer.policy.sequence_parallel_size: 2}"]).spec
-    assert skyrl_overrides(spec, tmp_path, tmp_path)["trainer.policy.sequence_parallel_size"] == 2
+    assert skyrl_overrides(build_components(spec), tmp_path, tmp_path)["trainer.policy.sequence_parallel_size"] == 2
     config = resolve_skyrl_config(spec, tmp_path, tmp_path)
     assert config.trainer.policy.sequence_parallel_size == 2
 
@@ -70,7 +71,7 @@ def test_every_path_handed_to_skyrl_is_absolute_and_builtin_models_are_resolved(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CTU_CACHE_DIR", "cache")
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["model.path=builtin:tiny-qwen3"]).spec
-    overrides = skyrl_overrides(spec, Path("runs/x/data"), Path("runs/x"))
+    overrides = skyrl_overrides(build_components(spec), Path("runs/x/data"), Path("runs/x"))
     paths = {key: value for key, value in overrides.items() if key.startswith("data.") or key.endswith(("_path", ".path"))}
     assert set(paths) >= {"data.train_data", "data.val_data", "trainer.ckpt_path", "trainer.export_path", "trainer.log_path",
                           "trainer.policy.model.path"}
@@ -80,7 +81,7 @@ def test_every_path_handed_to_skyrl_is_absolute_and_builtin_models_are_resolved(
     assert overrides["trainer.ckpt_path"] == str(tmp_path / "runs" / "x" / "checkpoints")
     assert overrides["trainer.policy.model.path"].startswith(str(tmp_path / "cache" / "tiny-qwen3-"))
     hub = load_spec(REPO / "specs" / "tau_bench.yaml").spec
-    assert skyrl_overrides(hub, tmp_path, tmp_path)["trainer.policy.model.path"] == hub.model.path
+    assert skyrl_overrides(build_components(hub), tmp_path, tmp_path)["trainer.policy.model.path"] == hub.model.path
 
 
 def test_dry_run_prints_the_accepted_skyrl_config_and_the_plan():

@@ -18,7 +18,6 @@ class RewardContext:
         write_tools: the domain's write tools.
         phase: ``train`` or ``eval`` (from SkyRL's `batch_metadata.training_phase`).
         stop_reason: how the policy's last turn ended (``stop`` or ``length``).
-        judge: the spec's top-level judge component config (for rewards with no judge of their own), or None.
         metrics: components add per-episode numbers here (``judge/failures`` ...).
         fatal_error: a component sets it when a failure it cannot score around makes the episode an
             infrastructure error (a judge marked fatal that failed); the episode is then left out of training.
@@ -29,7 +28,6 @@ class RewardContext:
     write_tools: frozenset[str]
     phase: Phase
     stop_reason: str = "stop"
-    judge: Any = None
     metrics: dict[str, float] = field(default_factory=dict)
     fatal_error: str | None = None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -55,17 +54,9 @@ class TaxonomyFeedbackReward:
 
     def __init__(self, params: Params) -> None:
         self.params = params
-        self._judge: Any = None
-        self._lock = asyncio.Lock()
-
-    async def _get_judge(self, context: RewardContext) -> Any:
-        async with self._lock:
-            if self._judge is None:
-                config = self.params.judge or context.judge
-                if config is None:
-                    raise ValueError("taxonomy_feedback has no judge (the spec check should have caught this)")
-                self._judge = config.build()
-        return self._judge
+        self.judge: Any = None
+        """The built judge (its own `judge` param's, else the spec's top-level one), bound by
+        `ctu.composition.build_components` before any episode (`needs_judge`)."""
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * verdict.score``; nothing on a failed verdict (which sets `context.fatal_error` when
@@ -73,8 +64,9 @@ class TaxonomyFeedbackReward:
         from ctu.components.judges.base import JudgeInput
         from ctu.metrics import JUDGE, metric
 
-        judge = await self._get_judge(context)
-        verdict = await judge.judge(JudgeInput(context.info, context.task, context.write_tools))
+        if self.judge is None:
+            raise RuntimeError("taxonomy_feedback has no judge bound: build rewards with ctu.composition.build_components")
+        verdict = await self.judge.judge(JudgeInput(context.info, context.task, context.write_tools))
         context.metrics[metric(JUDGE, "calls")] = 1.0
         context.metrics[metric(JUDGE, "failures")] = float(verdict.error is not None)
         context.info.setdefault("judge", {"categories": list(verdict.categories), "score": verdict.score, "error": verdict.error})

@@ -217,6 +217,15 @@ class Trackers:
     def __init__(self, trackers: list[object]) -> None:
         self.trackers = trackers
 
+    @classmethod
+    def with_metrics_file(cls, trackers: list[object]) -> Trackers:
+        """`trackers` (built), plus a `jsonl` tracker writing `metrics.jsonl` when none does: every run directory
+        has that file."""
+        trackers = list(trackers)
+        if not any(isinstance(t, JsonlTracker) and t.params.filename == "metrics.jsonl" for t in trackers):
+            trackers.append(JsonlTracker(JsonlTracker.Params()))
+        return cls(trackers)
+
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Start every tracker."""
         for tracker in self.trackers:
@@ -237,12 +246,3 @@ class Trackers:
                 error = error or exc
         if error is not None:
             raise error
-
-
-def run_trackers(configs: list[object]) -> Trackers:
-    """The spec's trackers (`ComponentConfig`s), built, plus a `jsonl` tracker writing `metrics.jsonl` when none
-    does: every run directory has that file."""
-    trackers = [config.build() for config in configs]  # type: ignore[attr-defined]
-    if not any(isinstance(t, JsonlTracker) and t.params.filename == "metrics.jsonl" for t in trackers):
-        trackers.append(JsonlTracker(JsonlTracker.Params()))
-    return Trackers(trackers)

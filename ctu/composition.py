@@ -1,0 +1,88 @@
+"""The composition root: every component of a validated spec, built once, in one place.
+
+Runners build `Components` from their spec (the Tinker runner in its process, the SkyRL experiment in its Ray
+worker) and hand them on; nothing else builds a component from its config. A reward that needs a judge gets
+it here, built from its own `judge` param or the spec's top-level `judge` (one judge object per judge config),
+never lazily on its first episode. The anchor is confection's `resolve` (explosion/confection): a config in,
+built objects out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctu.components.rewards.base import Phase
+from ctu.components.trackers.builtin import Trackers
+from ctu.registry import registry
+from ctu.rollout.rewards import RewardChain
+from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
+from ctu.spec.models import Spec
+
+PHASES: tuple[Phase, ...] = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class Components:
+    """Everything a spec builds.
+
+    Attributes:
+        spec: the validated spec the components come from.
+        chat_template: the chat-template policy.
+        parser: the spec's tool-call parser (`rollout.parser`).
+        native_parser: the model family's own tool-call parser, for native tool calling on token samplers.
+        user_simulator: the simulated customer.
+        rewards: the reward chain of each phase, judges bound.
+        generator: the generator component (`rollout.generator`); its `build(setup)` makes the SkyRL generator.
+        trackers: the spec's trackers, not started (plus a `jsonl` one writing `metrics.jsonl` when none does).
+    """
+
+    spec: Spec
+    chat_template: Any
+    parser: Any
+    native_parser: Any
+    user_simulator: Any
+    rewards: dict[Phase, RewardChain]
+    generator: Any
+    trackers: Trackers
+
+
+def build_components(spec: Spec) -> Components:
+    """Build every component of `spec`.
+
+    Raises:
+        ComponentError: a component is no longer registered (the spec was validated in another process).
+        ValueError: a reward that needs a judge has none (the spec check `check_judges` prevents it).
+    """
+    judges: dict[Any, Any] = {}
+
+    def judge_for(config: Any) -> Any:
+        if config not in judges:
+            judges[config] = config.build()
+        return judges[config]
+
+    built: list[tuple[str, Any]] = []
+    for index, config in enumerate(spec.rewards):
+        component = config.build()
+        if getattr(component, "needs_judge", False):
+            judge = getattr(config.params, "judge", None) or spec.judge
+            if judge is None:
+                raise ValueError(f"rewards.{index} ({config.type}) needs a judge and the spec has none")
+            component.judge = judge_for(judge)
+        built.append((config.type, component))
+    rewards = {
+        phase: RewardChain(phase, tuple((name, c) for name, c in built if phase == "train" or not getattr(c, "training_only", False)))
+        for phase in PHASES
+    }
+    native = NATIVE_TOOL_PARSERS.get(model_family(spec), "hermes")
+    info = registry.parsers.get(native if native in registry.parsers else "auto")
+    return Components(
+        spec=spec,
+        chat_template=spec.model.chat_template.build(),
+        parser=spec.rollout.parser.build(),
+        native_parser=info.build(info.params_model()),
+        user_simulator=spec.environment.user_simulator.build(),
+        rewards=rewards,
+        generator=spec.rollout.generator.build(),
+        trackers=Trackers.with_metrics_file([config.build() for config in spec.tracking.trackers]),
+    )

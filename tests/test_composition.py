@@ -1,0 +1,41 @@
+"""The composition root builds every component of a spec once, judges bound, chains per phase."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ctu.components.rewards.base import RewardContext
+from ctu.components.rewards.builtin import TaxonomyFeedbackReward
+from ctu.components.trackers.builtin import JsonlTracker
+from ctu.composition import build_components
+from ctu.spec import spec_from_dict
+
+
+def test_rewards_get_their_judges_at_build_time_and_evaluation_never_sees_training_only_ones(minimal):
+    own = {"type": "rule_taxonomy", "taxonomy": {"no_error": 0.5}}
+    minimal["judge"] = {"type": "rule_taxonomy"}
+    minimal["rewards"] = ["tau_outcome", {"type": "taxonomy_feedback", "weight": 0.1},
+                          {"type": "taxonomy_feedback", "weight": 0.2}, {"type": "taxonomy_feedback", "judge": own}]
+    components = build_components(spec_from_dict(minimal).spec)
+    train = [c for _, c in components.rewards["train"].components]
+    shared, again, separate = train[1:]
+    assert shared.judge is not None and shared.judge is again.judge  # one judge object per judge config
+    assert separate.judge is not shared.judge and separate.judge.params.taxonomy["no_error"] == 0.5
+    assert [name for name, _ in components.rewards["eval"].components] == ["tau_outcome"]
+    assert components.rewards["eval"].components[0][1] is train[0]
+
+
+def test_every_run_gets_a_metrics_file_tracker(minimal):
+    minimal["tracking"] = {"trackers": ["console"]}
+    trackers = build_components(spec_from_dict(minimal).spec).trackers.trackers
+    assert [type(t).__name__ for t in trackers] == ["ConsoleTracker", "JsonlTracker"]
+    assert isinstance(trackers[-1], JsonlTracker) and trackers[-1].params.filename == "metrics.jsonl"
+
+
+def test_a_judge_reward_used_without_the_composition_root_says_so():
+    reward = TaxonomyFeedbackReward(TaxonomyFeedbackReward.Params())
+    context = RewardContext({}, None, frozenset(), "train")
+    with pytest.raises(RuntimeError, match="build_components"):
+        asyncio.run(reward.apply(0.0, context))
