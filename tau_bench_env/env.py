@@ -113,7 +113,7 @@ class TauBenchEnv(BaseTextEnv):
             observations=result.observations,
             reward=result.reward,
             done=result.done,
-            metadata=result.info,
+            metadata=result.result.as_dict() if result.result is not None else {},
             postprocessed_action=None,
         )
 

@@ -83,6 +83,55 @@ class EpisodeConfig:
     """User tool-call rounds in one user turn before the user is judged broken (`user_error`)."""
 
 
+@dataclass(frozen=True)
+class EpisodeResult:
+    """How one episode went: what rewards, judges, metrics and trajectory logs read (`Episode.result()`).
+
+    Attributes:
+        domain: the domain's name.
+        task_id: the task's id.
+        turns: policy turns taken.
+        termination: why the episode ended (a `Termination` value), None while it runs.
+        reward: tau2's reward (0.0 for an episode that did not finish or was not evaluated).
+        reward_breakdown: tau2's reward components (``db``, ``communicate``, ...), when it gave them.
+        reward_path: ``fast`` (`tau_bench_env.fast_eval`) or ``tau2`` (tau2's `evaluate_simulation`), None when
+            the episode was not evaluated.
+        tool_errors: the agent's tool calls that returned an error.
+        user_tool_errors: the user's tool calls that returned an error (telecom).
+        parse_failures: policy turns whose tool call could not be parsed.
+        empty_turns: policy turns with neither text nor tool calls.
+        user_error: why the user simulator failed, else None.
+        evaluation_error: why tau2's evaluator raised, else None.
+        conversation: the episode in OpenAI format (system prompt, greeting, turns, tool results).
+        tools: the agent's tools as OpenAI schemas.
+    """
+
+    domain: str
+    task_id: str
+    turns: int = 0
+    termination: str | None = None
+    reward: float = 0.0
+    reward_breakdown: dict[str, float] | None = None
+    reward_path: str | None = None
+    tool_errors: int = 0
+    user_tool_errors: int = 0
+    parse_failures: int = 0
+    empty_turns: int = 0
+    user_error: str | None = None
+    evaluation_error: str | None = None
+    conversation: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed_turns(self) -> int:
+        """Policy turns that sent nothing: parse failures and empty turns."""
+        return self.parse_failures + self.empty_turns
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a shallow mapping (SkyRL-gym's step metadata)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
 @dataclass
 class StepResult:
     """What one policy turn produced.
@@ -91,13 +140,13 @@ class StepResult:
         observations: OpenAI messages for the policy (tool results, the user's reply, or an error); empty when done.
         done: the episode ended.
         reward: the episode's reward when done (tau2's, 0.0 for an unfinished episode), else 0.0.
-        info: the termination reason and the reward details when done.
+        result: the episode's `EpisodeResult` when done, else None.
     """
 
     observations: list[dict[str, Any]]
     done: bool
     reward: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
+    result: EpisodeResult | None = None
 
 
 class Episode:
@@ -260,7 +309,7 @@ class Episode:
         if not self.done and self.turns >= self.config.max_turns:
             await self._finish(Termination.MAX_TURNS)
         if self.done:
-            return StepResult([], True, self.reward, self.info())
+            return StepResult([], True, self.reward, self.result())
         self.conversation += observations
         return StepResult(observations, False)
 
@@ -362,26 +411,25 @@ class Episode:
             messages=list(self.trajectory),
         )
 
-    def info(self) -> dict[str, Any]:
-        """Episode metadata for logs and metrics: domain, task, turns, termination, errors, reward details, and
-        the full conversation in OpenAI format."""
+    def result(self) -> EpisodeResult:
+        """The episode so far as an `EpisodeResult` (final once `done`)."""
         breakdown = None
         if self.reward_info is not None and self.reward_info.reward_breakdown:
             breakdown = {str(getattr(k, "value", k)): v for k, v in self.reward_info.reward_breakdown.items()}
-        return {
-            "domain": self.domain.name,
-            "task_id": self.task.id,
-            "turns": self.turns,
-            "termination": self.termination.value if self.termination else None,
-            "reward": self.reward,
-            "reward_breakdown": breakdown,
-            "tool_errors": self.tool_errors,
-            "user_tool_errors": self.user_tool_errors,
-            "parse_failures": self.parse_failures,
-            "empty_turns": self.empty_turns,
-            "user_error": self.user_error,
-            "evaluation_error": self.evaluation_error,
-            "reward_path": self.reward_path,
-            "conversation": list(self.conversation),
-            "tools": list(self.tools),
-        }
+        return EpisodeResult(
+            domain=self.domain.name,
+            task_id=self.task.id,
+            turns=self.turns,
+            termination=self.termination.value if self.termination else None,
+            reward=self.reward,
+            reward_breakdown=breakdown,
+            reward_path=self.reward_path,
+            tool_errors=self.tool_errors,
+            user_tool_errors=self.user_tool_errors,
+            parse_failures=self.parse_failures,
+            empty_turns=self.empty_turns,
+            user_error=self.user_error,
+            evaluation_error=self.evaluation_error,
+            conversation=list(self.conversation),
+            tools=list(self.tools),
+        )

@@ -133,11 +133,11 @@ class GoldReplayAgent:
         yield ParsedTurn(content=f"{summary} {CLOSING}".strip())
 
 
-async def play(episode: Any, agent: GoldReplayAgent) -> dict[str, Any]:
+async def play(episode: Any, agent: GoldReplayAgent) -> Any:
     """Reset `episode` and play `agent`'s turns until the episode ends (further turns repeat the closing).
 
     Returns:
-        The episode's `info()`.
+        The episode's `EpisodeResult`.
     """
     await episode.reset()
     turns = agent.turns()
@@ -145,4 +145,4 @@ async def play(episode: Any, agent: GoldReplayAgent) -> dict[str, Any]:
     while not episode.done:
         turn = next(turns, last)
         await episode.step(turn)
-    return episode.info()
+    return episode.result()

@@ -11,6 +11,7 @@ from ctu.components.rewards.builtin import TaxonomyFeedbackReward
 from ctu.components.trackers.builtin import JsonlTracker
 from ctu.composition import build_components
 from ctu.spec import spec_from_dict
+from tau_bench_env.episode import EpisodeResult
 
 
 def test_rewards_get_their_judges_at_build_time_and_evaluation_never_sees_training_only_ones(minimal):
@@ -36,6 +37,6 @@ def test_every_run_gets_a_metrics_file_tracker(minimal):
 
 def test_a_judge_reward_used_without_the_composition_root_says_so():
     reward = TaxonomyFeedbackReward(TaxonomyFeedbackReward.Params())
-    context = RewardContext({}, None, frozenset(), "train")
+    context = RewardContext(EpisodeResult("retail", "0"), None, frozenset(), "train")
     with pytest.raises(RuntimeError, match="build_components"):
         asyncio.run(reward.apply(0.0, context))

@@ -25,6 +25,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 Progress = Callable[[str, int, int], None]
 """A build's progress callback: ``(phase description, steps done, steps in the phase)``."""
@@ -214,16 +215,16 @@ def gold_examples(limit: int = CONTEXT_TASKS) -> list[tuple[list[dict], list[dic
     domain = shared_domain("retail")
     tasks = domain.tasks("train")[:limit]
 
-    async def replays() -> list[dict]:
+    async def replays() -> list[Any]:
         config = EpisodeConfig(max_turns=40, native_tool_calling=True)
         return [await play(Episode(domain, task, ScriptedUserSimulator(), HermesParser(), config), GoldReplayAgent(task))
                 for task in tasks]
 
     examples = []
-    for info in run_sync(replays()):
-        conversation = info["conversation"]
+    for result in run_sync(replays()):
+        conversation = result.conversation
         turns = [i for i, m in enumerate(conversation) if m["role"] == "assistant" and i > 1]
-        examples += [(conversation, info["tools"], i) for i in turns]
+        examples += [(conversation, result.tools, i) for i in turns]
     return examples
 
 

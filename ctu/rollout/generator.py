@@ -31,7 +31,7 @@ from ctu.rollout.rewards import RewardChain
 from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.rollout.tokens import TokenAccount
 from tau_bench_env.env import EnvSetup, TauBenchEnv
-from tau_bench_env.episode import Termination
+from tau_bench_env.episode import EpisodeResult, Termination
 from tau_bench_env.messages import parse_openai_tool_calls
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,12 @@ class RolloutSetup:
 
 @dataclass
 class TrajectoryRecord:
-    """One trajectory's tokens, reward and episode facts."""
+    """One trajectory's tokens, reward and episode facts.
+
+    Attributes:
+        result: how the episode went; an episode that could not run has an empty one (its domain and task only).
+        verdict: the judge's verdict (``categories``, ``score``, ``error``) when a judge-based reward ran.
+    """
 
     prompt_ids: list[int]
     response_ids: list[int]
@@ -81,7 +86,7 @@ class TrajectoryRecord:
     logprobs: list[float]
     reward: float
     stop_reason: str
-    info: dict[str, Any]
+    result: EpisodeResult
     reward_metrics: dict[str, float] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
     policy_turns: int = 0
@@ -90,11 +95,12 @@ class TrajectoryRecord:
     infra_error: str | None = None
     """Why the episode says nothing about the policy (see `infrastructure_error`), else None. Such an episode is
     left out of its GRPO group, the loss, success rates and pass^k."""
+    verdict: dict[str, Any] | None = None
 
     @property
     def raw_reward(self) -> float:
         """tau2's reward, before the reward chain."""
-        return float(self.info.get("reward") or 0.0)
+        return self.result.reward
 
     @property
     def success(self) -> bool:
@@ -102,7 +108,7 @@ class TrajectoryRecord:
         return self.raw_reward == 1.0
 
 
-def infrastructure_error(info: dict[str, Any], judge_error: str | None = None) -> str | None:
+def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) -> str | None:
     """Why a finished episode is an infrastructure error, or None when it measures the policy.
 
     An episode is one when its user simulator failed (an endpoint that stayed down, a reply that is no valid
@@ -111,10 +117,10 @@ def infrastructure_error(info: dict[str, Any], judge_error: str | None = None) -
     (`tau2.run.run_task`, ``skip_failed_samples``). An episode the generator could not run at all (its
     `TrajectoryRecord.error`) is one as well; `TauGenerator.run_episode` marks it.
     """
-    if info.get("user_error"):
-        return f"user simulator: {info['user_error']}"
-    if info.get("evaluation_error"):
-        return f"evaluator: {info['evaluation_error']}"
+    if result.user_error:
+        return f"user simulator: {result.user_error}"
+    if result.evaluation_error:
+        return f"evaluator: {result.evaluation_error}"
     if judge_error:
         return f"judge: {judge_error}"
     return None
@@ -214,7 +220,8 @@ class TauGenerator(GeneratorInterface):
             logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
             eos = self.account.eos_id if self.account.eos_id is not None else 0
             error = f"{type(exc).__name__}: {exc}"
-            record = TrajectoryRecord([eos], [eos], [0], [0.0], 0.0, "error", {"task_id": extras.get("task_id")},
+            result = EpisodeResult(str(extras.get("domain")), str(extras.get("task_id")))
+            record = TrajectoryRecord([eos], [eos], [0], [0.0], 0.0, "error", result,
                                       extras=dict(extras), error=error, infra_error=f"episode failed: {error}")
         record.seconds = time.perf_counter() - started
         return record
@@ -302,11 +309,12 @@ class TauGenerator(GeneratorInterface):
         if not response:  # nothing was generated (the user hung up at once): one masked token keeps shapes valid
             eos = account.eos_id if account.eos_id is not None else 0
             response, mask, logprobs = [eos], [0], [0.0]
-        info = env.episode.info()
-        context = RewardContext(info, env.episode.task, env.episode.domain.write_tools, phase, stop_reason)
+        result = env.episode.result()
+        context = RewardContext(result, env.episode.task, env.episode.domain.write_tools, phase, stop_reason)
         reward, reward_metrics = await setup.rewards[phase].score(context)
-        return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, info, reward_metrics,
-                                dict(extras), policy_turns=turns, infra_error=infrastructure_error(info, context.fatal_error))
+        return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, result, reward_metrics,
+                                dict(extras), policy_turns=turns, infra_error=infrastructure_error(result, context.fatal_error),
+                                verdict=context.verdict)
 
 
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
@@ -325,14 +333,14 @@ def unfinished(action: str | ParsedTurn, episode: Any) -> str | ParsedTurn:
 def episode_row(record: TrajectoryRecord) -> dict[str, Any]:
     """The per-trajectory facts SkyRL keeps with eval dumps (`env_metrics`)."""
     return {
-        "domain": record.info.get("domain") or record.extras.get("domain"),
-        "task_id": record.info.get("task_id") or record.extras.get("task_id"),
+        "domain": record.result.domain,
+        "task_id": record.result.task_id,
         "test_set": record.extras.get("test_set"),
         "raw_reward": record.raw_reward,
         "reward": record.reward,
         "success": record.success,
-        "termination": record.info.get("termination"),
-        "turns": record.info.get("turns", 0),
+        "termination": record.result.termination,
+        "turns": record.result.turns,
         "infra_error": record.infra_error,
     }
 
@@ -347,19 +355,19 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
     count = len(records)
     valid = [r for r in records if r.infra_error is None]
     turns = sum(r.policy_turns for r in valid)
-    failures = sum(int(r.info.get("parse_failures") or 0) + int(r.info.get("empty_turns") or 0) for r in valid)
+    failures = sum(r.result.failed_turns for r in valid)
     metrics: dict[str, float] = {
         metric(GENERATION, "num_trajectories"): float(count),
         metric(GENERATION, "avg_response_length"): mean(float(sum(r.loss_mask)) for r in records),
         metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
         metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
         metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
-        metric(ENVIRONMENT, "avg_turns"): mean(float(r.info.get("turns") or 0) for r in records),
-        metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.info.get("tool_errors") or 0) for r in records),
-        metric(ENVIRONMENT, "evaluation_errors"): float(sum(bool(r.info.get("evaluation_error")) for r in records)),
+        metric(ENVIRONMENT, "avg_turns"): mean(float(r.result.turns) for r in records),
+        metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.result.tool_errors) for r in records),
+        metric(ENVIRONMENT, "evaluation_errors"): float(sum(bool(r.result.evaluation_error) for r in records)),
         metric(ENVIRONMENT, "infra_errors"): float(count - len(valid)),
         metric(ENVIRONMENT, "infra_error_rate"): (count - len(valid)) / count if count else 0.0,
-        metric(USER, "errors"): float(sum(bool(r.info.get("user_error")) for r in records)),
+        metric(USER, "errors"): float(sum(bool(r.result.user_error) for r in records)),
     }
     if valid or not records:
         metrics.update({
@@ -370,10 +378,10 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
             metric(REWARD, "avg_outcome_reward"): mean(r.raw_reward for r in valid),
             metric(REWARD, "avg_final_reward"): mean(r.reward for r in valid),
         })
-    evaluated = [r for r in valid if r.info.get("reward_path")]
+    evaluated = [r for r in valid if r.result.reward_path]
     if evaluated:  # a rate over no evaluated episode is absent, not 0
-        metrics[metric(ENVIRONMENT, "fast_reward_rate")] = mean(float(r.info["reward_path"] == "fast") for r in evaluated)
-    terminations = Counter(r.info.get("termination") or "none" for r in records)
+        metrics[metric(ENVIRONMENT, "fast_reward_rate")] = mean(float(r.result.reward_path == "fast") for r in evaluated)
+    terminations = Counter(r.result.termination or "none" for r in records)
     for reason, n in terminations.items():
         metrics[metric(ENVIRONMENT, f"termination/{reason}")] = n / count
     counts: dict[str, float] = {}  # judge calls and failures: over every episode

@@ -16,28 +16,28 @@ def trajectory_line(record: Any, phase: str, step: int) -> dict[str, Any]:
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
     tau2's reward, domain, task id, turns, termination, errors (with `infra_error`: why the episode was left out
     of training, or None), and the judge's verdict if any."""
-    info = record.info
+    result = record.result
     return {
         "step": step,
         "phase": phase,
-        "domain": info.get("domain") or record.extras.get("domain"),
-        "task_id": info.get("task_id") or record.extras.get("task_id"),
+        "domain": result.domain,
+        "task_id": result.task_id,
         "test_set": record.extras.get("test_set"),
         "reward": record.reward,
         "raw_reward": record.raw_reward,
-        "reward_breakdown": info.get("reward_breakdown"),
+        "reward_breakdown": result.reward_breakdown,
         "reward_components": record.reward_metrics,
-        "termination": info.get("termination"),
-        "turns": info.get("turns"),
-        "tool_errors": info.get("tool_errors"),
-        "parse_failures": info.get("parse_failures"),
+        "termination": result.termination,
+        "turns": result.turns,
+        "tool_errors": result.tool_errors,
+        "parse_failures": result.parse_failures,
         "stop_reason": record.stop_reason,
-        "judge": info.get("judge"),
-        "user_error": info.get("user_error"),
-        "evaluation_error": info.get("evaluation_error"),
+        "judge": record.verdict,
+        "user_error": result.user_error,
+        "evaluation_error": result.evaluation_error,
         "error": record.error,
         "infra_error": record.infra_error,
-        "messages": info.get("conversation") or [],
+        "messages": result.conversation,
     }
 
 

@@ -11,6 +11,7 @@ from ctu.components.judges.base import JudgeInput
 from ctu.components.rewards.base import RewardContext
 from ctu.registry import registry
 from tau_bench_env.env import shared_domain
+from tau_bench_env.episode import EpisodeResult
 from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 RETAIL = shared_domain("retail")
@@ -26,9 +27,9 @@ def call(name: str, **arguments) -> dict:
     return {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
 
 
-def info(conversation, **fields) -> dict:
+def info(conversation, **fields) -> EpisodeResult:
     tools = [{"type": "function", "function": {"name": n}} for n in ("get_order_details", "cancel_pending_order", "find_user_id_by_name_zip")]
-    return {"conversation": conversation, "tools": tools, "termination": "user_stop", "parse_failures": 0, "tool_errors": 0, **fields}
+    return EpisodeResult(**{"domain": "retail", "task_id": "0", "conversation": conversation, "tools": tools, "termination": "user_stop", **fields})
 
 
 def judge(name: str, conversation, **fields):

@@ -11,6 +11,7 @@ from ctu.components.trackers.builtin import TAXONOMY_SUFFIX, Trackers, WandbTrac
 from ctu.registry import registry
 from ctu.rollout.generator import TrajectoryRecord
 from ctu.rollout.trajectories import TrajectoryLogger
+from tau_bench_env.episode import EpisodeResult
 
 
 def build(name: str, **params):
@@ -73,8 +74,8 @@ def record(task_id: str, reward: float) -> TrajectoryRecord:
     conversation = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "get_order_details", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c", "content": "{}"}]
-    info = {"domain": "retail", "task_id": task_id, "reward": reward, "turns": 1, "termination": "user_stop", "conversation": conversation}
-    return TrajectoryRecord([1], [2], [1], [0.0], reward, "stop", info)
+    result = EpisodeResult("retail", task_id, turns=1, termination="user_stop", reward=reward, conversation=conversation)
+    return TrajectoryRecord([1], [2], [1], [0.0], reward, "stop", result)
 
 
 def test_trajectory_logs_every_evaluation_and_a_sample_of_training(tmp_path: Path):

@@ -41,13 +41,13 @@ def test_airline_task_44_needs_21_turns_which_its_gold_replay_confirms():
     domain = shared_domain("airline")
     task = domain.task("44")
 
-    def replay(max_turns: int) -> dict:
+    def replay(max_turns: int):
         episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=max_turns))
         return asyncio.run(play(episode, GoldReplayAgent(task)))
 
     cut, solved = replay(20), replay(21)
-    assert cut["termination"] == "max_turns" and cut["reward"] == 0.0
-    assert solved["termination"] != "max_turns" and solved["reward"] == 1.0 and solved["turns"] == 21
+    assert cut.termination == "max_turns" and cut.reward == 0.0
+    assert solved.termination != "max_turns" and solved.reward == 1.0 and solved.turns == 21
 
 
 def test_a_source_outside_the_file_has_no_limits():

@@ -70,13 +70,13 @@ async def _run_case(domain_name, task, variant, corruption, writes, max_turns, a
     domain = shared_domain(domain_name)
     config = EpisodeConfig(max_turns=max_turns, max_errors=50)
     episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), config)
-    info = await play(episode, GoldReplayAgent(task, corruption, writes, actions))
+    result = await play(episode, GoldReplayAgent(task, corruption, writes, actions))
     # tau2's own evaluator on the recorded trajectory, called independently of the episode's reward path
     expected = evaluate_simulation(
         simulation=episode.simulation_run(), task=task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain_name
     ).reward
-    return Case(domain_name, task.id, variant, info["reward"], expected, info["termination"], info["turns"],
-                info["evaluation_error"], info["reward_path"])
+    return Case(domain_name, task.id, variant, result.reward, expected, result.termination, result.turns,
+                result.evaluation_error, result.reward_path)
 
 
 async def _run_chunk(domain_name: str, indices: list[int]) -> list[Case]:

@@ -149,4 +149,4 @@ def test_the_users_tool_errors_count_against_max_errors_as_in_tau2():
         result = asyncio.run(ep.step(ParsedTurn(content="Please turn airplane mode off and on.")))
     assert ep.user_tool_errors == 1 and ep.tool_errors == 0
     assert result.done and ep.termination.value == "too_many_errors"
-    assert ep.info()["user_tool_errors"] == 1
+    assert ep.result().user_tool_errors == 1

@@ -57,13 +57,13 @@ def test_text_mode_replays_score_one_and_masks_cover_exactly_the_policy_tokens(m
     ):
         assert len(response) == len(mask) == len(logprobs)
         # mask 1 exactly on generated tokens: they decode to the policy's turns, each closed by <|im_end|>
-        policy = [message["content"] for message in record.info["conversation"] if message["role"] == "assistant"][1:]
+        policy = [message["content"] for message in record.result.conversation if message["role"] == "assistant"][1:]
         generated = tokenizer.decode([t for t, m in zip(response, mask) if m == 1])
         assert generated == "".join(f"{text}<|im_end|>" for text in policy)
         assert all(lp == -1.0 for lp, m in zip(logprobs, mask) if m == 1)
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)
         # the whole sequence decodes back to the conversation, as the chat template renders it
-        rendered = tokenizer.apply_chat_template(record.info["conversation"], tokenize=False)
+        rendered = tokenizer.apply_chat_template(record.result.conversation, tokenize=False)
         assert tokenizer.decode(prompt + response) == rendered.rstrip("\n") or tokenizer.decode(prompt + response) + "\n" == rendered
     metrics = output["rollout_metrics"]
     assert metrics["generation/avg_reward"] == 1.0 and metrics["generation/success_rate"] == 1.0
@@ -93,7 +93,7 @@ def test_native_mode_on_a_chat_sampler_retokenises_structured_calls(minimal, tok
     record = generator.last_records[0]
     generated = tokenizer.decode([t for t, m in zip(record.response_ids, record.loss_mask) if m == 1])
     assert "<tool_call>\n{\"name\": \"find_user_id_by_name_zip\"" in generated
-    calls = [m for m in record.info["conversation"] if m.get("tool_calls")]
+    calls = [m for m in record.result.conversation if m.get("tool_calls")]
     assert calls and calls[0]["tool_calls"][0]["function"]["name"] == "find_user_id_by_name_zip"
 
 
@@ -158,7 +158,7 @@ def test_context_limit_ends_the_episode_without_crashing(minimal, tokenizer):
     generator = build_generator(small, tokenizer, scripted_sampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=1))
     record = generator.last_records[0]
-    assert record.info["termination"] == "context_limit" and output["rewards"] == [0.0]
+    assert record.result.termination == "context_limit" and output["rewards"] == [0.0]
     assert output["stop_reasons"] == ["length"]
     assert len(output["prompt_token_ids"][0]) + len(output["response_ids"][0]) <= prompt_length + 60
 
@@ -174,7 +174,7 @@ def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, token
     small = components(minimal, rollout=native, model={"path": "builtin:tiny-qwen3", "max_model_len": limit})
     generator = build_generator(small, tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
-    assert generator.last_records[0].info["termination"] == "context_limit" and output["stop_reasons"] == ["length"]
+    assert generator.last_records[0].result.termination == "context_limit" and output["stop_reasons"] == ["length"]
     response, mask = output["response_ids"][0], output["loss_masks"][0]
     assert response == full["response_ids"][0][: len(response)]  # the same turns, up to the cut
     # each request's max_tokens is what remained of the context then: the prompt and every earlier turn count
@@ -229,8 +229,8 @@ def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer)
         generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, OpenAIChatSampler(endpoint))
         output = run(generator, batch(TASKS[:1], samples=1))
     record = generator.last_records[0]
-    assert record.info["termination"] == "user_stop"
-    tools = [m for m in record.info["conversation"] if m["role"] == "tool"]
+    assert record.result.termination == "user_stop"
+    tools = [m for m in record.result.conversation if m["role"] == "tool"]
     assert tools and tools[0]["content"] == "yusuf_rossi_9620"
     assert server.requests[0]["tools"] and output["loss_masks"][0].count(1) > 0
 
@@ -292,9 +292,10 @@ def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, to
 
 def test_the_fast_reward_rate_is_absent_when_no_episode_was_evaluated():
     from ctu.rollout.generator import TrajectoryRecord, rollout_metrics
+    from tau_bench_env.episode import EpisodeResult
 
-    def record(**info):
-        return TrajectoryRecord([1], [2], [1], [-0.1], 0.0, "stop", {"termination": "max_turns", **info})
+    def record(**fields):
+        return TrajectoryRecord([1], [2], [1], [-0.1], 0.0, "stop", EpisodeResult("retail", "0", termination="max_turns", **fields))
 
     assert "environment/fast_reward_rate" not in rollout_metrics([record(), record()])
     assert rollout_metrics([record(), record(reward_path="fast"), record(reward_path="tau2")])["environment/fast_reward_rate"] == 0.5
@@ -308,9 +309,9 @@ def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_run
         "user_simulator": {"type": "scripted"}, "max_turns": 1}), tokenizer, sampler)
     run(generator, batch(TASKS[:1], samples=1))
     record = generator.last_records[0]
-    assert record.stop_reason == "length" and record.info["parse_failures"] == 1
-    assert record.info["tool_errors"] == 0
-    assert not any(m["role"] == "tool" and "cancelled" in m["content"] for m in record.info["conversation"])
+    assert record.stop_reason == "length" and record.result.parse_failures == 1
+    assert record.result.tool_errors == 0
+    assert not any(m["role"] == "tool" and "cancelled" in m["content"] for m in record.result.conversation)
 
 
 def test_a_user_simulator_outage_is_an_infrastructure_error_left_out_of_rewards_and_success(minimal, tokenizer):

@@ -31,8 +31,10 @@ def test_skyrl_sample_logging_passes_over_ctus_tracker(tmp_path: Path):
 
 def record(reward: float, termination: str, test_set: str, task: str):
     from ctu.rollout.generator import TrajectoryRecord
+    from tau_bench_env.episode import EpisodeResult
 
-    return TrajectoryRecord([1], [2, 3], [1, 1], [-0.1, -0.2], reward, "stop", {"reward": reward, "termination": termination, "turns": 2},
+    result = EpisodeResult("retail", task, turns=2, termination=termination, reward=reward)
+    return TrajectoryRecord([1], [2, 3], [1, 1], [-0.1, -0.2], reward, "stop", result,
                             extras={"test_set": test_set, "task_id": task}, policy_turns=1)
 
 

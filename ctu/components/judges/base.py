@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tau_bench_env.episode import EpisodeResult
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -24,10 +26,10 @@ class Verdict:
 
 @dataclass(frozen=True)
 class JudgeInput:
-    """What a judge sees of an episode: its info (`Episode.info()`: conversation, termination, errors, task),
-    the tau2 task, and the domain's write tools."""
+    """What a judge sees of an episode: its result (conversation, termination, errors), the tau2 task, and the
+    domain's write tools."""
 
-    info: dict[str, Any]
+    result: EpisodeResult
     task: Any
     write_tools: frozenset[str]
 

@@ -103,18 +103,18 @@ class RuleTaxonomyJudge:
 
     def categories(self, episode: JudgeInput) -> list[str]:
         """The categories the signals show, in taxonomy order."""
-        info = episode.info
+        result = episode.result
         found: set[str] = set()
-        if info.get("parse_failures") or info.get("empty_turns"):
+        if result.failed_turns:
             found.add("parse_failure")
-        if info.get("tool_errors") or info.get("termination") == "too_many_errors":
+        if result.tool_errors or result.termination == "too_many_errors":
             found.add("tool_error")
-        if info.get("termination") == "max_turns":
+        if result.termination == "max_turns":
             found.add("max_turns_reached")
-        known = {tool["function"]["name"] for tool in info.get("tools") or []}
+        known = {tool["function"]["name"] for tool in result.tools}
         last_user = ""
         writes = 0
-        for message in info.get("conversation") or []:
+        for message in result.conversation:
             if message["role"] == "user":
                 last_user = message.get("content") or ""
             for call in message.get("tool_calls") or []:
@@ -129,7 +129,7 @@ class RuleTaxonomyJudge:
                 found.add("wrong_tool")
         criteria = getattr(episode.task, "evaluation_criteria", None)
         gold_writes = [a for a in (criteria.actions or []) if a.name in episode.write_tools] if criteria else []
-        if info.get("termination") in ("user_stop", "agent_stop") and gold_writes and not writes:
+        if result.termination in ("user_stop", "agent_stop") and gold_writes and not writes:
             found.add("premature_stop")
         return [name for name in self.params.taxonomy if name in found]
 
@@ -185,7 +185,7 @@ class LLMTaxonomyJudge:
         """The classification request for `episode`."""
         categories = "\n".join(f"- {name}" for name in self.params.taxonomy)
         return JUDGE_PROMPT.format(
-            categories=categories, no_error=NO_ERROR, transcript=transcript(episode.info.get("conversation") or [])
+            categories=categories, no_error=NO_ERROR, transcript=transcript(episode.result.conversation)
         )
 
     async def judge(self, episode: JudgeInput) -> Verdict:

@@ -28,7 +28,7 @@ class TauOutcomeReward:
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds tau2's reward to the reward so far."""
-        return reward + float(context.info.get("reward") or 0.0)
+        return reward + context.result.reward
 
 
 @registry.rewards.register("taxonomy_feedback")
@@ -66,10 +66,10 @@ class TaxonomyFeedbackReward:
 
         if self.judge is None:
             raise RuntimeError("taxonomy_feedback has no judge bound: build rewards with ctu.composition.build_components")
-        verdict = await self.judge.judge(JudgeInput(context.info, context.task, context.write_tools))
+        verdict = await self.judge.judge(JudgeInput(context.result, context.task, context.write_tools))
         context.metrics[metric(JUDGE, "calls")] = 1.0
         context.metrics[metric(JUDGE, "failures")] = float(verdict.error is not None)
-        context.info.setdefault("judge", {"categories": list(verdict.categories), "score": verdict.score, "error": verdict.error})
+        context.verdict = {"categories": list(verdict.categories), "score": verdict.score, "error": verdict.error}
         if verdict.score is None:
             if self.params.judge_failure_is_fatal:
                 context.fatal_error = verdict.error or "the judge gave no score"
@@ -124,7 +124,7 @@ class PartialCreditReward:
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * matched_fraction`` (nothing for tasks without gold actions)."""
-        fraction = matched_fraction(context.task, context.info.get("conversation") or [])
+        fraction = matched_fraction(context.task, context.result.conversation)
         return reward if fraction is None else reward + self.params.weight * fraction
 
 
@@ -146,7 +146,7 @@ class FormatPenaltyReward:
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Subtracts the capped penalty."""
-        failures = int(context.info.get("parse_failures") or 0) + int(context.info.get("empty_turns") or 0)
+        failures = context.result.failed_turns
         return reward - min(self.params.penalty * failures, self.params.max_penalty)
 
 
