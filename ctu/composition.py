@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctu.components.rewards.base import Phase
-from ctu.components.trackers.builtin import Trackers
+from ctu.components.trackers.combined import Trackers
 from ctu.registry import registry
 from ctu.rollout.rewards import RewardChain
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family

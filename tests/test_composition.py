@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from ctu.components.rewards.base import RewardContext
-from ctu.components.rewards.builtin import TaxonomyFeedbackReward
-from ctu.components.trackers.builtin import JsonlTracker
+from ctu.components.rewards.taxonomy_feedback import TaxonomyFeedbackReward
+from ctu.components.trackers.jsonl import JsonlTracker
 from ctu.composition import build_components
 from ctu.spec import spec_from_dict
 from tau_bench_env.episode import EpisodeResult

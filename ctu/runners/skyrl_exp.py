@@ -14,7 +14,7 @@ import ray
 from skyrl.train.entrypoints.main_base import BasePPOExp
 from skyrl.train.trainer import RayPPOTrainer
 
-from ctu.components.trackers.builtin import Trackers
+from ctu.components.trackers.combined import Trackers
 from ctu.composition import build_components
 from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.registry import populate_registry

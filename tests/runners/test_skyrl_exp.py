@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctu.components.trackers.builtin import Trackers
+from ctu.components.trackers.combined import Trackers
 
 
 def test_skyrl_sample_logging_passes_over_ctus_tracker(tmp_path: Path):

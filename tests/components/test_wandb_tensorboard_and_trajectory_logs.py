@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ctu.components.trackers.builtin import TAXONOMY_SUFFIX, Trackers, WandbTracker
+from ctu.components.trackers.combined import Trackers
+from ctu.components.trackers.wandb import TAXONOMY_SUFFIX, WandbTracker
 from ctu.registry import registry
 from ctu.rollout.generator import TrajectoryRecord
 from ctu.rollout.trajectories import TrajectoryLogger

@@ -1,4 +1,4 @@
-"""The built-in judges: `llm_taxonomy` (an LLM on an endpoint) and `rule_taxonomy` (deterministic, offline)."""
+"""The taxonomy judges: `llm_taxonomy` (an LLM on an endpoint) and `rule_taxonomy` (deterministic, offline)."""
 
 from __future__ import annotations
 
