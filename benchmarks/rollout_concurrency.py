@@ -192,10 +192,10 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
     from ctu.composition import build_components
     from ctu.models.tiny_qwen3 import tokenizer_path
+    from ctu.rollout.build import build_generator
     from ctu.rollout.sampling import OpenAIChatSampler
-    from ctu.rollout.setup import build_generator
-    from ctu.runners.tasks import TaskRow
-    from ctu.runners.tinker import generator_input
+    from ctu.runners.task_rows import TaskRow
+    from ctu.runners.tinker.runner import generator_input
     from ctu.spec import spec_from_dict
 
     user = {"type": "llm", "model": "user", "base_url": base_url, "api_key_env": None, "timeout_s": 120}

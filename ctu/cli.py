@@ -99,7 +99,7 @@ def validate(
                 failed += 1
                 err.print(f"[red]{escape(path)}: SkyRL rejects the resolved config:[/red] {escape(problem)}")
                 continue
-            from ctu.runners.preflight import INSTALL_GPU, missing_gpu_packages
+            from ctu.runners.skyrl.preflight import INSTALL_GPU, missing_gpu_packages
 
             missing = missing_gpu_packages()
             if missing:
@@ -113,7 +113,7 @@ def validate(
 
 def _skyrl_problem(spec) -> str | None:
     """SkyRL's objection to the spec's resolved config, or None."""
-    from ctu.runners.skyrl import resolve_skyrl_config
+    from ctu.runners.skyrl.config import resolve_skyrl_config
 
     run_dir = Path(spec.experiment.output_dir) / spec.experiment.name
     try:
@@ -139,7 +139,7 @@ def explain(
     if loaded.spec.backend.type != "skyrl":
         err.print("[red]error:[/red] --skyrl needs a spec whose backend is `skyrl`")
         raise typer.Exit(EXIT_SPEC_ERROR)
-    from ctu.runners.skyrl import config_yaml, resolve_skyrl_config
+    from ctu.runners.skyrl.config import config_yaml, resolve_skyrl_config
 
     run_dir = Path(loaded.spec.experiment.output_dir) / loaded.spec.experiment.name
     try:

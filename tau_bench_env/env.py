@@ -31,7 +31,7 @@ T = TypeVar("T")
 @dataclass
 class EnvSetup:
     """What every episode of a run shares: the user simulator, the parser and the episode config (built by
-    ctu from the spec: `ctu.rollout.setup`)."""
+    ctu from the spec: `ctu.rollout.build`)."""
 
     user_simulator: UserSimulator
     parser: Parser

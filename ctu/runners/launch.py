@@ -73,12 +73,12 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     run_dir.path.mkdir(parents=True, exist_ok=True)
     build_builtin_model(spec.model.path, console, progress)
     if spec.backend.type == "skyrl":
-        from ctu.runners.skyrl import run_skyrl
+        from ctu.runners.skyrl.config import run_skyrl
 
         state = run_skyrl(spec, run_dir.path, resume=resume is not None)
         console.print(f"[green]done[/green] step {state['step']}; results in {run_dir.path}")
         return
-    from ctu.runners.tinker import TinkerRunner
+    from ctu.runners.tinker.runner import TinkerRunner
 
     state = TinkerRunner(spec, run_dir, resume=resume is not None, progress=progress).run()
     console.print(f"[green]done[/green] {state.get('step', 0)} step(s); results in {run_dir.path}")
@@ -111,7 +111,7 @@ def build_builtin_model(model: str, console: Any, progress: bool = True) -> None
 
 def _dry_run(spec: Spec, run_dir: Path, console: Any) -> None:
     if spec.backend.type == "skyrl":
-        from ctu.runners.skyrl import config_yaml, launch_plan, resolve_skyrl_config
+        from ctu.runners.skyrl.config import config_yaml, launch_plan, resolve_skyrl_config
 
         try:
             config = resolve_skyrl_config(spec, run_dir / "data", run_dir)

@@ -69,5 +69,5 @@ def test_custom_domain_plays_and_is_scored_by_tau2(clinic, minimal):
     rewards = []
     for task in domain.tasks("base"):
         episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=40))
-        rewards.append(asyncio.run(play(episode, GoldReplayAgent(task)))["reward"])
+        rewards.append(asyncio.run(play(episode, GoldReplayAgent(task))).reward)
     assert rewards and all(r == 1.0 for r in rewards)

@@ -9,8 +9,8 @@ import pytest
 from skyrl.train.generators.base import BatchMetadata
 
 from ctu.composition import build_components
+from ctu.rollout.build import build_generator
 from ctu.rollout.sampling import SampleResult
-from ctu.rollout.setup import build_generator
 from ctu.spec import spec_from_dict
 from tau_bench_env.env import ENV_CLASS
 from tests.support.openai_server import Answer, ScriptedOpenAIServer

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ctu.rollout.sampling import SamplingParams, SkyRLSampler
+from ctu.rollout.sampling import SamplingParams
+from ctu.runners.skyrl.sampler import SkyRLSampler
 
 
 class RecordingClient:

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from ctu.metrics import evaluation_metrics
-from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
-from ctu.runners.tasks import TaskRow
-from ctu.runners.tinker import StepPlan
+from ctu.runners.task_rows import TaskRow
+from ctu.runners.tinker.grpo import group_advantages, learning_rate, skip_step, token_data
+from ctu.runners.tinker.runner import StepPlan
 
 
 def test_group_advantages_are_centred_and_scaled_per_group():

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from ctu.runners.preflight import (
+from ctu.runners.skyrl.preflight import (
     GPU_MODULES,
     PreflightError,
     check_skyrl_run,

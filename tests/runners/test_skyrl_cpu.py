@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ctu.models.tiny_qwen3 import resolve
-from ctu.runners.tinker_server import free_port
+from ctu.runners.tinker.server import free_port
 
 from ..conftest import REPO
 

@@ -13,7 +13,7 @@ from ctu.components.trackers.combined import Trackers
 def test_skyrl_sample_logging_passes_over_ctus_tracker(tmp_path: Path):
     from skyrl.train.utils.trajectory_logging import TrajectoryLogger
 
-    from ctu.runners.skyrl_exp import CtuTracking
+    from ctu.runners.skyrl.experiment import CtuTracking
     from ctu.spec.models import Tracking
 
     trackers = Trackers.with_metrics_file([config.build() for config in Tracking(trackers=["jsonl"]).trackers])
@@ -45,7 +45,7 @@ def test_eval_all_metrics_are_computed_over_every_eval_trajectory(monkeypatch):
 
     from skyrl.train.trainer import RayPPOTrainer
 
-    from ctu.runners.skyrl_exp import CtuPPOTrainer
+    from ctu.runners.skyrl.experiment import CtuPPOTrainer
 
     batches = [[record(1.0, "user_stop", "retail", "1"), record(1.0, "user_stop", "retail", "2")],
                [record(0.0, "max_turns", "airline", "3"), record(1.0, "user_stop", "airline", "4")]]
@@ -94,7 +94,7 @@ def skyrl_trainer(infra_errors: list[str | None], max_rate: float = 0.5):
 
     from skyrl.train.config import SkyRLTrainConfig
 
-    from ctu.runners.skyrl_exp import CtuPPOTrainer
+    from ctu.runners.skyrl.experiment import CtuPPOTrainer
 
     trainer = object.__new__(CtuPPOTrainer)
     trainer.cfg = SkyRLTrainConfig()
@@ -108,7 +108,7 @@ def skyrl_trainer(infra_errors: list[str | None], max_rate: float = 0.5):
 def test_skyrls_advantages_leave_infrastructure_errors_out_of_groups_and_loss():
     """SkyRL's own GRPO estimator runs; the failed episode joins no group and trains nothing, a group left with one
     episode has no baseline, and the padding SkyRL adds stays as SkyRL made it."""
-    from ctu.runners.grpo import group_advantages
+    from ctu.runners.tinker.grpo import group_advantages
 
     rewards = [1.0, 0.0, 0.3, 0.9, 0.2, 0.0]
     uids = ["a", "a", "a", "b", "b", "b"]

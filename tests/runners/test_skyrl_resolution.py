@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctu.composition import build_components
-from ctu.runners.skyrl import resolve_skyrl_config, skyrl_overrides
+from ctu.runners.skyrl.config import resolve_skyrl_config, skyrl_overrides
 from ctu.runners.smoke import smoke_spec
 from ctu.spec import load_spec
 
@@ -105,7 +105,7 @@ def test_explain_skyrl_and_validate_deep():
 def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
     import pyarrow.parquet as pq
 
-    from ctu.runners.skyrl import prepare_data
+    from ctu.runners.skyrl.config import prepare_data
 
     spec = load_spec(REPO / "specs" / "multi_domain.yaml", ["data.train.0.max_tasks=3", "data.test_sets.retail.max_tasks=2",
                                                            "data.test_sets.airline.max_tasks=2", "data.test_sets.telecom.max_tasks=2"]).spec
@@ -121,7 +121,7 @@ def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
 
 def test_zero_intervals_keep_their_meaning_in_skyrl(tmp_path: Path):
     """SkyRL reads 0 as "off" (no checkpoint, no eval set, no eval before training); ctu's 0 is "only at the end"."""
-    from ctu.runners.skyrl import NEVER
+    from ctu.runners.skyrl.config import NEVER
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=0", "trainer.ckpt_interval=0",
                                                          "trainer.eval_before_train=true"]).spec
@@ -143,7 +143,7 @@ def test_skyrl_resumes_only_when_asked(tmp_path: Path):
 
 def test_resuming_a_skyrl_run_without_a_checkpoint_is_a_run_error(tmp_path: Path):
     from ctu.runners.rundir import RunError
-    from ctu.runners.skyrl import run_skyrl
+    from ctu.runners.skyrl.config import run_skyrl
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml").spec
     with pytest.raises(RunError, match="no checkpoint"):
@@ -154,7 +154,7 @@ def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ctu.runners.skyrl import restart_finished_epoch
+    from ctu.runners.skyrl.config import restart_finished_epoch
 
     train = tmp_path / "train.parquet"
     pq.write_table(pa.table({"task_id": [str(i) for i in range(9)]}), train)  # 2 steps of 4 an epoch (one row dropped)

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from ctu.runners.rundir import RunDir
-from ctu.runners.tasks import TaskRow
-from ctu.runners.tinker import TinkerRunner
+from ctu.runners.task_rows import TaskRow
+from ctu.runners.tinker.runner import TinkerRunner
 from ctu.spec import spec_from_dict
 
 

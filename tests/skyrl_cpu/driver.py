@@ -31,7 +31,7 @@ def cpu_ray(config: Any) -> None:
 def main(argv: list[str]) -> None:
     from ctu.models.tiny_qwen3 import resolve
     from ctu.registry import populate_registry
-    from ctu.runners.skyrl import run_skyrl
+    from ctu.runners.skyrl.config import run_skyrl
     from ctu.spec import load_spec
 
     resume = "--resume" in argv

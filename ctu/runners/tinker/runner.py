@@ -27,9 +27,9 @@ from typing import Any
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
-from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.runners.rundir import RunDir
-from ctu.runners.tasks import TaskRow, test_rows, train_rows
+from ctu.runners.task_rows import TaskRow, test_rows, train_rows
+from ctu.runners.tinker.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.spec import Spec, spec_to_dict
 from ctu.spec.models import TinkerBackend
 
@@ -114,7 +114,7 @@ class TinkerRunner:
         if not self.backend.local:
             yield lambda: str(self.backend.base_url)
             return
-        from ctu.runners.tinker_server import LocalTinkerServer
+        from ctu.runners.tinker.server import LocalTinkerServer
 
         with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
             yield server.wait_healthy
@@ -128,9 +128,9 @@ class TinkerRunner:
             import tinker
             from transformers import AutoTokenizer
 
-            from ctu.rollout.sampling import TinkerSampler
-            from ctu.rollout.setup import build_generator
+            from ctu.rollout.build import build_generator
             from ctu.rollout.trajectories import TrajectoryLogger
+            from ctu.runners.tinker.sampler import TinkerSampler
 
             tokenizer = AutoTokenizer.from_pretrained(model_path)
             plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,

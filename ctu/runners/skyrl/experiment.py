@@ -18,9 +18,9 @@ from ctu.components.trackers.combined import Trackers
 from ctu.composition import build_components
 from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.registry import populate_registry
-from ctu.rollout.sampling import SkyRLSampler
-from ctu.rollout.setup import build_generator
+from ctu.rollout.build import build_generator
 from ctu.rollout.trajectories import TrajectoryLogger
+from ctu.runners.skyrl.sampler import SkyRLSampler
 from ctu.spec import Spec, spec_from_dict, spec_to_dict
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class CtuPPOTrainer(RayPPOTrainer):
 
     A training episode that ended by an infrastructure error (`TrajectoryRecord.infra_error`) gets advantage 0,
     is left out of its group's mean and standard deviation and gets loss mask 0; a group left with fewer than
-    two episodes gets advantages 0 (as `ctu.runners.grpo.group_advantages` gives on the Tinker backend). A step
+    two episodes gets advantages 0 (as `ctu.runners.tinker.grpo.group_advantages` gives on the Tinker backend). A step
     with more of them than `trainer.max_infra_error_rate` trains nothing (`train/skipped_steps`).
     """
 
@@ -84,7 +84,7 @@ class CtuPPOTrainer(RayPPOTrainer):
     def compute_advantages_and_returns(self, data: Any) -> Any:
         import torch
 
-        from ctu.runners.grpo import skip_step
+        from ctu.runners.tinker.grpo import skip_step
 
         uids = list(data.metadata["uids"])
         excluded = self._excluded(len(uids))

@@ -218,8 +218,8 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, init_ray: Callabl
         PreflightError: the GPU packages do not import, CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
-    from ctu.runners.preflight import check_skyrl_run
     from ctu.runners.rundir import RunDir, RunError
+    from ctu.runners.skyrl.preflight import check_skyrl_run
 
     assert isinstance(spec.backend, SkyRLBackend)
     if preflight:
@@ -230,7 +230,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, init_ray: Callabl
         raise RunError(f"{run.path} has no checkpoint to resume from")
     import ray
 
-    from ctu.runners.skyrl_exp import skyrl_entrypoint
+    from ctu.runners.skyrl.experiment import skyrl_entrypoint
 
     if init_ray is None:
         from skyrl.train.utils.utils import initialize_ray as init_ray

@@ -1,0 +1,40 @@
+"""`TinkerSampler`: the Tinker backend's policy sampler, over a Tinker `SamplingClient`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctu.rollout.sampling import SampleResult, SamplingParams
+
+
+@dataclass
+class TinkerSampler:
+    """A Tinker `SamplingClient` (any Tinker API server; on CPU, SkyRL's local JAX server)."""
+
+    client: Any
+    decode: Callable[[Sequence[int]], str]
+    supports_chat: bool = False
+
+    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+        """One `sample_async` call."""
+        import tinker
+
+        response = await self.client.sample_async(
+            prompt=tinker.types.ModelInput.from_ints(list(prompt_ids)),
+            num_samples=1,
+            sampling_params=tinker.types.SamplingParams(
+                max_tokens=params.max_tokens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                seed=params.seed,
+                stop=list(params.stop_token_ids) or None,
+            ),
+        )
+        sequence = response.sequences[0]
+        tokens = list(sequence.tokens)
+        return SampleResult(tokens, self.decode(tokens), sequence.stop_reason, list(sequence.logprobs or []) or None)
+
+    async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
+        raise NotImplementedError("Tinker samplers are token samplers; native mode renders tools in the template")
