@@ -113,12 +113,12 @@ def bench_domain(name: str, count: int, live: int) -> None:
 
     tau2_times, first_times, warm_times, mismatches = [], [], [], 0
     for episode in episodes:
-        arguments = (domain, episode.task, episode._env, list(episode.trajectory), True)
+        arguments = (domain, episode.task, episode.environment, list(episode.trajectory), True)
         run = episode.simulation_run()
         start = time.perf_counter()
         expected = evaluate_simulation(run, episode.task, EvaluationType.ALL, False, name).reward
         tau2_times.append(time.perf_counter() - start)
-        domain.gold_outcomes._states.clear()
+        domain.gold_outcomes.clear()
         first_times.append(timed(functools.partial(fast_reward, *arguments)))
         start = time.perf_counter()
         got = fast_reward(*arguments).reward

@@ -135,7 +135,7 @@ def serve(latency: float, orders: list[str], connection: Any) -> None:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]
+        port = runner.addresses[0][1]
         connection.send(f"http://127.0.0.1:{port}/v1")
         loop = asyncio.get_running_loop()
         while (command := await loop.run_in_executor(None, connection.recv)) != "stop":

@@ -191,6 +191,11 @@ class Episode:
         return self.termination is not None
 
     @property
+    def environment(self) -> Any:
+        """The episode's own tau2 environment (None before `reset`)."""
+        return self._env
+
+    @property
     def errors(self) -> int:
         """Errors counted against `max_errors`: the agent's and the user's tool errors (tau2's orchestrator counts
         both), and the policy's parse failures and empty turns (which tau2's agents cannot make)."""

@@ -42,6 +42,11 @@ class GoldOutcomes:
         self._states: dict[tuple[str, bool], Any] = {}
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        """Forget every gold state computed so far (a benchmark times the first computation of each)."""
+        with self._lock:
+            self._states.clear()
+
     def _gold_environment(self, domain: Any, task: Task, overlay: bool) -> Any:
         """An environment of the task's domain after its initial state and gold actions, as tau2's
         `EnvironmentEvaluator` builds its gold environment (gold actions that fail are skipped, as there)."""
