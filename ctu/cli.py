@@ -31,7 +31,8 @@ EXIT_SPEC_ERROR = 2
 
 def _split_args(args: list[str]) -> tuple[list[str], list[str]]:
     """Spec paths and `key=value` overrides, from one list of positional arguments."""
-    specs, overrides = [], []
+    specs: list[str] = []
+    overrides: list[str] = []
     for arg in args:
         (overrides if "=" in arg and not Path(arg).exists() else specs).append(arg)
     return specs, overrides

@@ -121,7 +121,7 @@ class TauBenchEnv(BaseTextEnv):
         """Synchronous `ainit`."""
         return run_sync(self.ainit(prompt))
 
-    def step(self, action: str) -> BaseTextEnvStepOutput:  # type: ignore[override]
+    def step(self, action: str) -> BaseTextEnvStepOutput:
         """Synchronous `astep`."""
         return run_sync(self.astep(action))
 

@@ -380,15 +380,16 @@ class Episode:
                     from tau_bench_env.fast_eval import fast_reward
 
                     self.reward_path = "fast"
-                    self.reward_info = await self._environment_work(
+                    info = await self._environment_work(
                         fast_reward, self.domain, self.task, self._env, list(self.trajectory), True
                     )
                 else:
                     self.reward_path = "tau2"
-                    self.reward_info = await asyncio.to_thread(
+                    info = await asyncio.to_thread(
                         self.domain.evaluate, self.simulation_run(), self.task, self.config.evaluate_nl_assertions
                     )
-                self.reward = float(self.reward_info.reward)
+                self.reward_info = info
+                self.reward = float(info.reward)
             except Exception as exc:  # an evaluator failure must not crash a training step
                 self.evaluation_error = f"{type(exc).__name__}: {exc}"
                 self.reward = 0.0

@@ -136,7 +136,9 @@ def fast_reward(domain: Any, task: Task, environment: Any, messages: list[Any], 
     if criteria is None:
         return RewardInfo(reward=1.0, reward_basis=None, info={"note": "No evaluation criteria"})
     if not checks_database(task):
-        env_reward, db_check, assertion_checks, env_breakdown = 1.0, DBCheck(db_match=True, db_reward=1.0), [], {}
+        assertion_checks: list[Any] = []
+        env_breakdown: dict[Any, float] = {}
+        env_reward, db_check = 1.0, DBCheck(db_match=True, db_reward=1.0)
     else:
         db_match = domain.gold_outcomes.matches(domain, task, environment)
         db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)

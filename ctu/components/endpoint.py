@@ -127,10 +127,10 @@ class ChatEndpoint:
             raise _Retryable(f"malformed answer: {payload[:200].decode('utf-8', 'replace')!r}") from exc
         if not completion.choices:
             raise _Retryable("the answer has no choices")
-        message = completion.choices[0].message
-        if not message.content and not message.tool_calls:
+        answer = completion.choices[0].message
+        if not answer.content and not answer.tool_calls:
             raise _Retryable("the answer's message is empty")
-        return message
+        return answer
 
     async def complete(self, messages: list[dict], tools: list[dict] | None = None, **extra: object) -> Any:
         """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`).

@@ -43,7 +43,7 @@ def build_generator(
     components: Components,
     tokenizer: Any,
     sampler: Sampler,
-    on_records: Callable[..., None] | None = None,
+    on_records: Callable[..., object] | None = None,
     on_episode: Callable[[int, bool], None] | None = None,
 ) -> TauGenerator:
     """The generator of `components` (the spec's `rollout.generator`) over `sampler` and `tokenizer`."""

@@ -61,13 +61,13 @@ class RolloutSetup:
     chat_template: Any
     sampler: Sampler
     env: EnvSetup
-    rewards: dict[str, RewardChain]
+    rewards: dict[Phase, RewardChain]
     sampling: dict[str, SamplingParams]
     max_model_len: int = 16384
     native_tool_calling: bool = False
     native_parser: Parser | None = None
     max_concurrent_episodes: int = 256
-    on_records: Callable[[list[TrajectoryRecord], Phase, int], None] | None = None
+    on_records: Callable[[list[TrajectoryRecord], Phase, int], object] | None = None
     on_episode: Callable[[int, bool], None] | None = None
 
 
@@ -309,11 +309,11 @@ class TauGenerator(GeneratorInterface):
         if not response:  # nothing was generated (the user hung up at once): one masked token keeps shapes valid
             eos = account.eos_id if account.eos_id is not None else 0
             response, mask, logprobs = [eos], [0], [0.0]
-        result = env.episode.result()
-        context = RewardContext(result, env.episode.task, env.episode.domain.write_tools, phase, stop_reason)
+        outcome = env.episode.result()
+        context = RewardContext(outcome, env.episode.task, env.episode.domain.write_tools, phase, stop_reason)
         reward, reward_metrics = await setup.rewards[phase].score(context)
-        return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, result, reward_metrics,
-                                dict(extras), policy_turns=turns, infra_error=infrastructure_error(result, context.fatal_error),
+        return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, outcome, reward_metrics,
+                                dict(extras), policy_turns=turns, infra_error=infrastructure_error(outcome, context.fatal_error),
                                 verdict=context.verdict)
 
 

@@ -244,7 +244,8 @@ def parse_override(item: str) -> tuple[PathKey, Any] | SpecIssue:
     if key.split(".")[0] == "extends":
         return SpecIssue("extends", "`extends` cannot be overridden; name the base in the spec file", where)
     try:
-        value = OmegaConf.to_container(OmegaConf.from_dotlist([f"value={raw}"]), resolve=False)["value"]
+        container: Any = OmegaConf.to_container(OmegaConf.from_dotlist([f"value={raw}"]), resolve=False)
+        value = container["value"]
     except (OmegaConfBaseException, yaml.YAMLError, ValueError, TypeError) as exc:
         reason = " ".join(str(exc).split())
         return SpecIssue(key, f"cannot parse the override's value {raw!r}: {reason}", where)
@@ -343,7 +344,7 @@ def resolve_interpolations(data: dict[str, Any], sources: Sources) -> list[SpecI
             issues.append(SpecIssue(dotted(path), f"cannot resolve interpolation: {message}", sources.find(path)))
             continue
         if OmegaConf.is_config(value):
-            value = OmegaConf.to_container(value, resolve=True)
+            value = OmegaConf.to_container(value, resolve=True)  # type: ignore[assignment]
         resolved.append((path, value))
     for path, value in resolved:
         _set(data, path, value)

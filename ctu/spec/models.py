@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from ctu.registry.config import Component
+from ctu.registry.config import ComponentConfig, ComponentMarker
 
 
 class Section(BaseModel):
@@ -21,14 +21,20 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
 
 
-ChatTemplateRef = Component("chat_templates")
-DomainRef = Component("domains")
-UserSimulatorRef = Component("user_simulators")
-GeneratorRef = Component("generators")
-ParserRef = Component("parsers")
-RewardRef = Component("rewards")
-JudgeRef = Component("judges")
-TrackerRef = Component("trackers")
+def by_name(name: str) -> Any:
+    """The default of a component field: the component's registered name, validated into a `ComponentConfig`
+    with the spec (`validate_default`)."""
+    return name
+
+
+ChatTemplateRef = Annotated[ComponentConfig, ComponentMarker("chat_templates")]
+DomainRef = Annotated[ComponentConfig, ComponentMarker("domains")]
+UserSimulatorRef = Annotated[ComponentConfig, ComponentMarker("user_simulators")]
+GeneratorRef = Annotated[ComponentConfig, ComponentMarker("generators")]
+ParserRef = Annotated[ComponentConfig, ComponentMarker("parsers")]
+RewardRef = Annotated[ComponentConfig, ComponentMarker("rewards")]
+JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
+TrackerRef = Annotated[ComponentConfig, ComponentMarker("trackers")]
 
 
 class Experiment(Section):
@@ -54,7 +60,7 @@ class Model(Section):
     """Hugging Face id or local path of the policy, or `builtin:tiny-qwen3` for the CPU smoke model."""
     family: ModelFamily = "auto"
     """Model family; `auto` infers it from `path`. Decides the native tool-call parser and the Qwen3 thinking check."""
-    chat_template: ChatTemplateRef = "default"
+    chat_template: ChatTemplateRef = by_name("default")
     """Chat-template policy: the one place ctu turns messages (and tools) into tokens."""
     max_model_len: PositiveInt = 16384
     """Longest conversation in tokens (prompt and every turn); longer episodes are cut and end as truncated."""
@@ -102,9 +108,9 @@ class Environment(Section):
 class Rollout(Section):
     """How the policy is sampled during rollouts."""
 
-    generator: GeneratorRef = "tau_multiturn"
+    generator: GeneratorRef = by_name("tau_multiturn")
     """The rollout generator: runs episodes and returns token ids, loss masks and rewards."""
-    parser: ParserRef = "hermes"
+    parser: ParserRef = by_name("hermes")
     """Tool-call parser for the policy's text (unused for tool calls when `native_tool_calling` is on)."""
     native_tool_calling: bool = False
     """Send tools as OpenAI `tools` and receive structured tool calls (needs a model family with a known parser)."""
@@ -209,7 +215,7 @@ class Tracking(Section):
 
     project: str = "ctu"
     """Project name for trackers (wandb adds `_with_taxonomy_feedback` when that reward is on)."""
-    trackers: list[TrackerRef] = ["console"]
+    trackers: list[TrackerRef] = Field(default_factory=lambda: [by_name("console")])
     """Metric trackers, all used at once: `console`, `jsonl`, `wandb`, `tensorboard`, or registered ones."""
     trajectories: TrajectoryLog = Field(default_factory=TrajectoryLog)
     """Trajectory logging."""
@@ -280,7 +286,7 @@ class Spec(Section):
     """GRPO hyperparameters."""
     trainer: Trainer = Field(default_factory=Trainer)
     """Batches, steps, evaluation and checkpoints."""
-    rewards: list[RewardRef] = Field(["tau_outcome"], min_length=1)
+    rewards: list[RewardRef] = Field(default_factory=lambda: [by_name("tau_outcome")], min_length=1)
     """Reward components applied in order, each seeing the reward so far (the first is usually `tau_outcome`)."""
     judge: JudgeRef | None = None
     """Default judge for rewards that need one and do not name their own."""

@@ -19,7 +19,7 @@ class DefaultChatTemplate:
     class Params(ComponentParams):
         pass
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: ComponentParams) -> None:
         self.params = params
 
     def chat_template(self) -> str | None:
@@ -106,10 +106,11 @@ class JinjaFileChatTemplate(DefaultChatTemplate):
 
     def __init__(self, params: Params) -> None:
         super().__init__(params)
+        self.path = Path(params.path)
         self._template: str | None = None
 
     def chat_template(self) -> str:
         """The file's text (read once)."""
         if self._template is None:
-            self._template = Path(self.params.path).read_text(encoding="utf-8")
+            self._template = self.path.read_text(encoding="utf-8")
         return self._template

@@ -10,6 +10,7 @@ from ctu.components.parsers.base import ParsedTurn
 from ctu.registry import ComponentParams, registry
 
 ParserName = Literal["hermes", "json", "openai", "python_call", "react"]
+DEFAULT_ORDER: tuple[ParserName, ...] = ("hermes", "openai", "json", "react", "python_call")
 
 
 @registry.parsers.register("auto")
@@ -17,7 +18,7 @@ class AutoParser:
     """Tries parsers in order; the first that finds a tool call (or a broken one) wins, else the text is a reply."""
 
     class Params(ComponentParams):
-        order: list[ParserName] = Field(default_factory=lambda: ["hermes", "openai", "json", "react", "python_call"], min_length=1)
+        order: list[ParserName] = Field(default_factory=lambda: list(DEFAULT_ORDER), min_length=1)
         """Parsers to try, first to last; the first renders the tools into the system prompt."""
         repair_truncated_json: bool = True
         """Passed to each JSON parser tried (see theirs)."""

@@ -59,6 +59,8 @@ class HermesParser(ParserBase):
     class Params(JsonCallParams):
         pass
 
+    params: JsonCallParams
+
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools as Qwen's chat template presents them: JSON schemas in <tools>, calls in <tool_call>."""
         schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)

@@ -35,6 +35,8 @@ class JsonParser(ParserBase):
     class Params(JsonCallParams):
         pass
 
+    params: JsonCallParams
+
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and the bare-JSON call format."""
         return render_json_tools(tools, '{"name": "<function-name>", "arguments": {<args>}}')
@@ -52,7 +54,10 @@ class JsonParser(ParserBase):
             spans.append((start, end))
             for item in items:
                 result = tool_call_from_json(json.dumps(item))
-                (calls if isinstance(result, ToolCall) else errors).append(result)
+                if isinstance(result, ToolCall):
+                    calls.append(result)
+                else:
+                    errors.append(result)
         rest = plain
         for start, end in reversed(spans):
             rest = rest[:start] + rest[end:]
@@ -61,6 +66,9 @@ class JsonParser(ParserBase):
             tail = rest[dangling.start():].strip()
             repaired = repair_truncated(tail) if self.params.repair_truncated_json else None
             result = tool_call_from_json(repaired) if repaired else "unparsable JSON tool call"
-            (calls if isinstance(result, ToolCall) else errors).append(result)
+            if isinstance(result, ToolCall):
+                calls.append(result)
+            else:
+                errors.append(result)
             rest = rest[: dangling.start()]
         return ParsedTurn(content=rest.strip(), tool_calls=tuple(calls), parse_errors=tuple(errors))

@@ -19,6 +19,8 @@ class OpenAIFormatParser(ParserBase):
     class Params(JsonCallParams):
         pass
 
+    params: JsonCallParams
+
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and OpenAI's `tool_calls` format."""
         example = '{"tool_calls": [{"type": "function", "function": {"name": "<function-name>", "arguments": "<args as JSON>"}}]}'
@@ -63,4 +65,7 @@ class OpenAIFormatParser(ParserBase):
                 errors.append(f"malformed tool call {item!r}"[:200])
                 continue
             result = tool_call_from_json(json.dumps(function))
-            (calls if isinstance(result, ToolCall) else errors).append(result)
+            if isinstance(result, ToolCall):
+                calls.append(result)
+            else:
+                errors.append(result)

@@ -34,6 +34,8 @@ class ReactParser(ParserBase):
     class Params(JsonCallParams):
         pass
 
+    params: JsonCallParams
+
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools and the ReAct format."""
         return render_tool_list(

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
 from ctu.components.rewards.base import RewardContext
 from ctu.registry import ComponentParams, registry
-from ctu.registry.config import Component
+from ctu.registry.config import ComponentConfig, ComponentMarker
 
-JudgeRef = Component("judges")
+JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
 
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -20,7 +21,7 @@ class ConsoleTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
-        self._console = None
+        self._console: Any = None
 
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Open the console (rich) and print the run's name (`resume_step`: the step a resumed run continues from)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -20,7 +21,7 @@ class TensorboardTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
-        self.writer = None
+        self.writer: Any = None
 
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Open an event-file writer in `<run_dir>/<log_dir>` (a resumed run purges events after `resume_step`)."""

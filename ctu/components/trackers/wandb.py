@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ctu.registry import ComponentParams, registry
 
@@ -15,8 +15,8 @@ TAXONOMY_SUFFIX = "_with_taxonomy_feedback"
 
 def uses_taxonomy_feedback(config: Mapping[str, object]) -> bool:
     """Whether a resolved spec (as a mapping) has the `taxonomy_feedback` reward."""
-    rewards = config.get("rewards") or []
-    return any(isinstance(r, Mapping) and r.get("type") == "taxonomy_feedback" for r in rewards)  # type: ignore[union-attr]
+    rewards = config.get("rewards")
+    return isinstance(rewards, list) and any(isinstance(r, Mapping) and r.get("type") == "taxonomy_feedback" for r in rewards)
 
 
 
@@ -41,7 +41,7 @@ class WandbTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
-        self.run = None
+        self.run: Any = None
         self.project: str | None = None
         self.mode: str | None = None
         self.last_step = -1

@@ -233,7 +233,9 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, init_ray: Callabl
     from ctu.runners.skyrl.experiment import skyrl_entrypoint
 
     if init_ray is None:
-        from skyrl.train.utils.utils import initialize_ray as init_ray
+        from skyrl.train.utils.utils import initialize_ray
+
+        init_ray = initialize_ray
 
     run.path.mkdir(parents=True, exist_ok=True)
     run.write_spec(spec)

@@ -79,7 +79,7 @@ def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) ->
         "env_extras": [dict(row.extras) for row in repeated],
         "sampling_params": None,
         "trajectory_ids": None,
-        "batch_metadata": BatchMetadata(global_step=step, training_phase=phase),  # type: ignore[arg-type]
+        "batch_metadata": BatchMetadata(global_step=step, training_phase=phase),
     }
 
 

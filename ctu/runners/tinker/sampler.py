@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,8 @@ class TinkerSampler:
     """A Tinker `SamplingClient` (any Tinker API server; on CPU, SkyRL's local JAX server)."""
 
     client: Any
-    decode: Callable[[Sequence[int]], str]
+    decode: Callable[..., Any]
+    """The tokenizer's `decode`: token ids to text."""
     supports_chat: bool = False
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
