@@ -58,7 +58,8 @@ def dataset_rows(
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
-    """Write rows as parquet (uncompressed columns of fixed types, no timestamps: deterministic)."""
+    """Write rows as zstd-compressed parquet with columns of fixed types and no timestamps (deterministic: the same
+    rows give the same bytes)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

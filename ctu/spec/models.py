@@ -70,7 +70,8 @@ class DatasetSource(Section):
     """Tasks of one domain and split."""
 
     domain: DomainRef
-    """Domain component: a name (`retail`) or a mapping with its params (`{type: telecom, task_set: small}`)."""
+    """Domain component: a name (`retail`, `airline`, `telecom`, `mock`, or a registered one) or a mapping with its
+    params (`{type: my_domain, ...}`); telecom's extra splits are `split: small` or `split: full`."""
     split: str = "train"
     """Task split of the domain: `train`, `test`, or `base` (every task); telecom also has `small` and `full`."""
     max_tasks: PositiveInt | None = None
