@@ -7,8 +7,8 @@ import math
 import pytest
 
 from ctu.metrics import evaluation_metrics
+from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.runners.task_rows import TaskRow
-from ctu.runners.tinker.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.runners.tinker.runner import StepPlan
 
 

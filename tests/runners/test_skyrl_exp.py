@@ -108,7 +108,7 @@ def skyrl_trainer(infra_errors: list[str | None], max_rate: float = 0.5):
 def test_skyrls_advantages_leave_infrastructure_errors_out_of_groups_and_loss():
     """SkyRL's own GRPO estimator runs; the failed episode joins no group and trains nothing, a group left with one
     episode has no baseline, and the padding SkyRL adds stays as SkyRL made it."""
-    from ctu.runners.tinker.grpo import group_advantages
+    from ctu.runners.grpo import group_advantages
 
     rewards = [1.0, 0.0, 0.3, 0.9, 0.2, 0.0]
     uids = ["a", "a", "a", "b", "b", "b"]

@@ -64,7 +64,7 @@ class CtuPPOTrainer(RayPPOTrainer):
 
     A training episode that ended by an infrastructure error (`TrajectoryRecord.infra_error`) gets advantage 0,
     is left out of its group's mean and standard deviation and gets loss mask 0; a group left with fewer than
-    two episodes gets advantages 0 (as `ctu.runners.tinker.grpo.group_advantages` gives on the Tinker backend). A step
+    two episodes gets advantages 0 (as `ctu.runners.grpo.group_advantages` gives on the Tinker backend). A step
     with more of them than `trainer.max_infra_error_rate` trains nothing (`train/skipped_steps`).
     """
 
@@ -84,7 +84,7 @@ class CtuPPOTrainer(RayPPOTrainer):
     def compute_advantages_and_returns(self, data: Any) -> Any:
         import torch
 
-        from ctu.runners.tinker.grpo import skip_step
+        from ctu.runners.grpo import skip_step
 
         uids = list(data.metadata["uids"])
         excluded = self._excluded(len(uids))

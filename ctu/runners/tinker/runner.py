@@ -27,9 +27,9 @@ from typing import Any
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
+from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow, test_rows, train_rows
-from ctu.runners.tinker.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.spec import Spec, spec_to_dict
 from ctu.spec.models import TinkerBackend
 
