@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctu.composition import Components
+from ctu.composition import PHASES, Components
 from ctu.rollout.generator import RolloutSetup, TauGenerator
 from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.spec.models import Spec
@@ -55,7 +55,7 @@ def build_generator(
         sampler=sampler,
         env=env_setup(components),
         rewards=dict(components.rewards),
-        sampling={phase: sampling_params(spec, phase, eos) for phase in ("train", "eval")},
+        sampling={phase: sampling_params(spec, phase, eos) for phase in PHASES},
         max_model_len=spec.model.max_model_len,
         native_tool_calling=spec.rollout.native_tool_calling,
         native_parser=components.native_parser,

@@ -62,7 +62,7 @@ class RolloutSetup:
     sampler: Sampler
     env: EnvSetup
     rewards: dict[Phase, RewardChain]
-    sampling: dict[str, SamplingParams]
+    sampling: dict[Phase, SamplingParams]
     max_model_len: int = 16384
     native_tool_calling: bool = False
     native_parser: Parser | None = None
