@@ -185,7 +185,7 @@ def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, token
     assert sent[-1] < default  # the budget did cut the last request
 
 
-def test_a_broken_episode_does_not_break_the_batch(minimal, tokenizer):
+def test_a_broken_episode_does_not_break_the_batch_and_is_an_infrastructure_error(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
     bad = batch(TASKS[:1], samples=1)
@@ -194,6 +194,9 @@ def test_a_broken_episode_does_not_break_the_batch(minimal, tokenizer):
     output = run(generator, bad)
     assert output["rewards"] == [1.0, 0.0]
     assert output["rollout_metrics"]["generation/episode_errors"] == 1.0
+    assert generator.last_records[0].infra_error is None
+    assert generator.last_records[1].infra_error.startswith("episode failed: ")
+    assert output["rollout_metrics"]["generation/success_rate"] == 1.0  # over the episode that ran
     assert "no-such-task" in generator.last_records[1].error
 
 
@@ -361,14 +364,3 @@ def test_a_judge_failure_is_an_infrastructure_error_only_where_the_spec_makes_it
             else:
                 assert errors == [None, None] and output["rewards"] == [1.0, 1.0]
 
-
-def test_an_episode_that_could_not_run_is_an_infrastructure_error(minimal, tokenizer):
-    script = ReplayScript(tokenizer, "retail", TASKS[:1])
-    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
-    bad = batch(TASKS[:1], samples=1)
-    bad["prompts"].append([{"role": "system", "content": "x"}])
-    bad["env_extras"].append({"domain": "retail", "task_id": "no-such-task"})
-    output = run(generator, bad)
-    assert generator.last_records[0].infra_error is None
-    assert generator.last_records[1].infra_error.startswith("episode failed: ")
-    assert output["rollout_metrics"]["generation/success_rate"] == 1.0  # over the episode that ran
