@@ -25,16 +25,28 @@ def scratch_parser():
             registry.parsers.unregister(name)
 
 
+class CompleteParser:
+    """A parser that meets the parsers' contract (subclassed by the tests that need a fresh class)."""
+
+    def __init__(self, params=None):
+        self.params = params
+
+    def parse(self, text):
+        from ctu.components.parsers import ParsedTurn
+
+        return ParsedTurn(text.strip())
+
+    def render_tools(self, tools):
+        return ""
+
+
 def test_registered_component_params_are_checked_in_specs(minimal, scratch_parser):
     @registry.parsers.register("scratch")
-    class Scratch:
+    class Scratch(CompleteParser):
         """A parser for this test."""
 
         class Params(ComponentParams):
             strict: bool = False
-
-        def __init__(self, params):
-            self.params = params
 
     minimal["rollout"] = {"parser": {"type": "scratch", "strict": True}}
     spec = spec_from_dict(minimal).spec
@@ -52,13 +64,13 @@ def test_registered_component_params_are_checked_in_specs(minimal, scratch_parse
 
 def test_registering_a_name_twice_names_both_places(scratch_parser):
     @registry.parsers.register("scratch_dup")
-    class First:
+    class First(CompleteParser):
         pass
 
     with pytest.raises(RegistryError) as info:
 
         @registry.parsers.register("scratch_dup")
-        class Second:
+        class Second(CompleteParser):
             pass
 
     message = str(info.value)
@@ -67,7 +79,7 @@ def test_registering_a_name_twice_names_both_places(scratch_parser):
 
 
 def test_registering_the_same_object_again_is_harmless(scratch_parser):
-    class Same:
+    class Same(CompleteParser):
         pass
 
     registry.parsers.register("scratch_same")(Same)
@@ -102,7 +114,7 @@ def test_lookup_errors_name_kind_and_closest_names():
 def test_entry_points_register_third_party_components(monkeypatch, scratch_parser):
     module = types.ModuleType("ctu_scratch_plugin")
 
-    class PluginParser:
+    class PluginParser(CompleteParser):
         """A third-party parser."""
 
         class Params(ComponentParams):

@@ -5,19 +5,27 @@ model declared next to it::
 
     from ctu.registry import ComponentParams, registry
 
-    @registry.parsers.register("my_parser")
-    class MyParser:
+    @registry.rewards.register("length_penalty")
+    class LengthPenalty:
         '''One line that `ctu components` shows.'''
 
+        training_only = True       # the kind's contract: rewards say whether they apply in evaluation too
+        needs_judge = False        # ... and whether the composition root must give them a judge
+
         class Params(ComponentParams):
-            strict: bool = False
-            '''Reject calls whose arguments are not a JSON object.'''
+            per_turn: float = 0.01
+            '''Subtracted per policy turn.'''
 
         def __init__(self, params: Params) -> None:
             self.params = params
 
-A spec then names it as ``parser: {type: my_parser, strict: true}`` (or ``parser: my_parser``), and the params
-are checked against ``MyParser.Params`` like any other part of the spec.
+        async def apply(self, reward, context):   # the contract's method
+            return reward - self.params.per_turn * context.result.turns
+
+A spec then names it as ``rewards: [tau_outcome, {type: length_penalty, per_turn: 0.02}]``, and the params are
+checked against ``LengthPenalty.Params`` like any other part of the spec. What a class of each kind must provide
+is its kind's contract (`ctu.registry.contracts.CONTRACTS`), checked when it is registered. A spec names the file
+or module holding such code in ``imports:`` (`ctu.registry.imports`).
 
 Third-party packages register through entry points, one group per kind, named ``ctu_<kind>`` (as catalogue
 names them), e.g. in their ``pyproject.toml``::
@@ -44,6 +52,7 @@ import catalogue
 from pydantic import BaseModel, ConfigDict
 
 from ctu.errors import ComponentError, RegistryError, did_you_mean
+from ctu.registry.contracts import contract_problems
 
 __all__ = [
     "KINDS",
@@ -105,8 +114,23 @@ class ComponentInfo:
         return " ".join(doc.split("\n\n", 1)[0].split())
 
     def build(self, params: ComponentParams) -> Any:
-        """Build the component from validated params: ``factory(params)``."""
-        return self.factory(params)
+        """Build the component from validated params: ``factory(params)``.
+
+        Raises:
+            RegistryError: the factory is a function and what it built lacks the kind's contract (a class is
+                checked when it is registered).
+        """
+        component = self.factory(params)
+        if not isinstance(self.factory, type):
+            problems = contract_problems(self.kind, component)
+            if problems:
+                raise RegistryError(_contract_message(self.kind, self.name, self.origin, problems))
+        return component
+
+
+def _contract_message(kind: str, name: str, origin: str, problems: list[str]) -> str:
+    lines = "\n".join(f"  - {problem}" for problem in problems)
+    return f"{kind} component {name!r} ({origin}) does not meet the contract of {kind}:\n{lines}"
 
 
 def _origin(obj: Any) -> str:
@@ -149,7 +173,10 @@ class ComponentRegistry:
 
         Raises:
             RegistryError: `name` is taken by another object (the message names both places), the name is
-                malformed, or the params model is not a `ComponentParams`.
+                malformed, the params model is not a `ComponentParams`, or a class lacks what its kind's
+                contract asks (`ctu.registry.contracts.CONTRACTS`: a method, a signature ctu can call, a class
+                attribute such as a reward's `training_only`); the message names the component, its file and
+                line, and every missing piece.
         """
 
         def decorate(obj: T) -> T:
@@ -168,7 +195,11 @@ class ComponentRegistry:
             raise RegistryError(
                 f"{self.kind} component {name!r} is registered twice: at {existing.origin} and at {origin}"
             )
-        info = ComponentInfo(self.kind, name, obj, _params_model_of(self.kind, name, obj, params), origin)
+        params_model = _params_model_of(self.kind, name, obj, params)
+        problems = contract_problems(self.kind, obj)
+        if problems:
+            raise RegistryError(_contract_message(self.kind, name, origin, problems))
+        info = ComponentInfo(self.kind, name, obj, params_model, origin)
         self._infos[name] = info
         self._catalogue.register(name, func=obj)
 

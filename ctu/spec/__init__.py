@@ -26,7 +26,7 @@ from ctu.spec.errors import Location, SpecError, SpecIssue
 from ctu.spec.loading import Sources, apply_override, check_plain_data, load_file, parse_override, resolve_interpolations
 from ctu.spec.models import Spec
 
-__all__ = ["LoadedSpec", "Location", "Spec", "SpecError", "SpecIssue", "dump_spec", "load_spec", "spec_from_dict", "spec_hash"]
+__all__ = ["LoadedSpec", "Location", "Spec", "SpecError", "SpecIssue", "dump_spec", "import_spec_code", "load_spec", "spec_from_dict", "spec_hash"]
 
 
 @dataclass
@@ -91,6 +91,9 @@ def _finish(data: dict[str, Any], sources: Sources, overrides: Sequence[str], so
     issues += resolve_interpolations(data, sources)
     if issues:
         raise SpecError(issues, source)
+    issues = import_spec_code(data.get("imports"), sources)
+    if issues:  # the spec's components would read as unknown: the import's own error is the one to fix
+        raise SpecError(issues, source)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
@@ -103,6 +106,26 @@ def _finish(data: dict[str, Any], sources: Sources, overrides: Sequence[str], so
     if errors:
         raise SpecError([_locate(issue, sources) for issue in errors], source)
     return LoadedSpec(spec, [_locate(issue, sources) for issue in warnings], sources)
+
+
+def import_spec_code(imports: Any, sources: Sources | None = None) -> list[SpecIssue]:
+    """Import a spec's `imports` (files relative to the current directory, or module names) so their components
+    are registered; one issue at ``imports.<i>`` per entry that fails (its exception's type and message).
+
+    Nothing is imported when `imports` is not a list of strings; the schema then reports it.
+    """
+    from ctu.registry.imports import UserCodeError, import_user_code
+
+    sources = sources or Sources()
+    if not isinstance(imports, list) or not all(isinstance(entry, str) for entry in imports):
+        return []
+    issues: list[SpecIssue] = []
+    for index, entry in enumerate(imports):
+        try:
+            import_user_code(entry)
+        except UserCodeError as error:
+            issues.append(SpecIssue(f"imports.{index}", str(error), sources.find(("imports", index))))
+    return issues
 
 
 def _locate(issue: SpecIssue, sources: Sources) -> SpecIssue:

@@ -1,7 +1,9 @@
 """From YAML files and command-line overrides to one plain dict, remembering where every value was written.
 
 Order: each file is safe-loaded (dates stay strings, duplicate keys are errors); its `extends` files are loaded
-first, relative to it, and deep-merged in order under it (mappings merge, lists and scalars are replaced);
+first, relative to it, and deep-merged in order under it (mappings merge, lists and scalars are replaced, except
+`imports`, which accumulate: a base's imports, then the file's own, each file path resolved against the file
+that names it);
 `key=value` overrides are applied (values parsed by OmegaConf's grammar; list items by index,
 ``rewards.0.weight=0.2``); then `${...}` interpolations are resolved by OmegaConf (`${oc.env:VAR}`,
 `${oc.env:VAR,default}`, `${experiment.name}`). Every problem is collected as a `SpecIssue`; the caller
@@ -203,6 +205,7 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
 
     merged: dict[str, Any] = {}
     sources = Sources()
+    imports: list[tuple[str, Location | None]] = []
     extends = data.pop("extends", None)
     if extends is not None:
         bases = [extends] if isinstance(extends, str) else extends
@@ -220,11 +223,38 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
                 issues.append(SpecIssue("extends", f"base spec not found: {base} (looked for {base_path})", where))
                 continue
             base_data, base_sources = load_file(base_path, issues, (*stack, path.resolve()))
+            base_imports = base_data.pop("imports", [])
+            imports += [(entry, base_sources.locations.get(("imports", i))) for i, entry in enumerate(base_imports)]
             merged = deep_merge(merged, base_data, sources, base_sources.locations)
-    locations = {key: loc for key, loc in locations.items() if not key or key[0] != "extends"}
+    imports += _own_imports(data.pop("imports", None), path, locations, issues)
+    locations = {key: loc for key, loc in locations.items() if not key or key[0] not in ("extends", "imports")}
     merged = deep_merge(merged, data, sources, locations)
+    sources.replace_subtree(("imports",), {})
+    kept = {}
+    for entry, where in imports:
+        kept.setdefault(entry, where)
+    if kept:
+        merged["imports"] = list(kept)
+        for index, where in enumerate(kept.values()):
+            if where is not None:
+                sources.locations[("imports", index)] = where
     sources.locations[()] = Location(file, 1)
     return merged, sources
+
+
+def _own_imports(value: Any, path: Path, locations: dict[PathKey, Location],
+                 issues: list[SpecIssue]) -> list[tuple[str, Location | None]]:
+    """One file's `imports`, file entries resolved against the file's folder (see `resolve_file_import`)."""
+    from ctu.registry.imports import resolve_file_import
+
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(entry, str) and entry.strip() for entry in value):
+        issues.append(SpecIssue("imports", "must be a list of Python files (my_rewards.py, relative to this spec) "
+                                           "or module names (my_pkg.parsers)", locations.get(("imports",))))
+        return []
+    return [(resolve_file_import(entry.strip(), path.parent), locations.get(("imports", index)))
+            for index, entry in enumerate(value)]
 
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.([A-Za-z0-9_\-]+))*$")

@@ -273,6 +273,11 @@ class Spec(Section):
     extends: str | list[str] | None = Field(None, exclude=True)
     """Base spec file(s), relative to this file, deep-merged in order before this one (mappings merge, lists
     are replaced). Resolved at load time; a resolved spec has none."""
+    imports: list[str] = Field(default_factory=list)
+    """Your own components' code, imported before the rest of the spec is checked: Python files (relative to
+    the spec that names them) or module names, e.g. ``[my_rewards.py, my_pkg.parsers]``. A base's imports are
+    kept by the specs that extend it. Imported in every process that runs ctu code (the CLI, the Tinker runner,
+    SkyRL's Ray entrypoint)."""
     experiment: Experiment
     """Run name, seed and output folder."""
     model: Model

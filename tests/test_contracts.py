@@ -1,0 +1,141 @@
+"""Each kind's contract is checked at registration: an incomplete component fails where it is declared, with a
+message naming it, its file and what is missing."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctu.errors import RegistryError
+from ctu.registry import KINDS, ComponentParams, registry
+from ctu.registry.contracts import CONTRACTS
+
+
+class Nothing:
+    """A class with none of any kind's methods."""
+
+    def __init__(self, params=None):
+        self.params = params
+
+
+MISSING = {
+    "generators": ["no method build(setup)"],
+    "parsers": ["no method parse(text)", "no method render_tools(tools)"],
+    "rewards": ["no method async apply(reward, context)", "no class attribute `training_only` (bool)",
+                "no class attribute `needs_judge` (bool)"],
+    "judges": ["no method async judge(episode)"],
+    "trackers": ["no method start(run_dir, run_name, project, config, resume_step=...)", "no method log(metrics, step)",
+                 "no method finish()"],
+    "chat_templates": ["no method render(tokenizer, messages, tools, add_generation_prompt=...)",
+                       "no method encode_text(tokenizer, text)", "no method decode(tokenizer, ids)",
+                       "no class attribute `template_kwargs` (dict)"],
+    "user_simulators": ["no method session(task, user_tools, trajectory)"],
+    "domains": ["must subclass tau_bench_env.domains.Domain"],
+}
+
+
+def test_every_kind_has_a_contract():
+    assert set(CONTRACTS) == set(KINDS) == set(MISSING)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_incomplete_component_of_each_kind_fails_at_registration(kind):
+    with pytest.raises(RegistryError) as info:
+        registry[kind].register("incomplete_test")(Nothing)
+    message = str(info.value)
+    assert f"{kind} component 'incomplete_test'" in message
+    assert "test_contracts.py:" in message  # the file and line of the class
+    for missing in MISSING[kind]:
+        assert missing in message
+    assert "incomplete_test" not in registry[kind]
+
+
+def test_every_builtin_meets_its_contract():
+    from ctu.registry.contracts import contract_problems
+
+    for kind in KINDS:
+        for info in registry[kind]:
+            assert contract_problems(kind, info.factory) == [], (kind, info.name)
+
+
+@pytest.fixture
+def cleanup():
+    yield
+    for kind in KINDS:
+        registry[kind].unregister("contract_test")
+
+
+def test_a_wrong_signature_and_a_sync_method_are_named(cleanup):
+    with pytest.raises(RegistryError) as info:
+
+        @registry.rewards.register("contract_test")
+        class SyncReward:
+            """Forgets `async` and the context argument."""
+
+            training_only = False
+            needs_judge = "no"
+
+            def __init__(self, params):
+                self.params = params
+
+            def apply(self, reward):
+                return reward
+
+    message = str(info.value)
+    assert "apply(self, reward) cannot be called as async apply(reward, context)" in message
+    assert "class attribute `needs_judge` must be a bool, got 'no'" in message
+
+
+def test_a_constructor_that_takes_no_params_is_named(cleanup):
+    with pytest.raises(RegistryError, match=r"constructor NoParams\(\) cannot be called as NoParams\(params\)"):
+
+        @registry.judges.register("contract_test")
+        class NoParams:
+            """A judge whose constructor takes nothing."""
+
+            def __init__(self):
+                pass
+
+            async def judge(self, episode):
+                raise NotImplementedError
+
+
+def test_a_custom_domain_must_define_its_environment_and_tasks(cleanup):
+    from ctu.components.domains import Domain
+
+    with pytest.raises(RegistryError) as info:
+
+        @registry.domains.register("contract_test")
+        class Half(Domain):
+            """Defines tasks but no environment."""
+
+            def load_tasks(self, split):
+                return []
+
+    assert "must define make_environment()" in str(info.value)
+    assert "load_tasks" not in str(info.value)
+
+
+def test_a_factory_function_is_checked_when_it_builds(cleanup):
+    @registry.parsers.register("contract_test")
+    def make_parser(params: ComponentParams) -> object:
+        """A factory whose product is no parser."""
+        return Nothing(params)
+
+    info = registry.parsers.get("contract_test")
+    with pytest.raises(RegistryError, match=r"(?s)parsers component 'contract_test' .*no method parse\(text\)"):
+        info.build(info.params_model())
+
+
+def test_static_and_class_methods_count(cleanup):
+    @registry.user_simulators.register("contract_test")
+    class Static:
+        """A user simulator whose session factory is a static method."""
+
+        def __init__(self, params):
+            self.params = params
+
+        @staticmethod
+        def session(task, user_tools, trajectory):
+            raise NotImplementedError
+
+    assert "contract_test" in registry.user_simulators
