@@ -69,6 +69,23 @@ def _load(path: str, overrides: list[str]):
     return loaded
 
 
+IMPORT_HELP = "A Python file or module registering components of your own (repeatable), as a spec's `imports:`."
+Imports = Annotated[list[str] | None, typer.Option("--import", "-i", help=IMPORT_HELP)]
+
+
+def _import_code(entries: list[str] | None) -> None:
+    """Import `--import` entries (files relative to the current directory); exit 2 listing every failure."""
+    from ctu.registry import populate_registry
+    from ctu.spec import import_spec_code
+
+    populate_registry()
+    issues = import_spec_code([str(entry) for entry in entries or []])
+    if issues:
+        _print_issues("--import failed", [issue.__class__(f"--import {issue.path.split('.')[1]}", issue.message)
+                                          for issue in issues], "red")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+
+
 @app.command()
 def validate(
     args: Annotated[list[str], typer.Argument(help="Spec files, then optional key=value overrides applied to each.")],
@@ -178,11 +195,13 @@ def run(
 @app.command()
 def schema(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    imports: Imports = None,
 ) -> None:
     """Print the spec's JSON Schema, with every registered component's params (for yaml-language-server)."""
     from ctu.errors import CtuError
     from ctu.spec.reference import render_json_schema
 
+    _import_code(imports)
     try:
         text = json.dumps(render_json_schema(), indent=2) + "\n"
     except CtuError as error:
@@ -198,11 +217,13 @@ def schema(
 def docs(
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if the file is stale instead of writing it.")] = False,
     output: Annotated[Path, typer.Option("-o", "--output", help="The reference file.")] = Path("SPEC_REFERENCE.md"),
+    imports: Imports = None,
 ) -> None:
-    """Regenerate SPEC_REFERENCE.md from the schema and the registry."""
+    """Regenerate SPEC_REFERENCE.md from the schema and the registry (with `--import`, your components too)."""
     from ctu.errors import CtuError
     from ctu.spec.reference import render_reference
 
+    _import_code(imports)
     try:
         text = render_reference()
     except CtuError as error:
@@ -221,15 +242,19 @@ def docs(
 @app.command()
 def components(
     kind: Annotated[str | None, typer.Argument(help="Only this kind (e.g. parsers).")] = None,
+    spec: Annotated[str | None, typer.Option("--spec", help="Also list the components a spec's `imports:` register.")] = None,
+    imports: Imports = None,
 ) -> None:
-    """List the registered components, by kind, with a one-line description."""
+    """List the registered components, by kind, with a one-line description and where each is defined."""
     from rich.table import Table
 
     from ctu.errors import CtuError
-    from ctu.registry import KINDS, populate_registry, registry
+    from ctu.registry import KINDS, registry
 
+    _import_code(imports)
+    if spec is not None:
+        _load(spec, [])
     try:
-        populate_registry()
         kinds = [registry[kind].kind] if kind else list(KINDS)
     except CtuError as error:
         raise _fail(error) from None
@@ -237,10 +262,24 @@ def components(
     table.add_column("kind")
     table.add_column("name")
     table.add_column("description")
+    user_code = imports or spec
+    if user_code:
+        table.add_column("defined at")
     for name in kinds:
         for info in registry[name]:
-            table.add_row(name, info.name, info.description)
+            table.add_row(name, info.name, info.description, *([_short_origin(info.origin)] if user_code else []))
     out.print(table)
+
+
+def _short_origin(origin: str) -> str:
+    """`origin` relative to the current directory when under it; ctu's own components as ``ctu``."""
+    import ctu
+
+    package = str(Path(ctu.__file__).parent)
+    if origin.startswith(package):
+        return "ctu"
+    cwd = str(Path.cwd()) + "/"
+    return origin[len(cwd):] if origin.startswith(cwd) else origin
 
 
 data_app = typer.Typer(help="Prepare tau-bench datasets.", no_args_is_help=True)
@@ -259,12 +298,12 @@ def data_prepare(
     max_tasks_per_domain: Annotated[
         int | None, typer.Option("--max-tasks-per-domain", min=1, help="Keep the first N tasks of each file.")
     ] = None,
+    imports: Imports = None,
 ) -> None:
     """Write SkyRL-format parquet files, one per domain and split, plus a combined train.parquet."""
     from ctu.errors import CtuError
-    from ctu.registry import populate_registry
 
-    populate_registry()
+    _import_code(imports)
     from tau_bench_env.data import prepare_datasets
 
     try:

@@ -230,7 +230,7 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
     locations = {key: loc for key, loc in locations.items() if not key or key[0] not in ("extends", "imports")}
     merged = deep_merge(merged, data, sources, locations)
     sources.replace_subtree(("imports",), {})
-    kept = {}
+    kept: dict[str, Location | None] = {}
     for entry, where in imports:
         kept.setdefault(entry, where)
     if kept:

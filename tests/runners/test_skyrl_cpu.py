@@ -132,3 +132,24 @@ def test_a_step_whose_user_simulator_is_down_is_skipped_with_a_warning(standin: 
     assert not any(name.startswith("policy/") for name in line)  # SkyRL's training step never ran
     assert "generation/success_rate" not in line and "test-retail/success_rate" not in line
     assert line["test-retail/num_infra_errors"] == 2.0
+
+
+def test_user_code_named_in_imports_reaches_the_ray_workers(standin: str, tmp_path: Path):
+    """The worked example's own domain, parser and reward (examples/healthcare), named by `imports:` relative to
+    the directory the run starts in: SkyRL's Ray entrypoint imports them again before it validates the spec, and
+    its episodes run on the example's database with its parser and reward."""
+    example = "examples/healthcare"
+    result = run_skyrl_on_cpu(
+        standin, tmp_path, f"imports=['{example}/domain.py', '{example}/parser.py', '{example}/reward.py']",
+        "data.train=[{domain: healthcare, split: train, max_tasks: 4}]",
+        "data.test_sets={healthcare: {domain: healthcare, split: test, max_tasks: 2}}",
+        "rollout.parser=xml_call", "rewards=[tau_outcome, {type: verified_first, penalty: 0.5}]",
+        "trainer.max_steps=1", "trainer.eval_before_train=false",
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    run = tmp_path / "run"
+    [line] = metric_lines(run)
+    assert "reward/verified_first/contribution" in line and "test-healthcare/pass^1" in line
+    [record, *_] = [json.loads(text) for text in (run / "trajectories" / "train_step000001.jsonl").read_text().splitlines()]
+    system_prompt = record["messages"][0]["content"]
+    assert "<call name=" in system_prompt and "book_appointment" in system_prompt  # xml_call's rendering, the example's tools

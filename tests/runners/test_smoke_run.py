@@ -7,7 +7,6 @@ real; each takes a few minutes on two cores.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,19 +18,9 @@ import pytest
 from ctu.spec import load_spec, spec_hash
 
 from ..conftest import REPO
+from ..support.cli import run_env
 
 PARSE_ERROR = "could not be parsed"
-
-
-def run_env() -> dict[str, str]:
-    """The environment of a `ctu run` as a user's shell gives it. Without `WANDB_SERVICE`: an in-process wandb
-    test earlier in the session leaves the pytest process's wandb service in that variable, and every child would
-    share that one service, where a run killed by SIGKILL keeps its run id registered ("run ID ... is in use" on
-    `--resume`). A user's run has a service of its own, which ends with it."""
-    env = {**os.environ, "COLUMNS": "200", "WANDB_SILENT": "true"}
-    for name in ("WANDB_API_KEY", "WANDB_SERVICE"):
-        env.pop(name, None)
-    return env
 
 
 def ctu_run(*args: str) -> subprocess.CompletedProcess[str]:

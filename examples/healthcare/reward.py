@@ -1,0 +1,47 @@
+"""`verified_first`: a reward wrapper that enforces the clinic policy's identity rule.
+
+It sees the reward the rewards before it produced (usually `tau_outcome`'s) and the finished episode, and takes a
+penalty when the agent changed anything (a write tool) before it had found the patient with `find_patient`. tau2's
+database comparison cannot see the order of calls; this reward can.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from ctu.components.rewards.base import RewardContext
+from ctu.registry import ComponentParams, registry
+
+
+def called_tools(conversation: list[dict]) -> list[str]:
+    """The names of the agent's tool calls in an OpenAI-format conversation, in order."""
+    return [call["function"]["name"] for message in conversation if message.get("role") == "assistant"
+            for call in message.get("tool_calls") or []]
+
+
+@registry.rewards.register("verified_first")
+class VerifiedFirstReward:
+    """Subtracts `penalty` when a write tool ran before the patient was found with `find_patient`."""
+
+    training_only: ClassVar[bool] = True
+    """Shaping for training: evaluation reports tau2's reward alone."""
+    needs_judge: ClassVar[bool] = False
+
+    class Params(ComponentParams):
+        penalty: float = Field(0.5, ge=0)
+        """Subtracted once per episode that breaks the rule."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """`reward` minus `penalty` if a write tool (`context.write_tools`) came before `find_patient`."""
+        for name in called_tools(context.result.conversation):
+            if name == "find_patient":
+                return reward
+            if name in context.write_tools:
+                context.metrics["verified_first/violations"] = 1.0
+                return reward - self.params.penalty
+        return reward
