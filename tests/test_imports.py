@@ -134,3 +134,19 @@ def test_the_cli_lists_and_documents_components_given_by_import(tmp_path, unregi
     failed = subprocess.run([sys.executable, "-m", "ctu.cli", "docs", "-i", "nope.py", "-o", "ref.md"], cwd=tmp_path,
                             capture_output=True, text=True)
     assert failed.returncode == 2 and "no such file" in failed.stderr and not (tmp_path / "ref.md").exists()
+
+
+def test_a_dumped_spec_loads_equal_from_its_run_directory(tmp_path, unregister, monkeypatch):
+    """`spec.resolved.yaml` in a run directory (what `ctu run --resume` reads) names the same files."""
+    from ctu.spec import dump_spec, spec_hash
+
+    unregister.append("imports_bonus_e")
+    reward_file(tmp_path / "project", "imports_bonus_e")
+    spec_path = write_spec(tmp_path / "project" / "spec.yaml", "imports: [imports_bonus_e.py]\nrewards: [imports_bonus_e]\n")
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(spec_path).spec
+    resolved = tmp_path / "runs" / "minimal" / "spec.resolved.yaml"
+    resolved.parent.mkdir(parents=True)
+    resolved.write_text(dump_spec(spec))
+    again = load_spec(resolved).spec
+    assert again == spec and spec_hash(again) == spec_hash(spec)

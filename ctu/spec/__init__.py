@@ -141,9 +141,14 @@ def spec_to_dict(spec: Spec) -> dict[str, Any]:
 
 
 def dump_spec(spec: Spec) -> str:
-    """The resolved spec as YAML. Loading the text again gives an equal `Spec`. Holds no secrets: API keys
-    are only ever named by environment variable."""
-    return yaml.safe_dump(spec_to_dict(spec), sort_keys=False, allow_unicode=True, width=120)
+    """The resolved spec as YAML. Loading the text again (from the same directory, wherever the file is written)
+    gives an equal `Spec`: the files in `imports` are written as absolute paths, which loading makes relative to
+    the current directory again. Holds no secrets: API keys are only ever named by environment variable."""
+    from ctu.registry.imports import is_file_import
+
+    data = spec_to_dict(spec)
+    data["imports"] = [str(Path(entry).resolve()) if is_file_import(entry) else entry for entry in data["imports"]]
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
 def spec_hash(spec: Spec) -> str:
