@@ -54,6 +54,15 @@ def skip_step(excluded: Sequence[bool], max_infra_error_rate: float) -> bool:
     return bool(excluded) and sum(excluded) / len(excluded) > max_infra_error_rate
 
 
+def skipped_step_message(step: int, infra_errors: Sequence[str | None], max_infra_error_rate: float) -> str:
+    """The warning both backends log for a step `skip_step` skipped: how many of its episodes (`infra_errors`,
+    one entry each, None for an episode without one) ended by an infrastructure error, and the first error."""
+    errors = [error for error in infra_errors if error]
+    first = errors[0] if errors else None
+    return (f"step {step} skipped: {len(errors)} of {len(infra_errors)} episodes ended by an infrastructure error "
+            f"(more than trainer.max_infra_error_rate = {max_infra_error_rate}); first: {first}")
+
+
 @dataclass
 class TokenData:
     """One trajectory as next-token training data.

@@ -111,11 +111,10 @@ class CtuPPOTrainer(RayPPOTrainer):
         if not self._skip_step:
             self.all_metrics[metric(TRAIN, "skipped_steps")] = 0.0
             return super().train_critic_and_policy(data)
-        records = self.generator.last_records
-        errors = [r.infra_error for r in records if r.infra_error]
-        logger.warning("step %d skipped: %d of %d episodes ended by an infrastructure error (more than "
-                       "trainer.max_infra_error_rate = %s); first: %s", self.global_step, len(errors), len(records),
-                       self.max_infra_error_rate, errors[0])
+        from ctu.runners.grpo import skipped_step_message
+
+        logger.warning(skipped_step_message(self.global_step, [r.infra_error for r in self.generator.last_records],
+                                            self.max_infra_error_rate))
         self.all_metrics[metric(TRAIN, "skipped_steps")] = 1.0
         return {}
 

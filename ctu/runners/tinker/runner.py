@@ -27,7 +27,7 @@ from typing import Any
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
-from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
+from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow, test_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
@@ -228,9 +228,8 @@ class TinkerRunner:
         advantages = group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std, excluded)
         skipped = skip_step(excluded, spec.trainer.max_infra_error_rate)
         if skipped:
-            logger.warning("step %d skipped: %d of %d episodes ended by an infrastructure error (more than "
-                           "trainer.max_infra_error_rate = %s); first: %s", step, sum(excluded), len(excluded),
-                           spec.trainer.max_infra_error_rate, next(r.infra_error for r in generator.last_records if r.infra_error))
+            logger.warning(skipped_step_message(step, [r.infra_error for r in generator.last_records],
+                                                spec.trainer.max_infra_error_rate))
         logprobs = output["rollout_logprobs"] or [[0.0] * len(r) for r in output["response_ids"]]
         config = None
         if self.backend.loss == "ppo":
