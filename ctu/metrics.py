@@ -50,13 +50,40 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
+SUCCESS_TOLERANCE = 1e-6
+"""A reward within this of 1.0 is a success (tau2's `is_successful`, tau2/metrics/agent_metrics.py)."""
+
+
+def is_success(reward: float) -> bool:
+    """Whether tau2's reward counts the episode a success (1.0, within `SUCCESS_TOLERANCE`)."""
+    return abs(reward - 1.0) <= SUCCESS_TOLERANCE
+
+
+def pass_hat_ks(successes: dict[str, list[bool]]) -> dict[int, float]:
+    """pass^k of a set of tasks, k = 1 .. the fewest trials any task has, as tau2 computes it
+    (`tau2.metrics.agent_metrics.compute_metrics`): each task's `pass_hat_k`, averaged over the tasks.
+
+    Args:
+        successes: task id -> one success flag per trial that measured the policy (infrastructure errors
+            already left out, as tau2 leaves its failed simulations out). A task with no trial is left out.
+
+    Returns:
+        ``{k: pass^k}``; empty when no task has a trial.
+    """
+    trials = {task: flags for task, flags in successes.items() if flags}
+    if not trials:
+        return {}
+    max_k = min(len(flags) for flags in trials.values())
+    return {k: mean(pass_hat_k(len(flags), sum(flags), k) for flags in trials.values()) for k in range(1, max_k + 1)}
+
+
 def evaluation_metrics(name: str, records: Sequence[Any], samples: int) -> dict[str, float]:
     """One test set's ``test-<name>/average_reward``, ``success_rate`` and ``pass^k`` for k = 1..`samples`,
     from its `TrajectoryRecord`s (`samples` of each task).
 
     Infrastructure errors (`infra_error`) are left out, as tau2 leaves skipped simulations out of pass^k, and
-    counted in ``num_infra_errors``: a task's pass^k is over its other trials, and a task with fewer than k
-    of them is left out of pass^k. A figure over no episode is absent.
+    counted in ``num_infra_errors``; pass^k then goes up to the fewest trials any task kept (`pass_hat_ks`). A
+    figure over no episode is absent.
     """
     area = area_of_test_set(name)
     valid = [r for r in records if r.infra_error is None]
@@ -70,8 +97,7 @@ def evaluation_metrics(name: str, records: Sequence[Any], samples: int) -> dict[
     by_task: dict[str, list[bool]] = defaultdict(list)
     for record in valid:
         by_task[str(record.extras.get("task_id"))].append(record.success)
-    for k in range(1, samples + 1):
-        values = [pass_hat_k(len(v), sum(v), k) for v in by_task.values() if len(v) >= k]
-        if values:
-            metrics[metric(area, f"pass^{k}")] = mean(values)
+    for k, value in pass_hat_ks(by_task).items():
+        if k <= samples:
+            metrics[metric(area, f"pass^{k}")] = value
     return metrics

@@ -3,7 +3,8 @@ the SkyRL and Tinker runners differ only in the sampler they give it.
 
 Per trajectory: the episode's prompt is tokenised by the chat-template policy; each policy turn is sampled
 (token-in/token-out, or a chat completion with tools for native tool calling on SkyRL, whose sampled token ids
-and logprobs vLLM returns), given to the environment, and the observations' tokens are appended with loss mask
+and logprobs vLLM returns; a chat-only sampler, an endpoint `ctu eval` evaluates, answers chat completions in
+text mode too), given to the environment, and the observations' tokens are appended with loss mask
 0. The loss mask is 1 exactly on the tokens the policy generated. A chat server that returns no token ids gets
 its turns re-tokenised through the policy, and the trajectory reports no rollout logprobs (never made-up ones).
 The reward is the spec's reward chain for the batch's training phase (from `batch_metadata.training_phase`), so
@@ -25,7 +26,7 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 
 from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
 from ctu.components.rewards.base import Phase, RewardContext
-from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, mean, metric
+from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, is_success, mean, metric
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.rewards import RewardChain
 from ctu.rollout.sampling import Sampler, SamplingParams
@@ -104,8 +105,8 @@ class TrajectoryRecord:
 
     @property
     def success(self) -> bool:
-        """tau2 scored the episode 1.0."""
-        return self.raw_reward == 1.0
+        """tau2 scored the episode 1.0 (`ctu.metrics.is_success`)."""
+        return is_success(self.raw_reward)
 
 
 def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) -> str | None:
@@ -232,7 +233,7 @@ class TauGenerator(GeneratorInterface):
         env = TauBenchEnv(setup.env, extras)
         messages, metadata = await env.ainit(prompt)
         native = setup.native_tool_calling
-        chat_mode = native and setup.sampler.supports_chat
+        chat_mode = setup.sampler.supports_chat and (native or not setup.sampler.supports_tokens)
         template_tools = metadata["tools"] if native else None
         prompt_ids = account.prompt_ids(messages, template_tools)
         length = len(prompt_ids)  # of the conversation so far, in tokens
@@ -257,10 +258,9 @@ class TauGenerator(GeneratorInterface):
             turns += 1
             if chat_mode:
                 conversation = list(env.episode.conversation)
-                result = await setup.sampler.chat(conversation, metadata["tools"], params)
-                calls, errors = parse_openai_tool_calls(result.tool_calls, requestor="assistant")
+                result = await setup.sampler.chat(conversation, metadata["tools"] if native else None, params)
                 message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
-                if result.tool_calls:
+                if native and result.tool_calls:
                     message["tool_calls"] = result.tool_calls
                 rendered = not (result.token_ids and result.logprobs is not None and len(result.logprobs) == len(result.token_ids))
                 if rendered:  # a server that returns no ids: the turn as the template renders it, and no logprobs
@@ -268,11 +268,14 @@ class TauGenerator(GeneratorInterface):
                     turn_logprobs, sampled = [0.0] * len(generated), False
                 else:  # what was sampled
                     generated, turn_logprobs = list(result.token_ids), list(result.logprobs or [])
-                action: str | ParsedTurn = ParsedTurn(
-                    content=result.text or "",
-                    tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
-                    parse_errors=tuple(errors),
-                )
+                action: str | ParsedTurn = result.text or ""  # text mode: the spec's parser reads it
+                if native:
+                    calls, errors = parse_openai_tool_calls(result.tool_calls, requestor="assistant")
+                    action = ParsedTurn(
+                        content=result.text or "",
+                        tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
+                        parse_errors=tuple(errors),
+                    )
             else:
                 result = await setup.sampler.sample(ids, params)
                 rendered = False

@@ -2,7 +2,9 @@
 
 Token samplers take prompt token ids and return generated token ids (token-in, token-out: what was sampled
 is exactly what is trained on). A sampler that `supports_chat` can also answer an OpenAI-style chat request
-with tools (SkyRL's OpenAI-compatible endpoint), used for native tool calling.
+with tools (SkyRL's OpenAI-compatible endpoint), used for native tool calling. A sampler without
+`supports_tokens` (an OpenAI-compatible endpoint evaluated by `ctu eval`) answers chat requests only, in both
+modes: with `tools` (native tool calling) or without, its text read by the spec's parser (text mode).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Sampler(Protocol):
     """The policy, as the agent loop sees it."""
 
     supports_chat: bool
+    supports_tokens: bool
+    """False for a sampler that answers chat requests only (`sample` is never called)."""
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
         """Continue `prompt_ids`."""
@@ -56,20 +60,54 @@ class Sampler(Protocol):
         ...
 
 
+def tool_results_as_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A text-mode conversation for a chat endpoint: each run of ``tool`` messages (results of calls the policy
+    wrote as text, which the endpoint never saw as structured calls) becomes one ``user`` message holding them
+    in ``<tool_response>`` blocks, as Qwen's and Hermes' chat templates render tool results. Other messages are
+    kept as they are."""
+    converted: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") != "tool":
+            converted.append(message)
+            continue
+        block = f"<tool_response>\n{message.get('content') or ''}\n</tool_response>"
+        previous = converted[-1] if converted else None
+        if previous is not None and previous.get("role") == "user" and previous.get("_tool_results"):
+            previous["content"] += "\n" + block
+        else:
+            converted.append({"role": "user", "content": block, "_tool_results": True})
+    return [{k: v for k, v in m.items() if k != "_tool_results"} for m in converted]
+
+
 @dataclass
 class OpenAIChatSampler:
-    """A policy served by any OpenAI-compatible endpoint (a vLLM server, a benchmark's scripted server): chat
-    requests with tools, answered with text or structured tool calls. For evaluation and benchmarks: it gives
-    no token ids or logprobs, so the generator re-tokenises its turns."""
+    """A policy served by any OpenAI-compatible endpoint (a vLLM server, an API model, a test's scripted server):
+    chat requests answered with text or structured tool calls. It gives no token ids or logprobs, so the
+    generator re-tokenises its turns with the spec's tokenizer; for evaluation (`ctu eval`) and benchmarks.
+
+    With `tools` (native tool calling) the request carries the tools and the conversation as it is; without
+    (text mode) the tools are in the system prompt, rendered by the spec's parser, and tool results are sent as
+    user turns (`tool_results_as_user_turns`). Temperature, top-p, the token limit and the seed are the phase's
+    `SamplingParams`.
+    """
 
     endpoint: Any
     supports_chat: bool = True
+    supports_tokens: bool = False
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:  # pragma: no cover
-        raise NotImplementedError("OpenAIChatSampler answers chat requests only (native tool calling)")
+        raise NotImplementedError("OpenAIChatSampler answers chat requests only")
 
     async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:
-        """One chat completion through `endpoint` (a `ctu.components.endpoint.ChatEndpoint`)."""
-        answer = await self.endpoint.complete(messages, tools, max_tokens=params.max_tokens, top_p=params.top_p)
+        """One chat completion through `endpoint` (a `ctu.components.endpoint.ChatEndpoint`).
+
+        Raises:
+            EndpointError: no usable answer after the endpoint's retries (the episode becomes an infrastructure
+                error).
+        """
+        extra: dict[str, Any] = {"max_tokens": params.max_tokens, "top_p": params.top_p, "temperature": params.temperature}
+        if params.seed is not None:
+            extra["seed"] = params.seed
+        answer = await self.endpoint.complete(messages if tools else tool_results_as_user_turns(messages), tools, **extra)
         calls = [call.model_dump() for call in answer.tool_calls or []]
         return SampleResult([], answer.content or "", "stop", None, calls or None)

@@ -66,6 +66,7 @@ class ChatReplaySampler:
     """A chat sampler (as SkyRL's OpenAI endpoint is) that answers with structured tool calls."""
 
     supports_chat = True
+    supports_tokens = True
 
     def __init__(self, tokenizer, script: ReplayScript) -> None:
         self.tokenizer = tokenizer

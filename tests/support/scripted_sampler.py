@@ -21,6 +21,7 @@ class ScriptedSampler:
     encode: Callable[[str], list[int]]
     eos_id: int
     supports_chat: bool = False
+    supports_tokens: bool = True
     calls: int = 0
     prompts: list[list[int]] = field(default_factory=list)
 

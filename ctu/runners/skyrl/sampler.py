@@ -17,6 +17,7 @@ class SkyRLSampler:
     model: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     supports_chat: bool = True
+    supports_tokens: bool = True
 
     def _vllm_params(self, params: SamplingParams) -> dict[str, Any]:
         """vLLM's sampling params for `params` (the end-of-turn ids as ``stop_token_ids``, so a template whose

@@ -17,6 +17,7 @@ class TinkerSampler:
     decode: Callable[..., Any]
     """The tokenizer's `decode`: token ids to text."""
     supports_chat: bool = False
+    supports_tokens: bool = True
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
         """One `sample_async` call."""
