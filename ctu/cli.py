@@ -192,6 +192,78 @@ def run(
         raise _fail(error) from None
 
 
+@app.command("eval")
+def eval_(
+    args: Annotated[list[str] | None, typer.Argument(help="The spec file (default with --run-dir: the run's spec), then key=value overrides.")] = None,
+    endpoint: Annotated[str | None, typer.Option("--endpoint", help="Evaluate the model behind this OpenAI-compatible URL (e.g. http://127.0.0.1:8000/v1).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="With --endpoint: the model name it serves.")] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="With --endpoint: the environment variable holding its API key.")] = None,
+    checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="Evaluate this Tinker checkpoint (tinker://...) of the spec's model.")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Evaluate a Tinker run directory's checkpoint (its newest unless --step).")] = None,
+    step: Annotated[int | None, typer.Option("--step", min=0, help="With --run-dir: the step whose checkpoint to evaluate.")] = None,
+    test_set: Annotated[str | None, typer.Option("--test-set", help="Only this test set of the spec.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N tasks of each test set.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")] = 32,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default <output_dir>/<name>/eval/<policy>).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming the evaluation in --out.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+) -> None:
+    """Evaluate a policy on the spec's test sets as tau2 scores it: rewards, success, pass^k, terminations, errors.
+
+    The policy is an OpenAI-compatible endpoint, a Tinker checkpoint or run directory, or (by default) the spec's
+    own model served by a local Tinker server. Writes eval.json, trajectories.jsonl and eval.png; a rerun into the
+    same folder skips the episodes already there.
+    """
+    from ctu.errors import CtuError
+    from ctu.evaluation.policies import EvalError, PolicyChoice
+    from ctu.evaluation.report import report_table
+    from ctu.evaluation.runner import run_evaluation
+
+    specs, overrides = _split_args(args or [])
+    if len(specs) > 1 or (not specs and run_dir is None):
+        err.print("[red]error:[/red] name one spec file (or --run-dir RUN_DIR)")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    spec_path = specs[0] if specs else str(Path(run_dir or ".") / "spec.resolved.yaml")
+    loaded = _load(spec_path, overrides)
+    spec = loaded.spec
+    choice = PolicyChoice(endpoint=endpoint, model=model, api_key_env=api_key_env, checkpoint=checkpoint,
+                          run_dir=run_dir, step=step)
+    try:
+        choice.check()
+        folder = out_dir or Path(spec.experiment.output_dir) / spec.experiment.name / "eval" / choice.label()
+        result = run_evaluation(spec, choice, folder, test_set=test_set, limit=limit, concurrency=concurrency,
+                                overwrite=overwrite, progress=progress)
+    except EvalError as error:  # bad arguments: no such test set or checkpoint, another evaluation in --out
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    except CtuError as error:
+        raise _fail(error) from None
+    out.print(report_table(result.report))
+    out.print(f"{result.ran} episode(s) run; results in {escape(str(result.out_dir))} (eval.json, trajectories.jsonl, eval.png)")
+
+
+@app.command()
+def compare(
+    results: Annotated[list[Path], typer.Argument(help="eval.json files, or the folders holding them.")],
+    plot: Annotated[Path | None, typer.Option("--plot", help="Also write a PNG with every evaluation side by side.")] = None,
+) -> None:
+    """Put several `ctu eval` results side by side (e.g. the base model, checkpoints, an API model)."""
+    from ctu.evaluation.report import comparison_table, plot_comparison
+
+    reports = []
+    for path in results:
+        file = path / "eval.json" if path.is_dir() else path
+        try:
+            reports.append(json.loads(file.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as error:
+            err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(str(error))}")
+            raise typer.Exit(EXIT_SPEC_ERROR) from None
+    out.print(comparison_table(reports))
+    if plot is not None:
+        plot_comparison(reports, plot)
+        out.print(f"wrote {escape(str(plot))}")
+
+
 @app.command()
 def schema(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,

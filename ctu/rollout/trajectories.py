@@ -14,7 +14,8 @@ from typing import Any
 
 def trajectory_line(record: Any, phase: str, step: int) -> dict[str, Any]:
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
-    tau2's reward, domain, task id, turns, termination, errors (with `infra_error`: why the episode was left out
+    tau2's reward, domain, task id, turns (the episode's, and the policy's with their generated tokens),
+    termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out
     of training, or None), and the judge's verdict if any."""
     result = record.result
     return {
@@ -29,8 +30,11 @@ def trajectory_line(record: Any, phase: str, step: int) -> dict[str, Any]:
         "reward_components": record.reward_metrics,
         "termination": result.termination,
         "turns": result.turns,
+        "policy_turns": record.policy_turns,
+        "policy_tokens": sum(record.loss_mask),
         "tool_errors": result.tool_errors,
         "parse_failures": result.parse_failures,
+        "empty_turns": result.empty_turns,
         "stop_reason": record.stop_reason,
         "judge": record.verdict,
         "user_error": result.user_error,

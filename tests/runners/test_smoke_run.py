@@ -78,6 +78,31 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
     assert calls
 
 
+def test_ctu_eval_before_and_after_training_on_the_builtin_model(smoke_run: Path, tmp_path: Path):
+    """`ctu eval specs/smoke.yaml --limit 2` (the spec's own model, served by a local Tinker server), the same on
+    the trained run's last checkpoint (`--run-dir`), and `ctu compare` of the two."""
+    def ctu(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ctu.cli", *args, "--no-progress"], cwd=REPO, capture_output=True,
+                              text=True, timeout=900, env=run_env())
+
+    base = ctu("eval", "specs/smoke.yaml", "--limit", "2", f"experiment.output_dir={tmp_path}")
+    assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-3000:]
+    assert "smoke · base" in base.stdout and "2 episode(s) run" in base.stdout
+    before = tmp_path / "smoke" / "eval" / "base"
+    after = smoke_run / "eval" / "smoke-step2"
+    trained = ctu("eval", "--run-dir", str(smoke_run), "--limit", "2")  # the run's own spec, its newest checkpoint
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    for folder in (before, after):
+        report = json.loads((folder / "eval.json").read_text())
+        assert report["overall"]["episodes"] == 2 and "1" in report["overall"]["pass^k"]
+        assert len((folder / "trajectories.jsonl").read_text().splitlines()) == 2
+        assert (folder / "eval.png").stat().st_size > 1000
+    assert json.loads((after / "eval.json").read_text())["policy"] == "smoke-step2"
+    compared = subprocess.run([sys.executable, "-m", "ctu.cli", "compare", str(before), str(after)], cwd=REPO,
+                              capture_output=True, text=True, env=run_env())
+    assert compared.returncode == 0 and "smoke-step2" in compared.stdout and "base" in compared.stdout
+
+
 def processes_naming(path: Path) -> list[str]:
     """Command lines of live processes that name `path` (the local Tinker server names its run's folder)."""
     lines = []

@@ -1,0 +1,187 @@
+"""The figures of an evaluation, from its trajectory lines, and how they are shown: a table, ``eval.json``, a
+plot, and several evaluations side by side (`ctu compare`).
+
+Definitions (per test set, and over every test set as ``overall`` when there are several):
+
+- ``episodes``; ``infra_errors``: episodes that ended by an infrastructure error (left out of everything else,
+  as tau2 leaves failed simulations out).
+- ``average_reward``: the evaluation reward chain's reward (training-only rewards are not in it; with the usual
+  chain it is tau2's reward); ``outcome_reward``: tau2's own reward; ``success_rate``: episodes tau2 scored 1.
+- ``pass^k`` for k = 1 .. samples per task: tau2's pass^k (`ctu.metrics.pass_hat_ks`), up to the fewest trials
+  a task kept.
+- ``terminations``: the fraction of episodes ending each way (``user_stop``, ``agent_stop``, ``max_turns``...).
+- ``tool_error_rate``: the agent's tool calls that returned an error, per policy turn; ``parse_failure_rate``:
+  policy turns whose tool call could not be parsed or that were empty, per policy turn.
+- ``policy_tokens_per_episode``: tokens the policy generated (as the spec's tokenizer counts them);
+  ``turns_per_episode``: policy turns.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from ctu.metrics import is_success, mean, pass_hat_ks
+
+__all__ = ["comparison_table", "figures", "plot_comparison", "plot_report", "report_table", "summarize"]
+
+SHOWN = (
+    ("episodes", "episodes", "{:.0f}"),
+    ("infra_errors", "infra errors", "{:.0f}"),
+    ("average_reward", "avg reward", "{:.3f}"),
+    ("success_rate", "success", "{:.3f}"),
+    ("tool_error_rate", "tool errors/turn", "{:.3f}"),
+    ("parse_failure_rate", "parse failures/turn", "{:.3f}"),
+    ("turns_per_episode", "turns/episode", "{:.1f}"),
+    ("policy_tokens_per_episode", "tokens/episode", "{:.0f}"),
+)
+"""The figures a table shows: key, column title, format. pass^k columns follow."""
+
+
+def figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures (see the module docstring) of one group of trajectory lines. A figure over no episode is
+    absent (e.g. every episode an infrastructure error)."""
+    valid = [line for line in lines if line.get("infra_error") is None]
+    result: dict[str, Any] = {"episodes": len(lines), "infra_errors": len(lines) - len(valid)}
+    if not valid:
+        return result
+    turns = sum(int(line.get("policy_turns") or 0) for line in valid)
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for line in valid:
+        by_task[f"{line.get('domain')}/{line['task_id']}"].append(is_success(float(line["raw_reward"])))
+    terminations = Counter(str(line.get("termination")) for line in valid)
+    result.update({
+        "average_reward": mean(float(line["reward"]) for line in valid),
+        "outcome_reward": mean(float(line["raw_reward"]) for line in valid),
+        "success_rate": mean(float(is_success(float(line["raw_reward"]))) for line in valid),
+        "pass^k": {str(k): value for k, value in pass_hat_ks(by_task).items()},
+        "terminations": {reason: n / len(valid) for reason, n in sorted(terminations.items())},
+        "tool_error_rate": sum(int(line.get("tool_errors") or 0) for line in valid) / turns if turns else 0.0,
+        "parse_failure_rate": (sum(int(line.get("parse_failures") or 0) + int(line.get("empty_turns") or 0)
+                                   for line in valid) / turns) if turns else 0.0,
+        "turns_per_episode": mean(float(line.get("policy_turns") or 0) for line in valid),
+        "policy_tokens_per_episode": mean(float(line.get("policy_tokens") or 0) for line in valid),
+    })
+    return result
+
+
+def summarize(lines: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+    """``{"samples_per_task", "by_test_set": {name: figures}, "overall": figures}`` from an evaluation's lines
+    (``overall`` pools every test set; with one test set it equals that set's figures)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for line in lines:
+        groups[str(line["test_set"])].append(line)
+    return {"samples_per_task": samples, "by_test_set": {name: figures(group) for name, group in groups.items()},
+            "overall": figures(lines)}
+
+
+def _row(values: dict[str, Any], ks: list[str]) -> list[str]:
+    cells = [fmt.format(values[key]) if key in values else "-" for key, _, fmt in SHOWN]
+    return cells + [f"{values['pass^k'][k]:.3f}" if k in values.get("pass^k", {}) else "-" for k in ks]
+
+
+def _ks(groups: list[dict[str, Any]]) -> list[str]:
+    return sorted({k for group in groups for k in group.get("pass^k", {})}, key=int)
+
+
+def report_table(report: dict[str, Any]) -> Any:
+    """A rich `Table` of one evaluation: a row per test set, and ``overall`` when there are several."""
+    from rich.table import Table
+
+    groups = dict(report["by_test_set"])
+    if len(groups) > 1:
+        groups["overall"] = report["overall"]
+    ks = _ks(list(groups.values()))
+    table = Table(title=f"{report['spec']} · {report['policy']} · {report['samples_per_task']} sample(s) per task")
+    table.add_column("test set")
+    for _, title, _ in SHOWN:
+        table.add_column(title, justify="right")
+    for k in ks:
+        table.add_column(f"pass^{k}", justify="right")
+    for name, values in groups.items():
+        table.add_row(name, *_row(values, ks))
+    return table
+
+
+def comparison_table(reports: list[dict[str, Any]]) -> Any:
+    """A rich `Table` putting several evaluations side by side: a row per (test set, policy), grouped by test
+    set (``overall`` last)."""
+    from rich.table import Table
+
+    names: list[str] = []
+    for report in reports:
+        names += [name for name in report["by_test_set"] if name not in names]
+    if any(len(report["by_test_set"]) > 1 for report in reports):
+        names.append("overall")
+
+    def group(report: dict[str, Any], name: str) -> dict[str, Any] | None:
+        return report["overall"] if name == "overall" else report["by_test_set"].get(name)
+
+    ks = _ks([g for r in reports for name in names if (g := group(r, name)) is not None])
+    table = Table(title="evaluations compared")
+    table.add_column("test set")
+    table.add_column("policy")
+    for _, title, _ in SHOWN:
+        table.add_column(title, justify="right")
+    for k in ks:
+        table.add_column(f"pass^{k}", justify="right")
+    for name in names:
+        for report in reports:
+            values = group(report, name)
+            if values is not None:
+                table.add_row(name, str(report["policy"]), *_row(values, ks))
+    return table
+
+
+def _axes_for(reports: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (bars, curves) = plt.subplots(1, 2, figsize=(11, 4))
+    names = sorted({name for report in reports for name in report["by_test_set"]})
+    width = 0.8 / max(len(reports), 1)
+    for index, report in enumerate(reports):
+        values = [report["by_test_set"].get(name, {}).get("success_rate", 0.0) for name in names]
+        positions = [i + index * width for i in range(len(names))]
+        bars.bar(positions, values, width=width, label=str(report["policy"]))
+        for name in names:
+            passes = report["by_test_set"].get(name, {}).get("pass^k", {})
+            if passes:
+                ks = sorted(passes, key=int)
+                label = f"{report['policy']} · {name}" if len(reports) > 1 else name
+                curves.plot([int(k) for k in ks], [passes[k] for k in ks], marker="o", label=label)
+    bars.set_xticks([i + width * (len(reports) - 1) / 2 for i in range(len(names))], names)
+    bars.set_ylabel("success rate")
+    bars.set_ylim(0, 1)
+    bars.set_title("success rate per test set")
+    from matplotlib.ticker import MaxNLocator
+
+    curves.xaxis.set_major_locator(MaxNLocator(integer=True))
+    curves.set_xlabel("k")
+    curves.set_ylabel("pass^k")
+    curves.set_ylim(0, 1)
+    curves.set_title("pass^k")
+    for axes in (bars, curves):
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize="small")
+    figure.suptitle(title)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def plot_report(report: dict[str, Any], path: Path) -> Path:
+    """``eval.png``: success rate per test set (bars) and pass^k against k (one curve per test set)."""
+    _axes_for([report], path, f"{report['spec']} · {report['policy']}")
+    return path
+
+
+def plot_comparison(reports: list[dict[str, Any]], path: Path) -> Path:
+    """The same two panels with one bar and one set of curves per evaluation."""
+    _axes_for(reports, path, "evaluations compared")
+    return path

@@ -1,0 +1,195 @@
+"""The evaluation loop of `ctu eval`: every (test set, task, sample) of the plan once, resumable.
+
+Each episode runs through the generator `ctu.rollout.build.build_generator` makes from the spec's components,
+in the evaluation phase: the same environment, user simulator, parser and chat template as training, the
+evaluation reward chain (training-only rewards are not in it), the evaluation temperature, and sample k of a
+task seeded with the spec's seed + k. At most `concurrency` episodes are in flight. Each finished episode is
+appended at once to ``trajectories.jsonl`` in the output folder (a full trajectory line, with ``sample``), so a
+run that stops loses nothing: run again, and the episodes already there are skipped. An episode that ended in an
+infrastructure error (an endpoint down after its retries) is run again on the next run; its line is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctu.evaluation.policies import EvalError, PolicyChoice, open_policy
+from ctu.evaluation.report import summarize
+from ctu.runners.task_rows import TaskRow, test_rows
+from ctu.spec import Spec, spec_hash
+
+__all__ = ["EvalPlan", "EvalResult", "episode_key", "plan_evaluation", "run_evaluation"]
+
+TRAJECTORIES = "trajectories.jsonl"
+CONFIG = "eval_config.json"
+RESULT = "eval.json"
+
+Key = tuple[str, str, int]
+"""(test set, task id, sample index): one episode of the plan."""
+
+
+def episode_key(line: dict[str, Any]) -> Key:
+    """The plan key of a trajectory line."""
+    return str(line["test_set"]), str(line["task_id"]), int(line["sample"])
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What one evaluation runs.
+
+    Attributes:
+        rows: test set name -> its task rows (at most `limit` each).
+        samples: samples per task (the spec's `rollout.eval_n_samples_per_prompt`).
+    """
+
+    rows: dict[str, list[TaskRow]]
+    samples: int
+
+    def episodes(self) -> list[Key]:
+        """Every episode of the plan, test set by test set, task by task, sample by sample."""
+        return [(name, str(row.extras["task_id"]), k) for name, rows in self.rows.items() for row in rows
+                for k in range(self.samples)]
+
+
+def plan_evaluation(spec: Spec, test_set: str | None = None, limit: int | None = None) -> EvalPlan:
+    """The plan for `spec`'s test sets (or only `test_set`), each cut to its first `limit` tasks.
+
+    Raises:
+        EvalError: the spec has no test set, or none named `test_set`.
+    """
+    sets = spec.data.test_sets
+    if not sets:
+        raise EvalError("the spec has no test sets (data.test_sets) to evaluate on")
+    if test_set is not None and test_set not in sets:
+        raise EvalError(f"no test set {test_set!r} in the spec; it has {', '.join(sets)}")
+    rows = {name: found[:limit] if limit is not None else found for name, found in test_rows(spec).items()
+            if test_set is None or name == test_set}
+    return EvalPlan(rows, spec.rollout.eval_n_samples_per_prompt)
+
+
+@dataclass
+class EvalResult:
+    """A finished evaluation: the report written to ``eval.json`` and where it is."""
+
+    report: dict[str, Any]
+    out_dir: Path
+    ran: int
+    """Episodes run by this call (the rest were already in the trajectories file)."""
+
+
+def read_lines(path: Path) -> dict[Key, dict[str, Any]]:
+    """The trajectory lines of an evaluation folder, the last line of each key winning (a truncated last line,
+    from a process killed while writing, is ignored)."""
+    lines: dict[Key, dict[str, Any]] = {}
+    if not path.exists():
+        return lines
+    for text in path.read_text(encoding="utf-8").splitlines():
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue
+        lines[episode_key(line)] = line
+    return lines
+
+
+def _check_config(out_dir: Path, config: dict[str, Any], overwrite: bool) -> None:
+    path = out_dir / CONFIG
+    if overwrite:
+        for name in (TRAJECTORIES, CONFIG, RESULT):
+            (out_dir / name).unlink(missing_ok=True)
+    elif path.exists():
+        before = json.loads(path.read_text())
+        changed = [key for key in ("spec_hash", "policy", "samples") if before.get(key) != config[key]]
+        if changed:
+            raise EvalError(f"{out_dir} holds an evaluation of another {' and '.join(changed)}; name another --out, "
+                            "or --overwrite to start afresh")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set: str | None = None,
+                   limit: int | None = None, concurrency: int = 32, overwrite: bool = False,
+                   progress: bool = True) -> EvalResult:
+    """Evaluate `choice` on `spec`'s test sets; write ``trajectories.jsonl``, ``eval.json`` and ``eval.png`` in
+    `out_dir`.
+
+    Args:
+        spec: a valid spec (any backend).
+        choice: the policy (`PolicyChoice`).
+        out_dir: the output folder; an evaluation already there of the same spec, policy and samples is resumed.
+        test_set: only this test set.
+        limit: the first `limit` tasks of each test set.
+        concurrency: episodes in flight at once.
+        overwrite: delete an earlier evaluation in `out_dir` first.
+        progress: show a progress bar.
+
+    Raises:
+        EvalError: see `plan_evaluation`, `PolicyChoice.check`, and an `out_dir` holding another evaluation.
+        TinkerServerError: a local Tinker server did not start.
+    """
+    choice.check()
+    plan = plan_evaluation(spec, test_set, limit)
+    out_dir = Path(out_dir)
+    config = {"spec": spec.experiment.name, "spec_hash": spec_hash(spec), "policy": choice.label(), "samples": plan.samples}
+    _check_config(out_dir, config, overwrite)
+    path = out_dir / TRAJECTORIES
+    done = {key for key, line in read_lines(path).items() if line.get("infra_error") is None}
+    pending = [key for key in plan.episodes() if key not in done]
+    if pending:
+        asyncio.run(_run(spec, choice, plan, pending, out_dir, concurrency, progress))
+    lines = read_lines(path)
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines.values()), encoding="utf-8")
+    planned = [lines[key] for key in plan.episodes() if key in lines]
+    report = {**config, "test_sets": list(plan.rows), "created": datetime.datetime.now().isoformat(timespec="seconds"),
+              **summarize(planned, plan.samples)}
+    (out_dir / RESULT).write_text(json.dumps(report, indent=2) + "\n")
+    from ctu.evaluation.report import plot_report
+
+    plot_report(report, out_dir / "eval.png")
+    return EvalResult(report, out_dir, len(pending))
+
+
+async def _run(spec: Spec, choice: PolicyChoice, plan: EvalPlan, pending: list[Key], out_dir: Path,
+               concurrency: int, progress: bool) -> None:
+    from ctu.composition import build_components
+    from ctu.rollout.build import build_generator
+    from ctu.rollout.trajectories import trajectory_line
+
+    rows = {(name, str(row.extras["task_id"])): row for name, found in plan.rows.items() for row in found}
+    components = build_components(spec)
+    limit = asyncio.Semaphore(concurrency)
+    async with open_policy(spec, choice, out_dir) as (sampler, tokenizer):
+        generator = build_generator(components, tokenizer, sampler)
+        with (out_dir / TRAJECTORIES).open("a", encoding="utf-8") as handle, _progress(len(pending), progress) as advance:
+
+            async def one(key: Key) -> None:
+                name, task_id, sample = key
+                row = rows[(name, task_id)]
+                async with limit:
+                    record = await generator.run_episode(row.prompt, dict(row.extras), "eval", sample)
+                line = {**trajectory_line(record, "eval", 0), "sample": sample}
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                handle.flush()
+                advance()
+
+            await asyncio.gather(*(one(key) for key in pending))
+
+
+@contextlib.contextmanager
+def _progress(total: int, show: bool) -> Iterator[Any]:
+    if not show:
+        yield lambda: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn()) as bar:
+        task = bar.add_task("episodes", total=total)
+        yield lambda: bar.advance(task)

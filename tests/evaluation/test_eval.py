@@ -1,0 +1,178 @@
+"""`ctu eval` against an OpenAI-compatible server on 127.0.0.1 that plays tau2 tasks' gold actions (native tool
+calls or Hermes text), spoils some samples and fails one episode's endpoint: rewards, success, pass^k and the
+infrastructure-error exclusion against hand-computed values and against tau2's own `compute_metrics`, resume, and
+the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ctu.components.user_simulators.scripted import opening_line
+from ctu.evaluation.policies import PolicyChoice
+from ctu.evaluation.report import figures
+from ctu.evaluation.runner import TRAJECTORIES, run_evaluation
+from ctu.spec import spec_from_dict
+from tau_bench_env.domains import domain_by_name
+from tau_bench_env.replay import Corruption, GoldReplayAgent, effective_writes
+
+from ..conftest import MINIMAL_SPEC
+from ..support.openai_server import Answer, ScriptedOpenAIServer
+
+SEED = 11
+TASKS = 3  # the first three retail test tasks
+SPOILED = {(0, 1)}  # (task index, sample): a gold replay missing its last write (reward 0)
+DOWN = (2, 0)  # the policy endpoint answers 500 to every request of this episode (an infrastructure error)
+
+
+def eval_spec(native: bool) -> Any:
+    data = json.loads(json.dumps(MINIMAL_SPEC))
+    data["experiment"]["seed"] = SEED
+    data["model"] = {"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}
+    data["data"]["test_sets"] = {"retail": {"domain": "retail", "split": "test", "max_tasks": TASKS}}
+    data["rollout"] = {"native_tool_calling": native, "parser": "hermes", "eval_n_samples_per_prompt": 2}
+    data["environment"]["max_turns"] = 30
+    return spec_from_dict(data).spec
+
+
+class GoldPolicy:
+    """Answers each request as the gold replay of the task whose opening line starts the conversation; sample k
+    (the request's seed minus the spec's) of task i is spoiled when (i, k) is in `SPOILED`."""
+
+    def __init__(self, native: bool, down: bool) -> None:
+        self.native = native
+        self.down = down
+        retail = domain_by_name("retail")
+        self.tasks = retail.tasks("test")[:TASKS]
+        self.writes = [effective_writes(retail.make_environment(), task) for task in self.tasks]
+
+    def __call__(self, body: dict[str, Any]) -> Answer:
+        messages = body["messages"]
+        opener = next(m["content"] for m in messages if m["role"] == "user")
+        index = next(i for i, task in enumerate(self.tasks) if opening_line(task) == opener)
+        sample = body["seed"] - SEED
+        if self.down and (index, sample) == DOWN:
+            return Answer.error(500)
+        assert ("tools" in body) == self.native  # text mode: tools only in the system prompt
+        corruption = Corruption.MISSING_ACTION if (index, sample) in SPOILED else None
+        turns = list(GoldReplayAgent(self.tasks[index], corruption, self.writes[index]).turns())
+        played = sum(m["role"] == "assistant" for m in messages) - 1  # tau2's greeting is the first
+        turn = turns[min(played, len(turns) - 1)]
+        if self.native:
+            return Answer(content=turn.content or None, tool_calls=[
+                {"id": f"c{played}_{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                for i, c in enumerate(turn.tool_calls)] or None)
+        calls = "".join(f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>'
+                        for c in turn.tool_calls)
+        return Answer.text(f"{turn.content}\n{calls}".strip())
+
+
+def by_key(out: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    lines = [json.loads(text) for text in (out / TRAJECTORIES).read_text().splitlines()]
+    return {(line["task_id"], line["sample"]): line for line in lines}
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "text"])
+def test_eval_scores_an_endpoint_as_tau2_and_resumes_what_an_outage_left(native: bool, tmp_path: Path):
+    spec = eval_spec(native)
+    policy = GoldPolicy(native, down=True)
+    with ScriptedOpenAIServer(default=policy) as server:
+        choice = PolicyChoice(endpoint=server.base_url, model="gold", api_key_env=None)
+        first = run_evaluation(spec, choice, tmp_path, concurrency=4, progress=False)
+    overall = first.report["overall"]
+    # 6 episodes: one infrastructure error; of the other 5, task 0 sample 1 is spoiled
+    assert first.ran == 6 and overall["episodes"] == 6 and overall["infra_errors"] == 1
+    assert overall["success_rate"] == pytest.approx(4 / 5) and overall["average_reward"] == pytest.approx(4 / 5)
+    # pass^1 per task: 1/2, 1, 1 (task 2 over its one kept trial); task 2 kept one trial, so no pass^2 (tau2's rule)
+    assert overall["pass^k"] == {"1": pytest.approx((0.5 + 1 + 1) / 3)}
+    assert overall["parse_failure_rate"] == 0  # every gold call read (natively, or by the hermes parser)
+    assert overall["terminations"] == {"user_stop": 1.0}
+    lines = by_key(tmp_path)
+    down = lines[(policy.tasks[2].id, 0)]
+    assert "EndpointError" in down["infra_error"] and down["reward"] == 0.0
+
+    policy.down = False  # the endpoint is back: a rerun runs only the episode the outage spoiled
+    with ScriptedOpenAIServer(default=policy) as server:
+        second = run_evaluation(spec, PolicyChoice(endpoint=server.base_url, model="gold", api_key_env=None), tmp_path,
+                                concurrency=4, progress=False)
+        assert second.ran == 1 and len({m["seed"] for m in server.requests}) == 1
+    overall = second.report["overall"]
+    assert overall["infra_errors"] == 0 and overall["success_rate"] == pytest.approx(5 / 6)
+    assert overall["pass^k"] == {"1": pytest.approx((0.5 + 1 + 1) / 3), "2": pytest.approx((0 + 1 + 1) / 3)}
+    assert len((tmp_path / TRAJECTORIES).read_text().splitlines()) == 6  # compacted: one line per episode
+    assert json.loads((tmp_path / "eval.json").read_text())["overall"] == overall
+    assert (tmp_path / "eval.png").stat().st_size > 1000
+    assert tau2_metrics(list(by_key(tmp_path).values()), policy.tasks) == (overall["average_reward"], overall["pass^k"])
+
+
+def tau2_metrics(lines: list[dict[str, Any]], tasks: list[Any]) -> tuple[float, dict[str, float]]:
+    """tau2's own `compute_metrics` over the same episodes (as tau2 `SimulationRun`s with their rewards)."""
+    from unittest.mock import MagicMock
+
+    from tau2.data_model.simulation import Info, Results, RewardInfo, SimulationRun
+    from tau2.metrics.agent_metrics import compute_metrics
+
+    simulations = [SimulationRun.model_construct(
+        id=f"{line['task_id']}-{line['sample']}", task_id=line["task_id"], trial=line["sample"], seed=line["sample"],
+        start_time="0", end_time="1", duration=1.0, termination_reason=line["termination"], messages=[],
+        reward_info=RewardInfo(reward=line["raw_reward"]), agent_cost=0.0, user_cost=0.0) for line in lines
+        if line["infra_error"] is None]
+    info = Info.model_construct(git_commit="", num_trials=2, max_steps=30, max_errors=10, user_info=MagicMock(),
+                                agent_info=MagicMock(), environment_info=MagicMock(), seed=SEED)
+    metrics = compute_metrics(Results.model_construct(info=info, tasks=tasks, simulations=simulations))
+    return metrics.avg_reward, {str(k): v for k, v in metrics.pass_hat_ks.items()}
+
+
+def test_figures_by_hand():
+    def line(task: str, reward: float, infra: str | None = None, **extra: Any) -> dict[str, Any]:
+        return {"task_id": task, "domain": "retail", "test_set": "t", "reward": reward, "raw_reward": reward,
+                "infra_error": infra, "termination": "user_stop", "policy_turns": 4, "tool_errors": 1,
+                "parse_failures": 0, "empty_turns": 0, "policy_tokens": 100, **extra}
+
+    lines = [line("a", 1.0), line("a", 1.0), line("a", 0.0), line("b", 1.0), line("b", 0.0, parse_failures=2),
+             line("b", 0.0, infra="user simulator: 503"), line("c", 0.0, termination="max_turns")]
+    result = figures(lines)
+    assert result["episodes"] == 7 and result["infra_errors"] == 1
+    assert result["success_rate"] == pytest.approx(3 / 6)
+    # c has one trial, so k stops at 1: (2/3 + 1/2 + 0) / 3
+    assert result["pass^k"] == {"1": pytest.approx((2 / 3 + 1 / 2 + 0) / 3)}
+    assert result["terminations"] == {"max_turns": pytest.approx(1 / 6), "user_stop": pytest.approx(5 / 6)}
+    assert result["tool_error_rate"] == pytest.approx(6 / 24) and result["parse_failure_rate"] == pytest.approx(2 / 24)
+    assert figures([line("a", 0.0, infra="down")]) == {"episodes": 1, "infra_errors": 1}
+
+
+def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: Path):
+    spec_file = tmp_path / "spec.yaml"
+    data = json.loads(json.dumps(MINIMAL_SPEC))
+    data["experiment"].update(seed=SEED, output_dir=str(tmp_path / "runs"))
+    data["model"] = {"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}
+    data["data"]["test_sets"] = {"retail": {"domain": "retail", "split": "test"}}
+    data["rollout"] = {"native_tool_calling": True, "eval_n_samples_per_prompt": 2}
+    spec_file.write_text(yaml.safe_dump(data))
+    policy = GoldPolicy(native=True, down=False)
+
+    def ctu(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ctu.cli", *args], cwd=tmp_path, capture_output=True, text=True,
+                              env={**__import__("os").environ, "COLUMNS": "250"}, timeout=600)
+
+    with ScriptedOpenAIServer(default=policy) as server:
+        done = ctu("eval", str(spec_file), "--endpoint", server.base_url, "--model", "gold", "--limit", "3", "--no-progress")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "runs" / "minimal" / "eval" / "endpoint-gold"
+    report = json.loads((out / "eval.json").read_text())
+    assert report["policy"] == "endpoint-gold" and report["overall"]["episodes"] == 6
+    assert "pass^2" in done.stdout and "6 episode(s) run" in done.stdout
+    assert ctu("eval", str(spec_file), "--test-set", "airline").returncode == 2
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "eval.json").write_text(json.dumps({**report, "policy": "other", "overall": {"episodes": 6, "infra_errors": 6},
+                                                 "by_test_set": {"retail": {"episodes": 6, "infra_errors": 6}}}))
+    compared = ctu("compare", str(out), str(other / "eval.json"), "--plot", "both.png")
+    assert compared.returncode == 0, compared.stderr
+    assert "endpoint-gold" in compared.stdout and "other" in compared.stdout and (tmp_path / "both.png").exists()
