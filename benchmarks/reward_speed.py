@@ -1,16 +1,19 @@
 """Environment cost per episode, tau2 against ctu side by side: reward, reset and memory.
 
-Run: `uv run python benchmarks/reward_speed.py [--tasks N] [--live 256]`. For retail and airline it
+Run: `uv run python benchmarks/reward_speed.py [--tasks N] [--live 256] [--domains retail,airline,telecom]`.
+For each domain it
 
 - plays N gold episodes (scripted user, gold replay agent) and times the reward of each finished episode by
   tau2's `evaluate_simulation` and by ctu's fast path (`tau_bench_env.fast_eval`; "warm": the task's gold
   state is cached, as for every episode after a task's first in a process; "first": including computing it),
   and counts disagreements;
 - times a reset, i.e. a fresh database with the task's initial state: tau2's `get_environment()` (JSON load)
-  against ctu's `Domain.episode_environment` (copy-on-access overlay), and ctu's whole `Episode.reset()`
-  (system prompt, user session, the user's first message);
+  against ctu's `Domain.episode_environment` (retail, airline: a copy-on-access overlay; telecom: private
+  copies of the agent's and the user's databases, unpickled from bytes loaded once), and ctu's whole
+  `Episode.reset()` (system prompt, user session, the user's first message);
 - measures the memory (tracemalloc) of live episodes: 16 tau2 environments, and `--live` ctu episodes
-  played to the end and kept alive at once (ctu's shared base database is counted once, separately).
+  played to the end and kept alive at once (what ctu's episodes share, the base database or the database
+  bytes, is counted once, separately).
 
 Every figure is a median over the episodes; ratios are tau2 / ctu. The issue's goals are printed alongside.
 """
@@ -108,7 +111,7 @@ def bench_domain(name: str, count: int, live: int) -> None:
 
     domain = shared_domain(name)
     tasks = domain.tasks("base")[:count]
-    domain.base_database  # noqa: B018  (load the shared base once, outside the timings)
+    domain.warm_up()  # what every episode shares, built once, outside the timings
     episodes = asyncio.run(played(name, tasks))
 
     tau2_times, first_times, warm_times, mismatches = [], [], [], 0
@@ -132,7 +135,12 @@ def bench_domain(name: str, count: int, live: int) -> None:
     tau2_memory = live_memory(lambda: [tau2_environment(name, tasks[i % len(tasks)]) for i in range(16)])
     all_tasks = domain.tasks("base")
     ctu_memory = live_memory(lambda: asyncio.run(played(name, [all_tasks[i % len(all_tasks)] for i in range(live)])))
-    base_memory = live_memory(lambda: [type(domain.base_database)(domain.make_environment().tools.db)])
+    if domain.copy_on_access:
+        shared = "shared base database"
+        base_memory = live_memory(lambda: [type(domain.base_database)(domain.make_environment().tools.db)])
+    else:
+        shared = "shared database bytes"
+        base_memory = float(sum(len(data) for data in domain.database_bytes if data))
 
     tau2_ms, first_ms, warm_ms = median_ms(tau2_times), median_ms(first_times), median_ms(warm_times)
     print(f"{name}: {len(episodes)} gold episodes, reward disagreements with tau2: {mismatches}")
@@ -142,17 +150,18 @@ def bench_domain(name: str, count: int, live: int) -> None:
     print(row("reset: whole Episode.reset", median_ms(tau2_reset), median_ms(episode_reset), "ms", "(scripted user)"))
     print(row("memory per live episode", tau2_memory / 2**20, ctu_memory / 2**20, "MB",
               f"<= 1 MB ({live} ctu episodes alive, played to the end; tau2: 16 environments)"))
-    print(f"  shared base database (once per domain and process): {base_memory / 2**20:.2f} MB")
+    print(f"  {shared} (once per domain and process): {base_memory / 2**20:.2f} MB")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=30, help="gold episodes timed per domain")
     parser.add_argument("--live", type=int, default=256, help="ctu episodes alive at once for the memory figure")
+    parser.add_argument("--domains", default="retail,airline,telecom", help="comma-separated domains")
     args = parser.parse_args()
     prepare()
     populate_registry()
-    for name in ("retail", "airline"):
+    for name in args.domains.split(","):
         bench_domain(name, args.tasks, args.live)
     print(f"this machine now: a reference loop of 10M additions takes {reference_loop_seconds():.2f} s of CPU")
 

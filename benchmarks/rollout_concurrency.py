@@ -1,12 +1,13 @@
 """Rollout concurrency: many episodes against an OpenAI-compatible server on 127.0.0.1 that answers both the
 policy and the simulated user after an injected latency.
 
-Run: `uv run python benchmarks/rollout_concurrency.py [--episodes 256] [--samples 4] [--latency 0.2]
-[--runners ctu,tau2] [--repeats 5] [--profile]`.
+Run: `uv run python benchmarks/rollout_concurrency.py [--domain retail|telecom] [--episodes 256] [--samples 4]
+[--latency 0.2] [--runners ctu,tau2] [--repeats 5] [--profile]`.
 
 The server (aiohttp, answering as ctu's `ScriptedOpenAIServer` scripts would) runs in a separate process, so
 its CPU time is not counted as the runners'. The batch is shaped like a GRPO step: `--episodes / --samples`
-retail tasks (tau2's `base` split, in order), each run `--samples` times. In every episode the user opens,
+tasks of the domain (tau2's `base` split, in order), each run `--samples` times. In every retail episode
+(`RetailScript`; telecom's, where the user also runs a tool on their phone, is `TelecomScript`) the user opens,
 asking where one order is (an order of the database, picked from the task's instructions, so tasks differ);
 the policy looks the order up, lists the product types and answers; the user asks again; the policy looks the
 order up again and answers; the user ends the call: 8 requests, every one a turn, each answered after the
@@ -53,57 +54,124 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, f
 
 from ctu.registry import populate_registry
 
-REQUESTS_PER_EPISODE = 8
-ASKS = re.compile(rb"where is my order (#W\d{7})")
+POLICY_MARKER = b"You are a customer service agent"
+"""Bytes of tau2's agent system prompt: a request holding them is the policy's, else the user's."""
 
 
-POLICY_CALLS = {1: "get_order_details", 2: "list_all_product_types", 4: "get_order_details"}
-"""The policy's tool call by the number of assistant messages in its request (tau2's greeting counts)."""
+class RetailScript:
+    """Retail: the user asks where one of their orders is; the policy looks it up twice (see the module docstring)."""
+
+    domain = "retail"
+    requests = 8
+    asks = re.compile(rb"where is my order (#W\d{7})")
+    calls = {1: "get_order_details", 2: "list_all_product_types", 4: "get_order_details"}
+    """The policy's tool call by the number of assistant messages in its request (tau2's greeting counts)."""
+
+    def subjects(self) -> list[str]:
+        """What users ask about: the retail database's order ids, sorted."""
+        from tau_bench_env.env import shared_domain
+
+        return sorted(shared_domain("retail").base_database.tables["orders"])
+
+    def answer(self, policy: bool, said: int, order: str, number: int = 0) -> Any:
+        """The next message (a `tests.support.openai_server.Answer`) of the policy (`policy`) or of the user, given
+        how many assistant messages the request holds (`said`: for the policy, tau2's greeting and its own turns;
+        for the user, its own earlier messages, roles being flipped), the episode's `order` and the request's
+        `number` (written into free text, see the module docstring)."""
+        from tests.support.openai_server import Answer
+
+        if policy:
+            if said in self.calls:
+                name = self.calls[said]
+                arguments = {"order_id": order} if name == "get_order_details" else {}
+                return Answer(tool_calls=[tool_call(name, arguments, number)])
+            return Answer.text(f"Your order {order} is on its way (reference {number}). Is there anything else I can help you with?")
+        if said == 0:
+            return Answer.text(f"Hi, where is my order {order}?")
+        if said == 1:
+            return Answer.text(f"Could you check it once more, please? My reference is {number}.")
+        return Answer.text("###STOP###")
+
+    def per_task(self, policy: bool, said: int) -> bool:
+        """Whether `answer` gives every sample of a task the same message (the server then serialises it once)."""
+        return not policy and said != 1
 
 
-def answer(policy: bool, said: int, order: str, number: int = 0) -> Any:
-    """The server's script: the next message (a `tests.support.openai_server.Answer`) of the policy (`policy`)
-    or of the user, given how many assistant messages the request holds (`said`: for the policy, tau2's
-    greeting and its own turns; for the user, the user's own earlier messages, roles being flipped), the
-    episode's `order` and the request's `number` (written into free text, see the module docstring)."""
-    from tests.support.openai_server import Answer
+class TelecomScript:
+    """Telecom, where the user acts on their own phone: the user says their mobile data fails and gives their
+    number; the policy looks the customer up and lists their bills, then asks the user to check the status bar;
+    the user runs its own tool `check_status_bar` (on the episode's user database) and reports; the policy looks
+    the customer up again and closes; the user ends the call. 9 requests, one of them a user tool call."""
 
-    if policy:
-        if said in POLICY_CALLS:
-            name = POLICY_CALLS[said]
-            arguments = json.dumps({"order_id": order} if name == "get_order_details" else {})
-            call = {"id": f"chatcmpl-tool-{number}", "type": "function", "function": {"name": name, "arguments": arguments}}
-            return Answer(tool_calls=[call])
-        return Answer.text(f"Your order {order} is on its way (reference {number}). Is there anything else I can help you with?")
-    if said == 0:
-        return Answer.text(f"Hi, where is my order {order}?")
-    if said == 1:
-        return Answer.text(f"Could you check it once more, please? My reference is {number}.")
-    return Answer.text("###STOP###")
+    domain = "telecom"
+    requests = 9
+    asks = re.compile(rb"my number is (555-\d{3}-\d{4})")
+
+    def __init__(self) -> None:
+        self.customers: dict[str, str] = {}
+
+    def subjects(self) -> list[str]:
+        """The telecom customers' phone numbers, sorted (what users give)."""
+        from tau_bench_env.env import shared_domain
+
+        database = shared_domain("telecom")._template.tools.db
+        self.customers = {customer.phone_number: customer.customer_id for customer in database.customers}
+        return sorted(self.customers)
+
+    def answer(self, policy: bool, said: int, phone: str, number: int = 0) -> Any:
+        """As `RetailScript.answer`, for the telecom episode above."""
+        from tests.support.openai_server import Answer
+
+        if policy:
+            if said in (1, 4):
+                return Answer(tool_calls=[tool_call("get_customer_by_phone", {"phone_number": phone}, number)])
+            if said == 2:
+                customer = self.customers.get(phone, "C1001")
+                return Answer(tool_calls=[tool_call("get_bills_for_customer", {"customer_id": customer}, number)])
+            if said == 3:
+                return Answer.text(f"Please check the status bar of your phone and tell me what it shows (ref {number}).")
+            return Answer.text(f"Your line {phone} is active (reference {number}). Is there anything else I can help you with?")
+        if said == 0:
+            return Answer.text(f"Hi, my mobile data is not working. my number is {phone}.")
+        if said == 1:
+            return Answer(tool_calls=[tool_call("check_status_bar", {}, number)])
+        if said == 2:
+            return Answer.text(f"It shows the signal bars and no data icon. My reference is {number}.")
+        return Answer.text("###STOP###")
+
+    def per_task(self, policy: bool, said: int) -> bool:
+        """Whether `answer` gives every sample of a task the same message."""
+        return not policy and said in (0, 3)
 
 
-def scripted_per_task(policy: bool, said: int) -> bool:
-    """Whether `answer` gives every sample of a task the same message (the server then serialises it once)."""
-    return not policy and said != 1
+def tool_call(name: str, arguments: dict[str, Any], number: int) -> dict[str, Any]:
+    """An OpenAI tool call with the request's own id, as vLLM gives every call a random one."""
+    return {"id": f"chatcmpl-tool-{number}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
-def serve(latency: float, orders: list[str], connection: Any) -> None:
-    """Server process: an asyncio (aiohttp) OpenAI-compatible server answering `answer`'s script `latency`
-    seconds after each request arrived; on "count" it reports (requests so far, its CPU seconds).
+SCRIPTS = {"retail": RetailScript, "telecom": TelecomScript}
 
-    The user's opening names one of `orders`, picked by a checksum of the request (its system prompt holds the
-    task's instructions); the policy looks up the order the user named. The server stays cheap so that its
-    own work does not pile on the injected latency (its CPU competes with the runners' on a small machine):
-    requests are classified by searches of their raw bytes (a `tools` key means the policy; assistant roles are
-    counted) instead of parsing them, and each answer a task's samples share is serialised once.
+
+def serve(latency: float, domain: str, connection: Any) -> None:
+    """Server process: an asyncio (aiohttp) OpenAI-compatible server answering the domain's script (`SCRIPTS`)
+    `latency` seconds after each request arrived; on "count" it reports (requests so far, its CPU seconds).
+
+    The user's opening names one of the script's subjects (an order, a phone number), picked by a checksum of
+    the request (its system prompt holds the task's instructions); the policy acts on the subject the user
+    named. The server stays cheap so that its own work does not pile on the injected latency (its CPU competes
+    with the runners' on a small machine): requests are classified by searches of their raw bytes (tau2's agent
+    prompt means the policy; assistant roles are counted) instead of parsing them, and each answer a task's
+    samples share is serialised once.
     """
     import threading
     import zlib
 
     from aiohttp import web
 
+    populate_registry()
+    script = SCRIPTS[domain]()
+    subjects = script.subjects()
     assistant = re.compile(rb'"role":\s*"assistant"')
-    tools = re.compile(rb'"tools":\s*\[')
     bodies: dict[tuple[bool, int, str], bytes] = {}
     requests = 0
 
@@ -112,19 +180,19 @@ def serve(latency: float, orders: list[str], connection: Any) -> None:
         arrived = time.monotonic()
         requests += 1
         raw = await request.read()
-        policy, said = tools.search(raw) is not None, len(assistant.findall(raw))
+        policy, said = POLICY_MARKER in raw, len(assistant.findall(raw))
         if policy:
-            named = ASKS.search(raw)
-            order = named.group(1).decode() if named else orders[0]
+            named = script.asks.search(raw)
+            subject = named.group(1).decode() if named else subjects[0]
         else:
-            order = orders[zlib.crc32(raw) % len(orders)] if said == 0 else ""
-        if scripted_per_task(policy, said):
-            key = (policy, said, order)
+            subject = subjects[zlib.crc32(raw) % len(subjects)] if said == 0 else ""
+        if script.per_task(policy, said):
+            key = (policy, said, subject)
             if key not in bodies:
-                bodies[key] = answer(*key).body("scripted", 0)
+                bodies[key] = script.answer(*key).body("scripted", 0)
             body = bodies[key]
         else:
-            body = answer(policy, said, order, requests).body("scripted", requests)
+            body = script.answer(policy, said, subject, requests).body("scripted", requests)
         await asyncio.sleep(max(0.0, latency - (time.monotonic() - arrived)))
         return web.Response(body=body, content_type="application/json")
 
@@ -146,8 +214,8 @@ def serve(latency: float, orders: list[str], connection: Any) -> None:
     asyncio.run(main())
 
 
-def batch_tasks(episodes: int, samples: int) -> tuple[list[str], list[str]]:
-    """(task ids of the measured batch, task ids of the warm-up): `episodes / samples` tasks of retail's
+def batch_tasks(domain: str, episodes: int, samples: int) -> tuple[list[str], list[str]]:
+    """(task ids of the measured batch, task ids of the warm-up): `episodes / samples` tasks of `domain`'s
     `base` split in order, and two tasks after them.
 
     Raises:
@@ -157,10 +225,10 @@ def batch_tasks(episodes: int, samples: int) -> tuple[list[str], list[str]]:
 
     if samples < 1 or episodes % samples:
         raise ValueError(f"--episodes {episodes} is not a multiple of --samples {samples}")
-    ids = [task.id for task in shared_domain("retail").tasks("base")]
+    ids = [task.id for task in shared_domain(domain).tasks("base")]
     prompts = episodes // samples
     if prompts + 2 > len(ids):
-        raise ValueError(f"retail's base split has {len(ids)} tasks; {prompts} prompts and 2 warm-up tasks asked")
+        raise ValueError(f"{domain}'s base split has {len(ids)} tasks; {prompts} prompts and 2 warm-up tasks asked")
     return ids[:prompts], ids[prompts:prompts + 2]
 
 
@@ -170,14 +238,7 @@ def warm_up_samples(episodes: int, warm_up: list[str]) -> int:
     return -(-episodes // len(warm_up))
 
 
-def order_ids() -> list[str]:
-    """The retail database's order ids, sorted (what the scripted user asks about)."""
-    from tau_bench_env.env import shared_domain
-
-    return sorted(shared_domain("retail").base_database.tables["orders"])
-
-
-async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url: str,
+async def generate(domain: str, tasks: list[str], warm_up: list[str], samples: int, base_url: str,
                    profile: bool) -> tuple[float, float, Any]:
     """Build ctu's generator as `ctu run` would, warm it up on `warm_up`, then time one batch: each of `tasks`
     `samples` times, all episodes at once.
@@ -201,7 +262,7 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     user = {"type": "llm", "model": "user", "base_url": base_url, "api_key_env": None, "timeout_s": 120}
     spec = spec_from_dict({
         "experiment": {"name": "bench"}, "model": {"path": "builtin:tiny-qwen3", "max_model_len": 32768},
-        "data": {"train": [{"domain": "retail"}]}, "environment": {"user_simulator": user, "max_turns": 10},
+        "data": {"train": [{"domain": domain}]}, "environment": {"user_simulator": user, "max_turns": 10},
         "rollout": {"native_tool_calling": True, "generator": {"type": "tau_multiturn", "max_concurrent_episodes": len(tasks) * samples}},
         "backend": {"type": "tinker"}, "algorithm": {"use_kl_loss": False},
     }).spec
@@ -210,7 +271,7 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     generator = build_generator(build_components(spec), tokenizer, OpenAIChatSampler(endpoint))
 
     def rows(ids: list[str]) -> list[TaskRow]:
-        return [TaskRow({"domain": "retail", "task_id": task, "split": "base", "domain_params": {}}) for task in ids]
+        return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for task in ids]
 
     warm_up_batch = generator_input(rows(warm_up), warm_up_samples(len(tasks) * samples, warm_up), "eval", 0)
     await generator.generate(warm_up_batch)  # not measured
@@ -231,7 +292,7 @@ async def generate(tasks: list[str], warm_up: list[str], samples: int, base_url:
     return wall, cpu, profiler
 
 
-def ctu_repetition(tasks: list[str], warm_up: list[str], samples: int, base_url: str, profile: bool,
+def ctu_repetition(domain: str, tasks: list[str], warm_up: list[str], samples: int, base_url: str, profile: bool,
                    connection: Any) -> None:
     """Child process of one ctu repetition: `generate`, then send (wall seconds, CPU seconds, the profile's
     printed top costs or None) through `connection`."""
@@ -239,7 +300,7 @@ def ctu_repetition(tasks: list[str], warm_up: list[str], samples: int, base_url:
     import pstats
 
     populate_registry()
-    wall, cpu, profiler = asyncio.run(generate(tasks, warm_up, samples, base_url, profile))
+    wall, cpu, profiler = asyncio.run(generate(domain, tasks, warm_up, samples, base_url, profile))
     report = None
     if profiler is not None:
         out = io.StringIO()
@@ -249,7 +310,7 @@ def ctu_repetition(tasks: list[str], warm_up: list[str], samples: int, base_url:
     connection.send((wall, cpu, report))
 
 
-def tau2_batch(tasks: list[str], warm_up: list[str], samples: int, base_url: str) -> tuple[float, float]:
+def tau2_batch(domain_name: str, tasks: list[str], warm_up: list[str], samples: int, base_url: str) -> tuple[float, float]:
     """The same episodes through tau2's own runner: an `Orchestrator` per episode with tau2's `LLMAgent` and
     `UserSimulator` (litellm over the same server), one thread per concurrent episode as tau2's
     `run_tasks(max_concurrency=...)` runs them, and tau2's `evaluate_simulation` for the reward.
@@ -270,16 +331,17 @@ def tau2_batch(tasks: list[str], warm_up: list[str], samples: int, base_url: str
 
     from tau_bench_env.env import shared_domain
 
-    domain = shared_domain("retail")
+    domain = shared_domain(domain_name)
     llm_args = {"api_base": base_url, "api_key": "EMPTY", "temperature": 0.0}
 
     def episode(task_id: str) -> float:
         task = domain.task(task_id)
-        environment = registry.get_env_constructor("retail")()
+        environment = registry.get_env_constructor(domain_name)()
         agent = LLMAgent(tools=environment.get_tools(), domain_policy=environment.get_policy(), llm="openai/policy", llm_args=llm_args)
-        user = UserSimulator(instructions=str(task.user_scenario), llm="openai/user", llm_args=llm_args)
-        run = Orchestrator("retail", agent, user, environment, task, max_steps=100).run()
-        return evaluate_simulation(run, task, EvaluationType.ALL, False, "retail").reward
+        user_tools = environment.get_user_tools() if environment.user_tools is not None else None
+        user = UserSimulator(tools=user_tools, instructions=str(task.user_scenario), llm="openai/user", llm_args=llm_args)
+        run = Orchestrator(domain_name, agent, user, environment, task, max_steps=100).run()
+        return evaluate_simulation(run, task, EvaluationType.ALL, False, domain_name).reward
 
     episode(warm_up[0])  # litellm's import and caches, not measured
     batch = [task for task in tasks for _ in range(samples)]
@@ -291,6 +353,7 @@ def tau2_batch(tasks: list[str], warm_up: list[str], samples: int, base_url: str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domain", default="retail", choices=sorted(SCRIPTS), help="whose tasks and tools the episodes use")
     parser.add_argument("--episodes", type=int, default=256, help="concurrent episodes")
     parser.add_argument("--samples", type=int, default=4, help="samples per task (a GRPO group)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds the server waits before each answer")
@@ -302,12 +365,13 @@ def main() -> None:
         parser.error("--repeats must be at least 1")
     populate_registry()
     try:
-        tasks, warm_up = batch_tasks(args.episodes, args.samples)
+        tasks, warm_up = batch_tasks(args.domain, args.episodes, args.samples)
     except ValueError as exc:
         parser.error(str(exc))
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
-    server = context.Process(target=serve, args=(args.latency, order_ids(), theirs), daemon=True)
+    requests_per_episode = SCRIPTS[args.domain].requests
+    server = context.Process(target=serve, args=(args.latency, args.domain, theirs), daemon=True)
     server.start()
     results: dict[str, list[tuple[int, float, float, float]]] = {}
     report = None
@@ -328,7 +392,7 @@ def main() -> None:
                 def run_ctu(first: bool) -> tuple[float, float]:
                     nonlocal report
                     mine, child = context.Pipe()
-                    process = context.Process(target=ctu_repetition, args=(tasks, warm_up, args.samples, base_url, args.profile and first, child))
+                    process = context.Process(target=ctu_repetition, args=(args.domain, tasks, warm_up, args.samples, base_url, args.profile and first, child))
                     process.start()
                     wall, cpu, printed = mine.recv()
                     process.join()
@@ -336,18 +400,18 @@ def main() -> None:
                     return wall, cpu
 
                 warm_up_episodes = warm_up_samples(args.episodes, warm_up) * len(warm_up)
-                results["ctu"] = [counted(lambda first=(n == 0): run_ctu(first), warm_up_episodes * REQUESTS_PER_EPISODE)
+                results["ctu"] = [counted(lambda first=(n == 0): run_ctu(first), warm_up_episodes * requests_per_episode)
                                   for n in range(args.repeats)]
             elif runner == "tau2":
-                results["tau2"] = [counted(lambda: tau2_batch(tasks, warm_up, args.samples, base_url), REQUESTS_PER_EPISODE)]
+                results["tau2"] = [counted(lambda: tau2_batch(args.domain, tasks, warm_up, args.samples, base_url), requests_per_episode)]
             else:
                 parser.error(f"unknown runner {runner!r}")
     finally:
         ours.send("stop")
         server.join(timeout=10)
     ideal = args.episodes / args.latency
-    print(f"{args.episodes} concurrent retail episodes ({len(tasks)} tasks x {args.samples} samples, "
-          f"{REQUESTS_PER_EPISODE} requests each), "
+    print(f"{args.episodes} concurrent {args.domain} episodes ({len(tasks)} tasks x {args.samples} samples, "
+          f"{requests_per_episode} requests each), "
           f"{args.latency * 1000:.0f} ms injected latency per request; ideal {ideal:.0f} turns/s")
     medians: dict[str, tuple[float, float]] = {}  # runner -> (turns per second, CPU seconds per turn)
     for name, runs in results.items():

@@ -102,8 +102,12 @@ class EpisodeResult:
         empty_turns: policy turns with neither text nor tool calls.
         user_error: why the user simulator failed, else None.
         evaluation_error: why tau2's evaluator raised, else None.
-        conversation: the episode in OpenAI format (system prompt, greeting, turns, tool results).
+        conversation: the episode in OpenAI format as the policy saw and wrote it (system prompt, greeting,
+            turns, tool results): in text mode an assistant turn is its raw text, tool calls included.
         tools: the agent's tools as OpenAI schemas.
+        trajectory: the episode as tau2's messages (`AssistantMessage` with parsed `tool_calls`,
+            `UserMessage`, `ToolMessage`), what tau2's evaluator scores; the same in text and native mode, so
+            whatever reads the agent's tool calls (rewards, judges) reads them here.
     """
 
     domain: str
@@ -121,6 +125,7 @@ class EpisodeResult:
     evaluation_error: str | None = None
     conversation: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    trajectory: list[Any] = field(default_factory=list)
 
     @property
     def failed_turns(self) -> int:
@@ -234,7 +239,7 @@ class Episode:
         if self._fast_reward:
             await self._environment_work(self.domain.gold_outcomes.warm, self.domain, self.task, self._env)
         self.tools = self.domain.tool_schemas
-        user_tools = self._env.get_user_tools() if self._env.user_tools is not None else None
+        user_tools = self.domain.user_tools if self._env.user_tools is not None else None
         self._session = self.user.session(self.task, user_tools, self.trajectory)
         self.conversation = [{"role": "system", "content": self.system_prompt()}]
         if history:
@@ -256,10 +261,11 @@ class Episode:
         return self.domain.fast_path and not self.config.evaluate_nl_assertions
 
     async def _environment_work(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run environment work: in the event loop for a copy-on-access domain (a reset, a reward or a state
-        comparison costs well under a millisecond there, less than a thread hop and its contention for the
-        GIL), in a worker thread otherwise (tau2's environments load JSON databases and hash them whole)."""
-        if self.domain.copy_on_access:
+        """Run environment work: in the event loop for a domain with cheap environments (copy-on-access or
+        copied databases: a reset, a reward or a state comparison costs a millisecond or less there, about a
+        thread hop and its contention for the GIL), in a worker thread otherwise (tau2's environments load JSON
+        databases and hash them whole)."""
+        if self.domain.cheap_environments:
             return function(*args, **kwargs)
         return await asyncio.to_thread(function, *args, **kwargs)
 
@@ -438,4 +444,5 @@ class Episode:
             evaluation_error=self.evaluation_error,
             conversation=list(self.conversation),
             tools=list(self.tools),
+            trajectory=list(self.trajectory),
         )

@@ -50,7 +50,7 @@ class GoldOutcomes:
     def _gold_environment(self, domain: Any, task: Task, overlay: bool) -> Any:
         """An environment of the task's domain after its initial state and gold actions, as tau2's
         `EnvironmentEvaluator` builds its gold environment (gold actions that fail are skipped, as there)."""
-        environment = domain.episode_environment(task) if overlay else domain.make_environment()
+        environment = domain.episode_environment(task)  # as an episode of the task starts
         state = task.initial_state
         environment.set_state(
             initialization_data=state.initialization_data if state is not None else None,

@@ -23,13 +23,26 @@ def build(kind: str, name: str, **params):
     return info.build(info.params_model(**params))
 
 
-def call(name: str, **arguments) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+def call(name: str, **arguments):
+    """The agent calling `name`, as tau2's trajectory holds it."""
+    from tau2.data_model.message import AssistantMessage, ToolCall
+
+    return AssistantMessage(role="assistant", tool_calls=[ToolCall(id="c", name=name, arguments=arguments)])
 
 
-def info(conversation, **fields) -> EpisodeResult:
+def user(text: str):
+    from tau2.data_model.message import UserMessage
+
+    return UserMessage(role="user", content=text)
+
+
+def info(trajectory, **fields) -> EpisodeResult:
+    """An episode whose tau2 trajectory is `trajectory` (its OpenAI conversation derived from it)."""
+    from tau_bench_env.messages import conversation_to_openai
+
     tools = [{"type": "function", "function": {"name": n}} for n in ("get_order_details", "cancel_pending_order", "find_user_id_by_name_zip")]
-    return EpisodeResult(**{"domain": "retail", "task_id": "0", "conversation": conversation, "tools": tools, "termination": "user_stop", **fields})
+    return EpisodeResult(**{"domain": "retail", "task_id": "0", "trajectory": trajectory, "conversation": conversation_to_openai(trajectory),
+                            "tools": tools, "termination": "user_stop", **fields})
 
 
 def judge(name: str, conversation, **fields):
@@ -41,10 +54,10 @@ def rule(conversation, **fields):
 
 
 def test_rule_judge_categories():
-    assert rule([{"role": "user", "content": "hi"}], termination="agent_stop").categories == ("premature_stop",)
-    verdict = rule([{"role": "user", "content": "cancel it"}, call("cancel_pending_order", order_id="#W1", reason="x")])
+    assert rule([user("hi")], termination="agent_stop").categories == ("premature_stop",)
+    verdict = rule([user("cancel it"), call("cancel_pending_order", order_id="#W1", reason="x")])
     assert verdict.categories == ("unconfirmed_write",) and verdict.score == -1.0
-    confirmed = rule([{"role": "user", "content": "Yes, please go ahead"}, call("cancel_pending_order", order_id="#W1", reason="x")])
+    confirmed = rule([user("Yes, please go ahead"), call("cancel_pending_order", order_id="#W1", reason="x")])
     assert confirmed.categories == () and confirmed.score == 1.0
     verdict = rule([call("delete_everything")], parse_failures=2, termination="max_turns")
     assert set(verdict.categories) == {"parse_failure", "wrong_tool", "max_turns_reached"}
@@ -62,7 +75,7 @@ def llm_judge(server, **params):
 
 
 def test_llm_judge_validates_its_json_answer():
-    conversation = [{"role": "user", "content": "cancel"}, call("cancel_pending_order", order_id="#W1", reason="x")]
+    conversation = [user("cancel"), call("cancel_pending_order", order_id="#W1", reason="x")]
     answers = [
         Answer.text('Here: {"categories": ["unconfirmed_write", "tool_error"], "explanation": "did not ask"}'),
         Answer.text('{"categories": ["made_up"]}'),
@@ -125,3 +138,36 @@ def test_format_penalty_is_capped():
 def test_zero_on_non_stop():
     assert apply("zero_on_non_stop", 1.0, context([], stop="length")) == 0.0
     assert apply("zero_on_non_stop", 1.0, context([], stop="stop")) == 1.0
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["text", "native"])
+def test_rewards_and_the_rule_judge_see_the_calls_of_a_text_mode_turn_as_of_a_native_one(native):
+    """Tool calls the policy wrote as Hermes text (text mode) count for `partial_credit` and the rule judge
+    exactly as the same calls made natively: both read tau2's trajectory, not the OpenAI conversation (whose
+    text-mode turns are raw text)."""
+    from ctu.components.parsers.hermes import HermesParser
+    from ctu.components.user_simulators.scripted import ScriptedUserSimulator
+    from tau_bench_env.episode import Episode, EpisodeConfig
+    from tau_bench_env.interfaces import ParsedTurn, ToolCall
+
+    gold = TASK.evaluation_criteria.actions[0]
+    calls = [ToolCall(gold.name, dict(gold.arguments)), ToolCall("cancel_pending_order", {"order_id": "#W0000000", "reason": "x"})]
+    episode = Episode(RETAIL, TASK, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=5))
+
+    async def play() -> EpisodeResult:
+        await episode.reset()
+        for call in calls:
+            if native:
+                await episode.step(ParsedTurn("", (call,)))
+            else:
+                await episode.step("<tool_call>\n" + json.dumps({"name": call.name, "arguments": call.arguments}) + "\n</tool_call>")
+        await episode.step(ParsedTurn("Done."))
+        return episode.result()
+
+    result = asyncio.run(play())
+    assert ("tool_calls" in result.conversation[3]) == native  # text mode keeps the raw text the policy wrote
+    gold_calls = [a for a in TASK.evaluation_criteria.actions if a.requestor == "assistant"]
+    ctx = RewardContext(result, TASK, RETAIL.write_tools, "train")
+    assert apply("partial_credit", 0.0, ctx, weight=1.0) == pytest.approx(1 / len(gold_calls))
+    verdict = asyncio.run(build("judges", "rule_taxonomy").judge(JudgeInput(result, TASK, RETAIL.write_tools)))
+    assert "unconfirmed_write" in verdict.categories and "premature_stop" not in verdict.categories

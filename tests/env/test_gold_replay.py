@@ -1,8 +1,9 @@
 """Gold replays of every retail, airline and telecom (base) task score 1.0 through `Episode` with the scripted
 user; corrupted replays score 0.0; and on every trajectory (at least 300 per domain) ctu's reward (the fast
-path, over copy-on-access databases for retail and airline) equals tau2's own `evaluate_simulation` (the
-parity suite). Besides gold and corrupted replays it plays variants whose reward tau2 decides either way
-(a write repeated, a read added or dropped, writes reordered) and episodes cut by `max_turns` at three points.
+path, over copy-on-access databases for retail and airline and copied databases for telecom) equals tau2's own
+`evaluate_simulation` (the parity suite). Besides gold and corrupted replays it plays variants whose reward
+tau2 decides either way (a write repeated, a read added or dropped, writes reordered; for telecom, the user also
+turning on airplane mode or data saver or connecting a VPN) and episodes cut by `max_turns` at three points.
 
 The suite plays every case once (a module fixture, spread over two processes) and the tests assert over the
 results, so every mismatch is reported at once. Each process also checks that no episode wrote to its
@@ -19,8 +20,12 @@ from dataclasses import dataclass
 import pytest
 
 DOMAINS = ("retail", "airline", "telecom")
-CORRUPT_EVERY = {"retail": 2, "airline": 1}
-"""Corrupted and perturbed variants are played for every second retail task and every airline task."""
+CORRUPT_EVERY = {"retail": 2, "airline": 1, "telecom": 3}
+"""Corrupted and perturbed variants are played for every second retail task, every airline task and every
+third telecom task."""
+USER_CORRUPTIONS = {"airplane_mode": "toggle_airplane_mode", "data_saver": "toggle_data_saver_mode", "vpn": "connect_vpn"}
+"""Telecom's user-side corruptions: after the gold actions, the user also does this on their phone (the user's
+database then differs from the gold one, which tau2 may or may not see, e.g. through an environment assertion)."""
 CUT_EVERY = {"retail": 2, "airline": 1, "telecom": 1}
 """Max-turns cuts (one turn short, half way and a third of the way) are played for every N-th task."""
 MIN_CASES_PER_DOMAIN = 300
@@ -58,7 +63,31 @@ def _perturbations(task, writes):
     return variants
 
 
-async def _run_case(domain_name, task, variant, corruption, writes, max_turns, actions=None) -> Case:
+class ScriptedUserOf:
+    """The scripted user playing `task` (a variant with more user actions) in an episode scored on its own task."""
+
+    def __init__(self, task) -> None:
+        from ctu.components.user_simulators.scripted import ScriptedUserSimulator
+
+        self.task = task
+        self.simulator = ScriptedUserSimulator()
+
+    def session(self, task, user_tools, trajectory):
+        return self.simulator.session(self.task, user_tools, trajectory)
+
+
+def _with_user_action(task, tool: str):
+    """`task` whose gold actions end with the user calling `tool` (no arguments) on their phone."""
+    from tau2.data_model.tasks import Action
+
+    variant = task.model_copy(deep=True)
+    actions = variant.evaluation_criteria.actions or []
+    variant.evaluation_criteria.actions = [*actions, Action(action_id=f"user_corruption_{tool}", requestor="user",
+                                                            name=tool, arguments={})]
+    return variant
+
+
+async def _run_case(domain_name, task, variant, corruption, writes, max_turns, actions=None, user_task=None) -> Case:
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
     from ctu.components.parsers.hermes import HermesParser
@@ -69,8 +98,11 @@ async def _run_case(domain_name, task, variant, corruption, writes, max_turns, a
 
     domain = shared_domain(domain_name)
     config = EpisodeConfig(max_turns=max_turns, max_errors=50)
-    episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), config)
-    result = await play(episode, GoldReplayAgent(task, corruption, writes, actions))
+    user = ScriptedUserOf(user_task) if user_task is not None else ScriptedUserSimulator()
+    episode = Episode(domain, task, user, HermesParser(), config)
+    agent = GoldReplayAgent(user_task, actions=list(user_task.evaluation_criteria.actions)) if user_task is not None else \
+        GoldReplayAgent(task, corruption, writes, actions)
+    result = await play(episode, agent)
     # tau2's own evaluator on the recorded trajectory, called independently of the episode's reward path
     expected = evaluate_simulation(
         simulation=episode.simulation_run(), task=task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain=domain_name
@@ -97,6 +129,10 @@ async def _run_chunk(domain_name: str, indices: list[int]) -> list[Case]:
                     cases.append(await _run_case(domain_name, task, corruption.value, corruption, writes, 80))
             for variant, actions in _perturbations(task, writes).items():
                 cases.append(await _run_case(domain_name, task, variant, None, writes, 80, actions))
+            if domain_name == "telecom":
+                for variant, tool in USER_CORRUPTIONS.items():
+                    cases.append(await _run_case(domain_name, task, variant, None, writes, 80,
+                                                 user_task=_with_user_action(task, tool)))
         if index % CUT_EVERY[domain_name] == 0 and gold.turns > 1:
             for turns in sorted({gold.turns - 1, max(1, gold.turns // 2), max(1, gold.turns // 3)}):
                 cases.append(await _run_case(domain_name, task, "max_turns_cut", None, writes, turns))
@@ -107,17 +143,32 @@ def run_chunk(domain_name: str, indices: list[int]) -> tuple[list[Case], bool]:
     """Process-pool entry point: play the cases of `indices` of `domain_name`'s base tasks.
 
     Returns:
-        The cases, and whether the domain's shared base database is unchanged by them (always True for a
-        domain without copy-on-access episodes).
+        The cases, and whether what the domain's episodes share is unchanged by them: the base database of
+        copy-on-access episodes, the databases copied episodes start from (the template environment's, pickled
+        again), True for other domains.
     """
+    import pickle
+
     from ctu.registry import populate_registry
     from tau_bench_env.env import shared_domain
 
     populate_registry()
     domain = shared_domain(domain_name)
-    before = domain.base_database.hash() if domain.copy_on_access else None
+
+    def shared() -> object:
+        if domain.copy_on_access:
+            return domain.base_database.hash()
+        if domain.copied_databases:
+            template = domain._template
+            copies = [pickle.loads(data).model_dump() for data in domain.database_bytes]
+            return domain.database_bytes, copies, [template.tools.db.model_dump(), template.user_tools.db.model_dump()]
+        return None
+
+    before = shared()
     cases = asyncio.run(_run_chunk(domain_name, indices))
-    return cases, (domain.base_database.hash() == before if domain.copy_on_access else True)
+    after = shared()
+    unchanged = before == after and (not domain.copied_databases or before[1] == before[2])
+    return cases, unchanged
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +223,10 @@ def test_reward_equals_tau2_evaluate_simulation_on_every_trajectory(cases):
     print("parity cases per domain:", per_domain)
     perturbed = [c for c in cases if c.variant in ("repeated_write", "extra_read", "dropped_read", "reordered_writes")]
     assert {c.reward for c in perturbed} == {0.0, 1.0}  # tau2 scores these either way
+    user_side = [c for c in cases if c.variant in USER_CORRUPTIONS]
+    assert {c.variant for c in user_side} == set(USER_CORRUPTIONS) and len(user_side) >= 3 * 38
+    assert {c.domain for c in cases if c.reward_path == "fast"} == set(DOMAINS)
+    print("user-side corruptions scored 0 by tau2:", sum(c.tau2_reward == 0.0 for c in user_side), "of", len(user_side))
     finished = [c for c in cases if c.termination in ("user_stop", "agent_stop")]
     assert finished and all(c.reward_path == "fast" for c in finished)
     assert [c for c in cases if c.evaluation_error] == []

@@ -93,10 +93,11 @@ def test_the_reward_wrapper_penalises_a_write_before_the_identity_check(spec):
 
     reward = spec.rewards[1].build()
 
+    from tau2.data_model.message import AssistantMessage, ToolCall
+
     def context(*names: str) -> RewardContext:
-        message = {"role": "assistant", "content": "", "tool_calls": [
-            {"id": str(i), "type": "function", "function": {"name": n, "arguments": "{}"}} for i, n in enumerate(names)]}
-        result = EpisodeResult("healthcare", "t", conversation=[message])
+        message = AssistantMessage(role="assistant", tool_calls=[ToolCall(id=str(i), name=n, arguments={}) for i, n in enumerate(names)])
+        result = EpisodeResult("healthcare", "t", trajectory=[message])
         return RewardContext(result, None, frozenset({"book_appointment", "update_phone"}), "train")
 
     assert asyncio.run(reward.apply(1.0, context("find_patient", "book_appointment"))) == 1.0

@@ -114,18 +114,19 @@ class RuleTaxonomyJudge:
         known = {tool["function"]["name"] for tool in result.tools}
         last_user = ""
         writes = 0
-        for message in result.conversation:
-            if message["role"] == "user":
-                last_user = message.get("content") or ""
-            for call in message.get("tool_calls") or []:
-                name = call["function"]["name"]
-                if known and name not in known:
-                    found.add("wrong_tool")
-                if name in episode.write_tools:
-                    writes += 1
-                    if not CONFIRMATION.search(last_user):
-                        found.add("unconfirmed_write")
-            if message["role"] == "tool" and "not found" in (message.get("content") or "") and "Tool" in (message.get("content") or ""):
+        for message in result.trajectory:  # tau2's messages: the agent's calls alike in text and native mode
+            content = getattr(message, "content", None) or ""
+            if message.role == "user" and not getattr(message, "tool_calls", None):
+                last_user = content
+            if message.role == "assistant":
+                for call in message.tool_calls or []:
+                    if known and call.name not in known:
+                        found.add("wrong_tool")
+                    if call.name in episode.write_tools:
+                        writes += 1
+                        if not CONFIRMATION.search(last_user):
+                            found.add("unconfirmed_write")
+            if message.role == "tool" and "not found" in content and "Tool" in content:
                 found.add("wrong_tool")
         criteria = getattr(episode.task, "evaluation_criteria", None)
         gold_writes = [a for a in (criteria.actions or []) if a.name in episode.write_tools] if criteria else []

@@ -10,25 +10,26 @@ from ctu.components.rewards.base import RewardContext
 from ctu.registry import ComponentParams, registry
 
 
-def matched_fraction(task: Any, conversation: list[dict[str, Any]]) -> float | None:
-    """Fraction of the task's gold assistant actions that some tool call of the episode matches (tau2's
-    `Action.compare_with_tool_call`), each call matching at most one action; None when the task has none."""
-    from tau2.data_model.message import ToolCall
+def agent_tool_calls(trajectory: list[Any]) -> list[Any]:
+    """The agent's tool calls in a tau2 trajectory (`EpisodeResult.trajectory`), in order: tau2 `ToolCall`s,
+    read the same way in text and native mode."""
+    return [call for message in trajectory if getattr(message, "role", None) == "assistant"
+            for call in (getattr(message, "tool_calls", None) or [])]
 
+
+def matched_fraction(task: Any, trajectory: list[Any]) -> float | None:
+    """Fraction of the task's gold assistant actions that some tool call of the episode matches (tau2's
+    `Action.compare_with_tool_call`), each call matching at most one action; None when the task has none.
+
+    Args:
+        task: the tau2 task.
+        trajectory: the episode's tau2 messages (`EpisodeResult.trajectory`).
+    """
     criteria = getattr(task, "evaluation_criteria", None)
     gold = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
     if not gold:
         return None
-    import json
-
-    calls = []
-    for message in conversation:
-        for call in message.get("tool_calls") or []:
-            try:
-                arguments = json.loads(call["function"]["arguments"])
-            except (TypeError, ValueError):
-                continue
-            calls.append(ToolCall(id=call.get("id", ""), name=call["function"]["name"], arguments=arguments))
+    calls = agent_tool_calls(trajectory)
     used = [False] * len(calls)
     matched = 0
     for action in gold:
@@ -38,7 +39,6 @@ def matched_fraction(task: Any, conversation: list[dict[str, Any]]) -> float | N
                 matched += 1
                 break
     return matched / len(gold)
-
 
 
 @registry.rewards.register("partial_credit")
@@ -57,7 +57,7 @@ class PartialCreditReward:
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * matched_fraction`` (nothing for tasks without gold actions)."""
-        fraction = matched_fraction(context.task, context.result.conversation)
+        fraction = matched_fraction(context.task, context.result.trajectory)
         return reward if fraction is None else reward + self.params.weight * fraction
 
 
