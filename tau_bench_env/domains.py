@@ -133,7 +133,7 @@ class Domain:
         return self.copy_on_access or self.copied_databases
 
     def _shared(self) -> tuple[str, ...]:
-        shared = ("_template", "tool_schemas", "user_tools")
+        shared: tuple[str, ...] = ("_template", "tool_schemas", "user_tools")
         if self.copy_on_access:
             shared += ("base_database",)
         if self.copied_databases:
