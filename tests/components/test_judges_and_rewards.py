@@ -130,6 +130,17 @@ def test_partial_credit_is_the_matched_fraction_of_gold_actions():
     assert apply("partial_credit", 0.0, context(wrong), weight=1.0) == 0.0
 
 
+def test_partial_credit_can_count_the_first_actions_and_match_tool_names_only():
+    gold = [a for a in TASK.evaluation_criteria.actions if a.requestor == "assistant"]
+    assert len(gold) >= 2 and gold[1].name != gold[0].name
+    named = [call(gold[0].name, **{k: "wrong" for k in gold[0].arguments})]  # the right tool, wrong arguments
+    assert apply("partial_credit", 0.0, context(named), weight=1.0, first_actions=1) == 0.0
+    assert apply("partial_credit", 0.0, context(named), weight=1.0, first_actions=1, match="name") == 1.0
+    assert apply("partial_credit", 0.0, context(named), weight=1.0, first_actions=2, match="name") == 0.5
+    assert apply("partial_credit", 0.0, context(named), weight=1.0, match="name") == pytest.approx(1 / len(gold))
+    assert apply("partial_credit", 0.0, context([call(gold[1].name)]), weight=1.0, first_actions=1, match="name") == 0.0
+
+
 def test_format_penalty_is_capped():
     assert apply("format_penalty", 1.0, context([], parse_failures=2)) == pytest.approx(0.8)
     assert apply("format_penalty", 1.0, context([], parse_failures=50, empty_turns=3)) == pytest.approx(0.5)

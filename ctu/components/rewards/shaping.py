@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -17,16 +17,21 @@ def agent_tool_calls(trajectory: list[Any]) -> list[Any]:
             for call in (getattr(message, "tool_calls", None) or [])]
 
 
-def matched_fraction(task: Any, trajectory: list[Any]) -> float | None:
-    """Fraction of the task's gold assistant actions that some tool call of the episode matches (tau2's
-    `Action.compare_with_tool_call`), each call matching at most one action; None when the task has none.
+def matched_fraction(task: Any, trajectory: list[Any], first: int | None = None, by_name: bool = False) -> float | None:
+    """Fraction of the task's gold assistant actions that some tool call of the episode matches, each call
+    matching at most one action; None when the task has none.
 
     Args:
         task: the tau2 task.
         trajectory: the episode's tau2 messages (`EpisodeResult.trajectory`).
+        first: only the task's first `first` gold assistant actions count (None: all).
+        by_name: a call matches an action with the same tool name, whatever its arguments; else tau2's
+            `Action.compare_with_tool_call` decides (name and the compared arguments).
     """
     criteria = getattr(task, "evaluation_criteria", None)
     gold = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
+    if first is not None:
+        gold = gold[:first]
     if not gold:
         return None
     calls = agent_tool_calls(trajectory)
@@ -34,7 +39,7 @@ def matched_fraction(task: Any, trajectory: list[Any]) -> float | None:
     matched = 0
     for action in gold:
         for index, call in enumerate(calls):
-            if not used[index] and action.compare_with_tool_call(call):
+            if not used[index] and (call.name == action.name if by_name else action.compare_with_tool_call(call)):
                 used[index] = True
                 matched += 1
                 break
@@ -51,14 +56,21 @@ class PartialCreditReward:
     class Params(ComponentParams):
         weight: float = Field(0.5, ge=0.0)
         """Scale of the matched fraction in [0, 1]."""
+        first_actions: int | None = Field(None, gt=0)
+        """Only the task's first N gold agent actions count (null: all): credit for starting right, a curriculum
+        for a policy that cannot yet finish a task."""
+        match: Literal["call", "name"] = "call"
+        """`call`: a call matches a gold action as tau2 compares them (tool name and arguments); `name`: the tool
+        name alone (credit for choosing the right tool before its arguments are right)."""
 
     def __init__(self, params: Params) -> None:
         self.params = params
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * matched_fraction`` (nothing for tasks without gold actions)."""
-        fraction = matched_fraction(context.task, context.result.trajectory)
-        return reward if fraction is None else reward + self.params.weight * fraction
+        params = self.params
+        fraction = matched_fraction(context.task, context.result.trajectory, params.first_actions, params.match == "name")
+        return reward if fraction is None else reward + params.weight * fraction
 
 
 
