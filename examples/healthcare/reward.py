@@ -12,13 +12,8 @@ from typing import ClassVar
 from pydantic import Field
 
 from ctu.components.rewards.base import RewardContext
+from ctu.components.rewards.shaping import agent_tool_calls
 from ctu.registry import ComponentParams, registry
-
-
-def called_tools(trajectory: list) -> list[str]:
-    """The names of the agent's tool calls in an episode's tau2 messages (`EpisodeResult.trajectory`: the same
-    whether the policy wrote its calls as text or as native tool calls), in order."""
-    return [call.name for message in trajectory if message.role == "assistant" for call in message.tool_calls or []]
 
 
 @registry.rewards.register("verified_first")
@@ -38,7 +33,7 @@ class VerifiedFirstReward:
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """`reward` minus `penalty` if a write tool (`context.write_tools`) came before `find_patient`."""
-        for name in called_tools(context.result.trajectory):
+        for name in (call.name for call in agent_tool_calls(context.result.trajectory)):
             if name == "find_patient":
                 return reward
             if name in context.write_tools:
