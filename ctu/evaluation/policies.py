@@ -91,7 +91,7 @@ def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]
     if not records:
         raise EvalError(f"{run_dir} holds no Tinker checkpoint (checkpoints/step_*.json); is it a run directory of "
                         "the tinker backend?")
-    by_step = {int(json.loads(p.read_text())["step"]): json.loads(p.read_text())["path"] for p in records}
+    by_step = {int(record["step"]): record["path"] for record in (json.loads(p.read_text()) for p in records)}
     chosen = max(by_step) if step is None else step
     if chosen not in by_step:
         raise EvalError(f"{run_dir} has no checkpoint of step {step}; it has steps {', '.join(map(str, sorted(by_step)))}")
