@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctu.components.rewards.base import Phase
+from ctu.components.rewards.chain import RewardChain
 from ctu.components.trackers.combined import Trackers
 from ctu.registry import registry
-from ctu.rollout.rewards import RewardChain
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import Spec
 

@@ -8,7 +8,7 @@ an incomplete component fails where it is declared instead of turning every epis
 
 The contracts mirror the protocols the rest of ctu is written against: `tau_bench_env.interfaces.Parser` and
 `UserSimulator`, `ctu.components.judges.base.Judge`, `ctu.components.trackers.base.Tracker`, the reward chain
-(`ctu.rollout.rewards`), the token accounting (`ctu.rollout.tokens`) and `tau_bench_env.domains.Domain`.
+(`ctu.components.rewards.chain`), the token accounting (`ctu.rollout.tokens`) and `tau_bench_env.domains.Domain`.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 
 from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
 from ctu.components.rewards.base import Phase, RewardContext
+from ctu.components.rewards.chain import RewardChain
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, is_success, mean, metric
 from ctu.rollout.heap import frozen_heap
-from ctu.rollout.rewards import RewardChain
 from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.rollout.tokens import TokenAccount
 from tau_bench_env.env import EnvSetup, TauBenchEnv
@@ -70,6 +70,18 @@ class RolloutSetup:
     max_concurrent_episodes: int = 256
     on_records: Callable[[list[TrajectoryRecord], Phase, int], object] | None = None
     on_episode: Callable[[int, bool], None] | None = None
+
+    def agent_loop(self, max_concurrent_episodes: int | None = None) -> TauGenerator:
+        """ctu's agent loop (`TauGenerator`) over this setup: what a generator component builds unless it
+        brings a loop of its own. The setup hands the loop to the component, so `ctu.components` never
+        imports the rollout layer.
+
+        Args:
+            max_concurrent_episodes: episodes in flight at once; None keeps the setup's.
+        """
+        if max_concurrent_episodes is not None:
+            return TauGenerator(replace(self, max_concurrent_episodes=max_concurrent_episodes))
+        return TauGenerator(self)
 
 
 @dataclass

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import Field
 
 from ctu.registry import ComponentParams, registry
 
 
+class LoopSetup(Protocol):
+    """What a generator component is handed: the rollout layer's `RolloutSetup`, seen from here only through
+    the loop it offers (so this package never imports `ctu.rollout`)."""
+
+    def agent_loop(self, max_concurrent_episodes: int | None = None) -> Any:
+        """ctu's agent loop, a SkyRL `GeneratorInterface`, over the setup."""
+        ...
+
+
 @registry.generators.register("tau_multiturn")
 class TauMultiTurnGenerator:
     """Multi-turn tau-bench rollouts: policy turns, tool calls and user replies until the episode ends.
 
-    Builds `ctu.rollout.generator.TauGenerator`, SkyRL's `GeneratorInterface`; the agent loop is written once
-    over a sampler protocol (SkyRL inference client, Tinker sampling client, or a scripted sampler in tests).
+    Builds ctu's agent loop (`ctu.rollout.generator.TauGenerator`, SkyRL's `GeneratorInterface`), written once
+    over a sampler protocol (a SkyRL inference client, a Tinker sampling client, or a scripted sampler in
+    tests), through `setup.agent_loop`.
     """
 
     class Params(ComponentParams):
@@ -24,10 +34,6 @@ class TauMultiTurnGenerator:
     def __init__(self, params: Params) -> None:
         self.params = params
 
-    def build(self, setup: Any) -> Any:
+    def build(self, setup: LoopSetup) -> Any:
         """The SkyRL generator over `setup` (a `ctu.rollout.generator.RolloutSetup`); imports skyrl and torch."""
-        from dataclasses import replace
-
-        from ctu.rollout.generator import TauGenerator
-
-        return TauGenerator(replace(setup, max_concurrent_episodes=self.params.max_concurrent_episodes))
+        return setup.agent_loop(max_concurrent_episodes=self.params.max_concurrent_episodes)

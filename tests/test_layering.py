@@ -1,0 +1,71 @@
+"""The package layering the README's Layout promises, read from the source's import statements (lazy imports
+inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _package(module: str) -> str | None:
+    """`ctu.<sub>` for ctu's modules (`ctu` for its top-level ones), `tau_bench_env` for the environment."""
+    parts = module.split(".")
+    if parts[0] == "tau_bench_env":
+        return "tau_bench_env"
+    if parts[0] != "ctu":
+        return None
+    return "ctu" if len(parts) == 1 else f"ctu.{parts[1]}"
+
+
+def _import_graph() -> dict[str, dict[str, list[str]]]:
+    """package -> imported package -> the files importing it."""
+    graph: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for path in sorted([*ROOT.glob("ctu/**/*.py"), *ROOT.glob("tau_bench_env/**/*.py")]):
+        relative = path.relative_to(ROOT).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        source = _package(".".join(parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                target = _package(name)
+                if target is not None and source is not None and target != source:
+                    graph[source][target].append(str(path.relative_to(ROOT)))
+    return graph
+
+
+def test_the_environment_imports_nothing_from_ctu() -> None:
+    graph = _import_graph()
+    assert not {k: v for k, v in graph["tau_bench_env"].items() if k.startswith("ctu")}
+
+
+def test_components_do_not_import_the_rollout_layer_or_the_runners() -> None:
+    graph = _import_graph()
+    upward = {"ctu.rollout", "ctu.runners", "ctu.evaluation", "ctu.composition", "ctu.cli"}
+    for lower in ("ctu.components", "ctu.registry", "ctu.spec", "ctu.metrics", "ctu.errors"):
+        assert not {k: v for k, v in graph[lower].items() if k in upward}, lower
+
+
+def test_no_cycle_between_packages() -> None:
+    graph = _import_graph()
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, stack = set(), [start]
+        while stack:
+            for nxt in graph[stack.pop()]:
+                if nxt == goal:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return False
+
+    cycles = [(a, b, graph[a][b]) for a in list(graph) for b in list(graph[a]) if reaches(b, a)]
+    assert not cycles
