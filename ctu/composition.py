@@ -35,6 +35,7 @@ class Components:
         rewards: the reward chain of each phase, judges bound.
         generator: the generator component (`rollout.generator`); its `build(setup)` makes the SkyRL generator.
         trackers: the spec's trackers, not started (plus a `jsonl` one writing `metrics.jsonl` when none does).
+        project: the trackers' project (`tracking_project`).
     """
 
     spec: Spec
@@ -45,6 +46,14 @@ class Components:
     rewards: dict[Phase, RewardChain]
     generator: Any
     trackers: Trackers
+    project: str
+
+
+def tracking_project(spec: Spec, rewards: list[tuple[str, Any]]) -> str:
+    """`tracking.project` with the `project_suffix` of every built reward that declares one (sorted, each once):
+    `ctu_with_taxonomy_feedback` for a run with the `taxonomy_feedback` reward."""
+    suffixes = sorted({getattr(component, "project_suffix", "") for _, component in rewards})
+    return spec.tracking.project + "".join(suffixes)
 
 
 def build_components(spec: Spec) -> Components:
@@ -85,4 +94,5 @@ def build_components(spec: Spec) -> Components:
         rewards=rewards,
         generator=spec.rollout.generator.build(),
         trackers=Trackers.with_metrics_file([config.build() for config in spec.tracking.trackers]),
+        project=tracking_project(spec, built),
     )

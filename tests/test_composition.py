@@ -28,6 +28,14 @@ def test_rewards_get_their_judges_at_build_time_and_evaluation_never_sees_traini
     assert components.rewards["eval"].components[0][1] is train[0]
 
 
+def test_the_trackers_project_says_when_training_had_judge_feedback(minimal):
+    minimal["tracking"] = {"project": "tau"}
+    assert build_components(spec_from_dict(minimal).spec).project == "tau"
+    minimal["judge"] = {"type": "rule_taxonomy"}
+    minimal["rewards"] = ["tau_outcome", {"type": "taxonomy_feedback", "weight": 0.1}, {"type": "taxonomy_feedback"}]
+    assert build_components(spec_from_dict(minimal).spec).project == "tau_with_taxonomy_feedback"
+
+
 def test_every_run_gets_a_metrics_file_tracker(minimal):
     minimal["tracking"] = {"trackers": ["console"]}
     trackers = build_components(spec_from_dict(minimal).spec).trackers.trackers

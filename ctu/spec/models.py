@@ -215,7 +215,7 @@ class Tracking(Section):
     """Where metrics and trajectories go."""
 
     project: str = "ctu"
-    """Project name for trackers (wandb adds `_with_taxonomy_feedback` when that reward is on)."""
+    """Project name for trackers; a run with the `taxonomy_feedback` reward gets `_with_taxonomy_feedback` appended."""
     trackers: list[TrackerRef] = Field(default_factory=lambda: [by_name("console")])
     """Metric trackers, all used at once: `console`, `jsonl`, `wandb`, `tensorboard`, or registered ones."""
     trajectories: TrajectoryLog = Field(default_factory=TrajectoryLog)

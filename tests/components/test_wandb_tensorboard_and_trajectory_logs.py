@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctu.components.trackers.combined import Trackers
-from ctu.components.trackers.wandb import TAXONOMY_SUFFIX, WandbTracker
+from ctu.components.trackers.wandb import WandbTracker
 from ctu.registry import registry
 from ctu.rollout.generator import TrajectoryRecord
 from ctu.rollout.trajectories import TrajectoryLogger
@@ -25,9 +25,9 @@ def test_wandb_is_offline_without_a_key_logs_one_step_counter_and_finishes_expli
     monkeypatch.setenv("WANDB_SILENT", "true")
     tracker = build("wandb")
     config = {"rewards": [{"type": "tau_outcome"}, {"type": "taxonomy_feedback", "weight": 0.1}]}
-    tracker.start(tmp_path, "run", "ctu-tau-bench", config)
+    tracker.start(tmp_path, "run", "ctu-tau-bench_with_taxonomy_feedback", config)
     assert tracker.mode == "offline"
-    assert tracker.project == "ctu-tau-bench" + TAXONOMY_SUFFIX
+    assert tracker.project == "ctu-tau-bench_with_taxonomy_feedback"
     tracker.log({"generation/avg_reward": 0.5}, step=1)
     tracker.log({"test-retail/average_reward": 0.25}, step=1)
     tracker.log({"generation/avg_reward": 0.75}, step=2)
@@ -41,10 +41,10 @@ def test_wandb_is_offline_without_a_key_logs_one_step_counter_and_finishes_expli
     assert "__del__" not in vars(WandbTracker)
 
 
-def test_wandb_project_has_no_suffix_without_taxonomy_feedback(tmp_path: Path, monkeypatch):
+def test_wandb_project_set_on_the_tracker_is_used_as_given(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     tracker = build("wandb", mode="disabled", project="mine")
-    tracker.start(tmp_path, "run", "ignored", {"rewards": [{"type": "tau_outcome"}]})
+    tracker.start(tmp_path, "run", "ignored_with_taxonomy_feedback", {"rewards": [{"type": "taxonomy_feedback"}]})
     assert tracker.project == "mine"
     tracker.finish()
 

@@ -24,6 +24,9 @@ class TaxonomyFeedbackReward:
 
     training_only: ClassVar[bool] = True
     needs_judge: ClassVar[bool] = True
+    project_suffix: ClassVar[str] = "_with_taxonomy_feedback"
+    """Appended to the run's tracker project (`ctu.composition.tracking_project`), so runs trained with judge
+    feedback never mix with runs trained without it."""
 
     class Params(ComponentParams):
         weight: float = Field(0.1, ge=0.0)

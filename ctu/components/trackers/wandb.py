@@ -8,30 +8,20 @@ from typing import Any, Literal
 
 from ctu.registry import ComponentParams, registry
 
-TAXONOMY_SUFFIX = "_with_taxonomy_feedback"
-"""Appended to the wandb project when the `taxonomy_feedback` reward is on, so such runs never mix with others."""
-
-
-
-def uses_taxonomy_feedback(config: Mapping[str, object]) -> bool:
-    """Whether a resolved spec (as a mapping) has the `taxonomy_feedback` reward."""
-    rewards = config.get("rewards")
-    return isinstance(rewards, list) and any(isinstance(r, Mapping) and r.get("type") == "taxonomy_feedback" for r in rewards)
-
-
 
 @registry.trackers.register("wandb")
 class WandbTracker:
     """Weights & Biases with the trainer's global step as the one step counter; offline when no API key is set.
 
     The run is finished by an explicit `finish()` at the end of training, never from a destructor (a
-    `finish()` during interpreter shutdown hangs or loses data). The project gets `_with_taxonomy_feedback`
-    when the spec's rewards include `taxonomy_feedback`.
+    `finish()` during interpreter shutdown hangs or loses data). The project is the run's
+    (`ctu.composition.tracking_project`: `_with_taxonomy_feedback` appended when that reward is on) unless set here.
     """
 
     class Params(ComponentParams):
         project: str | None = None
-        """Project; null uses `tracking.project` (with `_with_taxonomy_feedback` when that reward is on)."""
+        """Project, used as given; null uses the run's (`tracking.project`, with `_with_taxonomy_feedback` when that
+        reward is on)."""
         entity: str | None = None
         """Team or user; null for the key's default."""
         mode: Literal["auto", "online", "offline", "disabled"] = "auto"
@@ -57,7 +47,7 @@ class WandbTracker:
         if mode == "auto":
             mode = "online" if os.environ.get(self.params.api_key_env) else "offline"
         self.mode = mode
-        self.project = (self.params.project or project) + (TAXONOMY_SUFFIX if uses_taxonomy_feedback(config) else "")
+        self.project = self.params.project or project
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         run_id = "".join(c if c.isalnum() else "-" for c in f"{run_name}-{Path(run_dir).resolve().name}")[:64]
         self.run = wandb.init(

@@ -155,7 +155,7 @@ class CtuPPOExp(BasePPOExp):
 
     def get_tracker(self) -> CtuTracking:
         combined = self.components.trackers
-        combined.start(self.run_dir, self.spec.experiment.name, self.spec.tracking.project, spec_to_dict(self.spec),
+        combined.start(self.run_dir, self.spec.experiment.name, self.components.project, spec_to_dict(self.spec),
                        resume_step=self.resume_step)
         return CtuTracking(combined)
 

@@ -138,7 +138,7 @@ class TinkerRunner:
             tests = test_rows(spec)
             components = build_components(spec)
             trackers = components.trackers
-            trackers.start(self.run_dir.path, spec.experiment.name, spec.tracking.project, spec_to_dict(spec),
+            trackers.start(self.run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
                            resume_step=start_step if self.resume else None)
             trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
                                       spec.tracking.trajectories.train_samples, spec.experiment.seed)
