@@ -10,14 +10,18 @@ built objects out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ctu.components.rewards.base import Phase
+from ctu.components.chat_templates.huggingface import DefaultChatTemplate
+from ctu.components.generators.base import GeneratorComponent
+from ctu.components.judges.base import Judge
+from ctu.components.rewards.base import Phase, Reward
 from ctu.components.rewards.chain import RewardChain
 from ctu.components.trackers.combined import Trackers
 from ctu.registry import registry
+from ctu.registry.config import ComponentConfig
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import Spec
+from tau_bench_env.interfaces import Parser, UserSimulator
 
 PHASES: tuple[Phase, ...] = ("train", "eval")
 
@@ -39,17 +43,17 @@ class Components:
     """
 
     spec: Spec
-    chat_template: Any
-    parser: Any
-    native_parser: Any
-    user_simulator: Any
+    chat_template: DefaultChatTemplate
+    parser: Parser
+    native_parser: Parser
+    user_simulator: UserSimulator
     rewards: dict[Phase, RewardChain]
-    generator: Any
+    generator: GeneratorComponent
     trackers: Trackers
     project: str
 
 
-def tracking_project(spec: Spec, rewards: list[tuple[str, Any]]) -> str:
+def tracking_project(spec: Spec, rewards: list[tuple[str, Reward]]) -> str:
     """`tracking.project` with the `project_suffix` of every built reward that declares one (sorted, each once):
     `ctu_with_taxonomy_feedback` for a run with the `taxonomy_feedback` reward."""
     suffixes = sorted({getattr(component, "project_suffix", "") for _, component in rewards})
@@ -63,14 +67,14 @@ def build_components(spec: Spec) -> Components:
         ComponentError: a component is no longer registered (the spec was validated in another process).
         ValueError: a reward that needs a judge has none (the spec check `check_judges` prevents it).
     """
-    judges: dict[Any, Any] = {}
+    judges: dict[ComponentConfig, Judge] = {}
 
-    def judge_for(config: Any) -> Any:
+    def judge_for(config: ComponentConfig) -> Judge:
         if config not in judges:
             judges[config] = config.build()
         return judges[config]
 
-    built: list[tuple[str, Any]] = []
+    built: list[tuple[str, Reward]] = []
     for index, config in enumerate(spec.rewards):
         component = config.build()
         if getattr(component, "needs_judge", False):

@@ -24,6 +24,7 @@ from typing import Any
 
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 
+from ctu.components.chat_templates.huggingface import DefaultChatTemplate
 from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.components.rewards.chain import RewardChain
@@ -59,7 +60,7 @@ class RolloutSetup:
     """
 
     tokenizer: Any
-    chat_template: Any
+    chat_template: DefaultChatTemplate
     sampler: Sampler
     env: EnvSetup
     rewards: dict[Phase, RewardChain]

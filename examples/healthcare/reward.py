@@ -11,25 +11,23 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from ctu.components.rewards.base import RewardContext
+from ctu.components.rewards.base import BaseReward, RewardContext
 from ctu.components.rewards.shaping import agent_tool_calls
 from ctu.registry import ComponentParams, registry
 
 
 @registry.rewards.register("verified_first")
-class VerifiedFirstReward:
+class VerifiedFirstReward(BaseReward):
     """Subtracts `penalty` when a write tool ran before the patient was found with `find_patient`."""
 
     training_only: ClassVar[bool] = True
     """Shaping for training: evaluation reports tau2's reward alone."""
-    needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
         penalty: float = Field(0.5, ge=0)
         """Subtracted once per episode that breaks the rule."""
 
-    def __init__(self, params: Params) -> None:
-        self.params = params
+    params: Params
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """`reward` minus `penalty` if a write tool (`context.write_tools`) came before `find_patient`."""

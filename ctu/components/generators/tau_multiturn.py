@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import Field
 
+from ctu.components.generators.base import LoopSetup
 from ctu.registry import ComponentParams, registry
-
-
-class LoopSetup(Protocol):
-    """What a generator component is handed: the rollout layer's `RolloutSetup`, seen from here only through
-    the loop it offers (so this package never imports `ctu.rollout`)."""
-
-    def agent_loop(self, max_concurrent_episodes: int | None = None) -> Any:
-        """ctu's agent loop, a SkyRL `GeneratorInterface`, over the setup."""
-        ...
 
 
 @registry.generators.register("tau_multiturn")

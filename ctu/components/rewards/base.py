@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
+from ctu.registry import ComponentParams
 from tau_bench_env.episode import EpisodeResult
 
 Phase = Literal["train", "eval"]
@@ -36,3 +37,38 @@ class RewardContext:
     fatal_error: str | None = None
     verdict: dict[str, Any] | None = None
 
+
+
+class Reward(Protocol):
+    """A built reward component (the `rewards` kind's contract, `ctu.registry.contracts`).
+
+    `apply` gets the reward so far (0.0 before the first component) and returns the new one; a judge-based
+    reward (`needs_judge`) has its judge set as `.judge` by the composition root; a `training_only` one is left
+    out of the evaluation chain.
+    """
+
+    training_only: ClassVar[bool]
+    needs_judge: ClassVar[bool]
+
+    async def apply(self, reward: float, context: RewardContext) -> float:
+        """The reward after this component."""
+        ...
+
+
+class BaseReward:
+    """A base for reward components: neither training-only nor judge-based, built as `cls(params)`.
+
+    A subclass defines its `Params` (a `ComponentParams`), annotates `params: Params`, sets the class flags it
+    needs and writes `apply`.
+    """
+
+    training_only: ClassVar[bool] = False
+    """Left out of the evaluation chain when true."""
+    needs_judge: ClassVar[bool] = False
+    """The composition root sets `.judge` when true."""
+
+    class Params(ComponentParams):
+        pass
+
+    def __init__(self, params: ComponentParams) -> None:
+        self.params = params

@@ -7,9 +7,8 @@ taxonomy bonus): it is not switched off at run time, it is never in the evaluati
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ctu.components.rewards.base import Phase, RewardContext
+from ctu.components.rewards.base import Phase, Reward, RewardContext
 from ctu.metrics import REWARD, metric
 
 
@@ -19,7 +18,7 @@ class RewardChain:
     `ctu.composition.build_components`)."""
 
     phase: Phase
-    components: tuple[tuple[str, Any], ...]
+    components: tuple[tuple[str, Reward], ...]
 
     async def score(self, context: RewardContext) -> tuple[float, dict[str, float]]:
         """The final reward of one episode and its per-component metrics (``reward/<name>/contribution``)."""

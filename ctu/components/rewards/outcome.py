@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from ctu.components.rewards.base import RewardContext
+from ctu.components.rewards.base import BaseReward, RewardContext
 from ctu.registry import ComponentParams, registry
 
 
 @registry.rewards.register("tau_outcome")
-class TauOutcomeReward:
+class TauOutcomeReward(BaseReward):
     """The environment's tau2 reward for the finished episode (1.0 or 0.0; 0.0 when the episode did not finish)."""
-
-    training_only: ClassVar[bool] = False
-    needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
         pass
 
-    def __init__(self, params: Params) -> None:
-        self.params = params
+    params: Params
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds tau2's reward to the reward so far."""

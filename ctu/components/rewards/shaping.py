@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
-from ctu.components.rewards.base import RewardContext
+from ctu.components.rewards.base import BaseReward, RewardContext
 from ctu.registry import ComponentParams, registry
 
 
@@ -47,11 +47,8 @@ def matched_fraction(task: Any, trajectory: list[Any], first: int | None = None,
 
 
 @registry.rewards.register("partial_credit")
-class PartialCreditReward:
+class PartialCreditReward(BaseReward):
     """Adds `weight` x the fraction of the task's gold actions the agent matched, so near-misses differ from failures."""
-
-    training_only: ClassVar[bool] = False
-    needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
         weight: float = Field(0.5, ge=0.0)
@@ -63,8 +60,7 @@ class PartialCreditReward:
         """`call`: a call matches a gold action as tau2 compares them (tool name and arguments); `name`: the tool
         name alone (credit for choosing the right tool before its arguments are right)."""
 
-    def __init__(self, params: Params) -> None:
-        self.params = params
+    params: Params
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * matched_fraction`` (nothing for tasks without gold actions)."""
@@ -75,11 +71,8 @@ class PartialCreditReward:
 
 
 @registry.rewards.register("format_penalty")
-class FormatPenaltyReward:
+class FormatPenaltyReward(BaseReward):
     """Subtracts `penalty` for each parse failure (or empty turn) in the episode, at most `max_penalty` in all."""
-
-    training_only: ClassVar[bool] = False
-    needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
         penalty: float = Field(0.1, ge=0.0)
@@ -87,8 +80,7 @@ class FormatPenaltyReward:
         max_penalty: float = Field(0.5, ge=0.0)
         """Cap on the total subtracted in one episode."""
 
-    def __init__(self, params: Params) -> None:
-        self.params = params
+    params: Params
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Subtracts the capped penalty."""
@@ -98,17 +90,13 @@ class FormatPenaltyReward:
 
 
 @registry.rewards.register("zero_on_non_stop")
-class ZeroOnNonStopReward:
+class ZeroOnNonStopReward(BaseReward):
     """Sets the reward to 0 when the last turn ended for any reason but a stop (e.g. the length limit). Off unless listed."""
-
-    training_only: ClassVar[bool] = False
-    needs_judge: ClassVar[bool] = False
 
     class Params(ComponentParams):
         pass
 
-    def __init__(self, params: Params) -> None:
-        self.params = params
+    params: Params
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """0.0 unless the last turn stopped normally."""

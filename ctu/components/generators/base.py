@@ -1,0 +1,22 @@
+"""The generator seam: what a generator component is handed and what it builds."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class LoopSetup(Protocol):
+    """What a generator component is handed: the rollout layer's `RolloutSetup`, seen from here only through
+    the loop it offers (so `ctu.components` never imports `ctu.rollout`)."""
+
+    def agent_loop(self, max_concurrent_episodes: int | None = None) -> Any:
+        """ctu's agent loop, a SkyRL `GeneratorInterface`, over the setup."""
+        ...
+
+
+class GeneratorComponent(Protocol):
+    """A built generator component (the `generators` kind's contract)."""
+
+    def build(self, setup: LoopSetup) -> Any:
+        """A SkyRL `GeneratorInterface` over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own)."""
+        ...
