@@ -81,6 +81,8 @@ class EpisodeConfig:
     """Also score tau2's natural-language assertions (needs tau2's LLM judge)."""
     max_user_tool_rounds: int = 10
     """User tool-call rounds in one user turn before the user is judged broken (`user_error`)."""
+    domain_policy: bool = True
+    """The system prompt holds the domain's policy (tau2's agent prompt); False leaves it out."""
 
 
 @dataclass(frozen=True)
@@ -207,10 +209,12 @@ class Episode:
         return self.tool_errors + self.user_tool_errors + self.parse_failures + self.empty_turns
 
     def system_prompt(self) -> str:
-        """tau2's agent system prompt for this domain, with the tools rendered by the parser in text mode."""
+        """tau2's agent system prompt for this domain (its policy left empty when `config.domain_policy` is off),
+        with the tools rendered by the parser in text mode."""
         from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
 
-        prompt = SYSTEM_PROMPT.format(domain_policy=self._env.get_policy(), agent_instruction=AGENT_INSTRUCTION)
+        policy = self._env.get_policy() if self.config.domain_policy else ""
+        prompt = SYSTEM_PROMPT.format(domain_policy=policy, agent_instruction=AGENT_INSTRUCTION)
         if not self.config.native_tool_calling:
             prompt += "\n\n" + self.parser.render_tools(self.tools)
         return prompt

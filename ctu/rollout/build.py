@@ -35,6 +35,7 @@ def env_setup(components: Components) -> EnvSetup:
         max_errors=spec.environment.max_errors,
         native_tool_calling=spec.rollout.native_tool_calling,
         evaluate_nl_assertions=spec.environment.evaluate_nl_assertions,
+        domain_policy=spec.environment.domain_policy,
     )
     return EnvSetup(components.user_simulator, components.parser, config)
 

@@ -104,6 +104,9 @@ class Environment(Section):
     `max_errors` errors (one tool call a turn). Smoke specs, which cut episodes short on purpose, turn it off."""
     evaluate_nl_assertions: bool = False
     """Also score tau2's natural-language assertions (needs the top-level `judge`); tau2 leaves them out of rewards."""
+    domain_policy: bool = True
+    """Put the domain's policy (tau2's rules for the agent) in the system prompt. false leaves it out: a prompt
+    ablation, or a short prompt for a CPU check; tau2's figures assume it is in."""
 
 
 class Rollout(Section):

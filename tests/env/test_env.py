@@ -40,6 +40,25 @@ def test_registered_with_skyrl_gym_and_builds_from_row_extras():
     assert {tool["function"]["name"] for tool in metadata["tools"]} >= {"find_user_id_by_name_zip", "get_order_details"}
 
 
+def test_a_prompt_without_the_domain_policy_and_with_compact_tool_schemas():
+    full, _ = make().init([])
+    env = skyrl_gym.make(ENV_CLASS, env_config=EnvSetup(ScriptedUserSimulator(), HermesParser(HermesParser.Params(tool_descriptions=False)),
+                                                        EpisodeConfig(domain_policy=False)), extras=RETAIL_TASK)
+    short, metadata = env.init([])
+    policy = env.episode.environment.get_policy()
+    assert policy in full[0]["content"] and policy not in short[0]["content"]
+    assert "<policy>" in short[0]["content"]  # tau2's prompt scaffold stays; the policy inside it is empty
+    tools = short[0]["content"].split("<tools>\n")[1].split("\n</tools>")[0].splitlines()
+    schemas = [json.loads(line) for line in tools]
+    assert [s["function"]["name"] for s in schemas] == [t["function"]["name"] for t in metadata["tools"]]
+    assert all("description" not in s["function"] for s in schemas)
+    zip_tool = next(s for s in schemas if s["function"]["name"] == "find_user_id_by_name_zip")["function"]
+    assert set(zip_tool["parameters"]["properties"]) == {"first_name", "last_name", "zip"}
+    assert zip_tool["parameters"]["properties"]["zip"] == {"type": "string"}
+    assert len(short[0]["content"]) < len(full[0]["content"]) / 2
+    assert short[1:] == full[1:]  # the same greeting and user opening
+
+
 def test_extras_nested_under_extra_info_are_accepted():
     env = make({"extra_info": RETAIL_TASK})
     assert env.episode.task.id == "0"

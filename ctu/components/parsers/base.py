@@ -12,7 +12,7 @@ from typing import Any
 from ctu.registry import ComponentParams
 from tau_bench_env.interfaces import ParsedTurn, Parser, ToolCall
 
-__all__ = ["JsonCallParams", "ParsedTurn", "Parser", "ParserBase", "ToolCall", "render_tool_list"]
+__all__ = ["JsonCallParams", "ParsedTurn", "Parser", "ParserBase", "ToolCall", "compact_tool_schemas", "render_tool_list"]
 
 
 class JsonCallParams(ComponentParams):
@@ -32,6 +32,22 @@ class ParserBase:
 
     def __init__(self, params: ComponentParams | None = None) -> None:
         self.params = params or self.Params()
+
+
+def compact_tool_schemas(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`tools` (OpenAI schemas) without their descriptions and pydantic's `title`s: names, argument names, types
+    and required arguments only. Retail's 15 tools take about 1.3k tokens of the built-in tokenizer this way
+    instead of 3.1k. New dicts; `tools` is unchanged."""
+    noise = ("description", "title")
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in noise or not isinstance(v, str)}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return [strip(tool) for tool in tools]
 
 
 def render_tool_list(tools: list[dict[str, Any]], call_format: str) -> str:

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall
+from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, compact_tool_schemas
 from ctu.components.parsers.jsonutil import loads_lenient
 from ctu.registry import registry
 
@@ -57,13 +57,16 @@ class HermesParser(ParserBase):
     """
 
     class Params(JsonCallParams):
-        pass
+        tool_descriptions: bool = True
+        """Render each tool's schema with its descriptions. false leaves them out (`compact_tool_schemas`: names,
+        arguments and types only): a shorter prompt for a small model or a CPU check, not for tau2's figures."""
 
-    params: JsonCallParams
+    params: Params
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The tools as Qwen's chat template presents them: JSON schemas in <tools>, calls in <tool_call>."""
-        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+        shown = tools if self.params.tool_descriptions else compact_tool_schemas(tools)
+        schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in shown)
         return (
             "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
             f"You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{schemas}\n</tools>\n\n"

@@ -1,0 +1,201 @@
+"""The learning check: does ctu's GRPO loop make the built-in tiny model better, on this CPU, in under 30 minutes?
+
+Run: `uv run python benchmarks/learning_check.py [--negative-control] [--output DIR] [key=value ...]`.
+
+It runs `ctu run specs/learning_check.yaml` as a user does (a new process, the local Tinker server with its JAX
+backend), then reads the run's trajectory logs (every training episode) and metrics. It prints, and writes to
+`<run dir>/learning.json` and `<run dir>/learning.png`: the mean training reward per step, the means of the first
+and the last `--window` steps (default 5) with a bootstrap 95% interval of their difference, the held-out test
+set's reward before and after training, the wall time and this machine's reference loop (`machine.py`).
+
+The check passes, and the script exits 0, when the whole interval lies above zero; otherwise it exits 1.
+`--negative-control` runs the same spec with a learning rate of 1e-12 (the schema asks for a positive one): the
+loop samples, scores, computes advantages and takes optimizer steps that cannot move the policy, so its curve
+must not rise and the check must fail. When both runs are in `--output`, `learning_check.png` there shows both.
+
+The bootstrap resamples episodes within each step (10,000 resamples, seed 0): it counts the sampling noise of
+the episodes, not the run-to-run variation of training (one run is one draw of that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = REPO / "specs" / "learning_check.yaml"
+RUN_NAME = "learning_check"
+CONTROL_NAME = "learning_check_control"
+CONTROL_LR = 1e-12
+BOOTSTRAP_RESAMPLES = 10_000
+GOAL_S = 30 * 60
+
+
+def step_rewards(run_dir: Path) -> dict[int, list[float]]:
+    """Each training step's episode rewards, from `<run_dir>/trajectories/train_step*.jsonl` (infrastructure
+    errors left out, as training leaves them out).
+
+    Raises:
+        SystemExit: the run logged no training episode.
+    """
+    steps: dict[int, list[float]] = {}
+    for path in sorted((run_dir / "trajectories").glob("train_step*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("infra_error") is None:
+                steps.setdefault(int(record["step"]), []).append(float(record["reward"]))
+    if not steps:
+        raise SystemExit(f"no training trajectories in {run_dir / 'trajectories'}")
+    return dict(sorted(steps.items()))
+
+
+def bootstrap_difference(first: list[list[float]], last: list[list[float]], resamples: int, seed: int = 0) -> tuple[float, float]:
+    """95% interval of mean(last steps' rewards) - mean(first steps' rewards), resampling episodes within each
+    step (a step's episodes with replacement, the steps kept); each window's mean is the mean of its step means."""
+    rng = np.random.default_rng(seed)
+
+    def window_means(window: list[list[float]]) -> np.ndarray:
+        per_step = []
+        for rewards in window:
+            values = np.asarray(rewards)
+            picks = rng.integers(0, len(values), size=(resamples, len(values)))
+            per_step.append(values[picks].mean(axis=1))
+        return np.mean(per_step, axis=0)
+
+    differences = window_means(last) - window_means(first)
+    low, high = np.percentile(differences, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def test_rewards(run_dir: Path) -> tuple[float | None, float | None]:
+    """The test sets' average reward at the first and at the last evaluation in `metrics.jsonl`."""
+    found = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        metrics = json.loads(line)
+        values = [v for k, v in metrics.items() if k.startswith("test-") and k.endswith("/average_reward")]
+        if values:
+            found.append(float(np.mean(values)))
+    return (found[0], found[-1]) if found else (None, None)
+
+
+def plot(curves: dict[str, dict], path: Path, window: int) -> None:
+    """Mean training reward per step of each run in `curves` (label -> learning.json), the windows' means drawn
+    over their steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for (label, report), color in zip(curves.items(), ("tab:blue", "tab:gray"), strict=False):
+        steps = [s["step"] for s in report["steps"]]
+        means = [s["mean_reward"] for s in report["steps"]]
+        low, high = report["difference_ci95"]
+        test = ""
+        if report["test_reward_before"] is not None:
+            test = f"; test {report['test_reward_before']:.3f} -> {report['test_reward_after']:.3f}"
+        axes.plot(steps, means, marker="o", markersize=3, color=color,
+                  label=f"{label}: last{window} - first{window} = {report['difference']:+.3f} [{low:+.3f}, {high:+.3f}]{test}")
+        axes.hlines([report["first_mean"], report["last_mean"]], [steps[0], steps[-window]], [steps[window - 1], steps[-1]],
+                    colors=color, linestyles="dashed")
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    axes.set_xlabel("GRPO step")
+    axes.set_ylabel("mean training reward")
+    axes.set_title("ctu learning check: built-in tiny Qwen3, tau2 retail train tasks, CPU")
+    axes.legend(fontsize=8, loc="upper left")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--negative-control", action="store_true", help=f"learning rate {CONTROL_LR}: must not rise")
+    parser.add_argument("--output", type=Path, default=REPO / "runs", help="folder of the run directories")
+    parser.add_argument("--spec", type=Path, default=SPEC)
+    parser.add_argument("--window", type=int, default=5, help="steps in the first and last windows")
+    parser.add_argument("--report-only", action="store_true", help="report on the existing run, without running it")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides for the spec")
+    args = parser.parse_args()
+
+    name = CONTROL_NAME if args.negative_control else RUN_NAME
+    output = args.output.resolve()
+    run_dir = output / name
+    overrides = [f"experiment.output_dir={output}", f"experiment.name={name}", *args.overrides]
+    if args.negative_control:
+        overrides.append(f"trainer.optimizer.lr={CONTROL_LR}")
+    loop_before = reference_loop_seconds()
+    wall = float("nan")
+    if not args.report_only:
+        command = [sys.executable, "-m", "ctu.cli", "run", str(args.spec), *overrides, "--no-progress"]
+        if run_dir.exists():
+            command.append("--overwrite")
+        print("$", " ".join(command), flush=True)
+        started = time.perf_counter()
+        result = subprocess.run(command, cwd=REPO, env={**os.environ, "WANDB_SILENT": "true"})
+        wall = time.perf_counter() - started
+        if result.returncode != 0:
+            raise SystemExit(f"the run failed with exit code {result.returncode}")
+    loop = (loop_before + reference_loop_seconds()) / 2
+
+    steps = step_rewards(run_dir)
+    if len(steps) < 2 * args.window:
+        raise SystemExit(f"{len(steps)} training steps logged; the check needs at least {2 * args.window}")
+    rewards = list(steps.values())
+    first, last = rewards[: args.window], rewards[-args.window :]
+    first_mean = float(np.mean([np.mean(r) for r in first]))
+    last_mean = float(np.mean([np.mean(r) for r in last]))
+    low, high = bootstrap_difference(first, last, BOOTSTRAP_RESAMPLES)
+    before, after = test_rewards(run_dir)
+    passed = low > 0
+    report = {
+        "spec": str(args.spec),
+        "run_dir": str(run_dir),
+        "negative_control": args.negative_control,
+        "overrides": overrides,
+        "backend": "tinker (local server, JAX backend)",
+        "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None,
+        "steps": [{"step": s, "mean_reward": float(np.mean(r)), "episodes": len(r)} for s, r in steps.items()],
+        "window": args.window,
+        "first_mean": first_mean,
+        "last_mean": last_mean,
+        "difference": last_mean - first_mean,
+        "difference_ci95": [low, high],
+        "bootstrap": {"resamples": BOOTSTRAP_RESAMPLES, "seed": 0, "unit": "episodes within each step"},
+        "test_reward_before": before,
+        "test_reward_after": after,
+        "wall_seconds": wall,
+        "reference_loop_seconds": loop,
+        "wall_seconds_normalised": normalised(wall, loop),
+        "passed": passed,
+    }
+    (run_dir / "learning.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot({"control (lr 1e-12)" if args.negative_control else "GRPO": report}, run_dir / "learning.png", args.window)
+    reports = {label: output / folder / "learning.json" for label, folder in (("GRPO", RUN_NAME), ("control (lr 1e-12)", CONTROL_NAME))}
+    if all(path.exists() for path in reports.values()):
+        plot({label: json.loads(path.read_text()) for label, path in reports.items()}, output / "learning_check.png", args.window)
+
+    print()
+    print(f"{'negative control' if args.negative_control else 'learning check'}: {run_dir}")
+    print("mean training reward per step: " + " ".join(f"{s['mean_reward']:.3f}" for s in report["steps"]))
+    print(f"first {args.window} steps {first_mean:.3f}, last {args.window} steps {last_mean:.3f}: "
+          f"difference {last_mean - first_mean:+.3f}, bootstrap 95% interval [{low:+.3f}, {high:+.3f}]")
+    if before is not None and after is not None:
+        print(f"held-out test reward: {before:.3f} before training, {after:.3f} after")
+    print(f"wall {wall / 60:.1f} min; reference loop {loop:.2f} s, normalised to {REFERENCE_LOOP_S:.2f} s: "
+          f"{normalised(wall, loop) / 60:.1f} min (goal <= {GOAL_S / 60:.0f} min)")
+    print("PASSED: the interval lies above zero" if passed else "FAILED: the interval does not lie above zero")
+    raise SystemExit(0 if passed else 1)
+
+
+if __name__ == "__main__":
+    main()
