@@ -1,9 +1,12 @@
 """The learning check: does ctu's GRPO loop make the built-in tiny model better, on this CPU, in under 30 minutes?
 
-Run: `uv run python benchmarks/learning_check.py [--negative-control] [--output DIR] [key=value ...]`.
+Run: `uv run python benchmarks/learning_check.py [--negative-control] [--backend tinker|skyrl-cpu] [--output DIR]
+[key=value ...]`.
 
 It runs `ctu run specs/learning_check.yaml` as a user does (a new process, the local Tinker server with its JAX
-backend), then reads the run's trajectory logs (every training episode) and metrics. It prints, and writes to
+backend), or with `--backend skyrl-cpu` SkyRL's real trainer on CPU (Ray, an FSDP2 policy worker on gloo,
+full fine-tuning; `tests/skyrl_cpu/learning_check_skyrl.yaml`) sampling from the test suite's vLLM stand-in, then
+reads the run's trajectory logs (every training episode) and metrics. It prints, and writes to
 `<run dir>/learning.json` and `<run dir>/learning.png`: the mean training reward per step, the means of the first
 and the last `--window` steps (default 5) with a bootstrap 95% interval of their difference, the held-out test
 set's reward before and after training, the wall time and this machine's reference loop (`machine.py`).
@@ -11,7 +14,7 @@ set's reward before and after training, the wall time and this machine's referen
 The check passes, and the script exits 0, when the whole interval lies above zero; otherwise it exits 1.
 `--negative-control` runs the same spec with a learning rate of 1e-12 (the schema asks for a positive one): the
 loop samples, scores, computes advantages and takes optimizer steps that cannot move the policy, so its curve
-must not rise and the check must fail. When both runs are in `--output`, `learning_check.png` there shows both.
+must not rise and the check must fail. When both runs are in `--output`, `<run name>.png` there shows both.
 
 The bootstrap resamples episodes within each step (10,000 resamples, seed 0): it counts the sampling noise of
 the episodes, not the run-to-run variation of training (one run is one draw of that).
@@ -22,16 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = REPO / "specs" / "learning_check.yaml"
+SPECS = {"tinker": REPO / "specs" / "learning_check.yaml", "skyrl-cpu": REPO / "tests" / "skyrl_cpu" / "learning_check_skyrl.yaml"}
+BACKENDS = {"tinker": "tinker (local server, JAX backend, LoRA)", "skyrl-cpu": "SkyRL's trainer on CPU (FSDP2 on gloo, full fine-tuning)"}
 RUN_NAME = "learning_check"
 CONTROL_NAME = "learning_check_control"
 CONTROL_LR = 1e-12
@@ -86,6 +92,52 @@ def test_rewards(run_dir: Path) -> tuple[float | None, float | None]:
     return (found[0], found[-1]) if found else (None, None)
 
 
+def run_ctu(spec: Path, run_dir: Path, overrides: list[str]) -> int:
+    """`ctu run SPEC overrides --no-progress` in a new process (`--overwrite` when `run_dir` exists); its exit code."""
+    command = [sys.executable, "-m", "ctu.cli", "run", str(spec), *overrides, "--no-progress"]
+    if run_dir.exists():
+        command.append("--overwrite")
+    print("$", " ".join(command), flush=True)
+    return subprocess.run(command, cwd=REPO, env={**os.environ, "WANDB_SILENT": "true"}).returncode
+
+
+def run_skyrl_cpu(spec: Path, run_dir: Path, overrides: list[str]) -> int:
+    """SkyRL's trainer on CPU through ctu's skyrl backend (`tests/skyrl_cpu/driver.py`), sampling from the vLLM
+    stand-in started here on 127.0.0.1 (`tests/skyrl_cpu/vllm_standin.py`), as the SkyRL CPU tests run it; its
+    exit code. Ray's uv hook stays off (it would run workers in a copy of the working directory)."""
+    from ctu.models.tiny_qwen3 import resolve
+    from ctu.runners.tinker.server import free_port
+
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with (run_dir.parent / f"{run_dir.name}.standin.log").open("wb") as log:
+        standin = subprocess.Popen([sys.executable, "-m", "tests.skyrl_cpu.vllm_standin", "--model", resolve("builtin:tiny-qwen3"),
+                                    "--port", str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/health", timeout=2):
+                        break
+                except OSError:
+                    if standin.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(f"the vLLM stand-in did not start; see {log.name}") from None
+                    time.sleep(1)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "VIRTUAL_ENV", "RAY_"))}
+            env.update(CTU_STANDIN_URL=url, CTU_STANDIN_EXPORT=str(run_dir / "standin_weights"), RAY_raylet_start_wait_time_s="180",
+                       RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", WANDB_SILENT="true")
+            subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, env=env)
+            command = [sys.executable, "-m", "tests.skyrl_cpu.driver", str(spec), str(run_dir), *overrides]
+            print("$", " ".join(command), flush=True)
+            return subprocess.run(command, cwd=REPO, env=env).returncode
+        finally:
+            standin.terminate()
+            standin.wait(timeout=30)
+
+
 def plot(curves: dict[str, dict], path: Path, window: int) -> None:
     """Mean training reward per step of each run in `curves` (label -> learning.json), the windows' means drawn
     over their steps."""
@@ -121,13 +173,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--negative-control", action="store_true", help=f"learning rate {CONTROL_LR}: must not rise")
     parser.add_argument("--output", type=Path, default=REPO / "runs", help="folder of the run directories")
-    parser.add_argument("--spec", type=Path, default=SPEC)
+    parser.add_argument("--backend", choices=sorted(SPECS), default="tinker", help="the trainer (default: tinker)")
+    parser.add_argument("--spec", type=Path, help="the spec (default: the backend's learning-check spec)")
     parser.add_argument("--window", type=int, default=5, help="steps in the first and last windows")
     parser.add_argument("--report-only", action="store_true", help="report on the existing run, without running it")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for the spec")
     args = parser.parse_args()
 
-    name = CONTROL_NAME if args.negative_control else RUN_NAME
+    spec = (args.spec or SPECS[args.backend]).resolve()
+    suffix = "" if args.backend == "tinker" else "_" + args.backend.replace("-", "_")
+    run_name, control_name = RUN_NAME + suffix, CONTROL_NAME + suffix
+    name = control_name if args.negative_control else run_name
     output = args.output.resolve()
     run_dir = output / name
     overrides = [f"experiment.output_dir={output}", f"experiment.name={name}", *args.overrides]
@@ -136,15 +192,11 @@ def main() -> None:
     loop_before = reference_loop_seconds()
     wall = float("nan")
     if not args.report_only:
-        command = [sys.executable, "-m", "ctu.cli", "run", str(args.spec), *overrides, "--no-progress"]
-        if run_dir.exists():
-            command.append("--overwrite")
-        print("$", " ".join(command), flush=True)
         started = time.perf_counter()
-        result = subprocess.run(command, cwd=REPO, env={**os.environ, "WANDB_SILENT": "true"})
+        code = (run_ctu if args.backend == "tinker" else run_skyrl_cpu)(spec, run_dir, overrides)
         wall = time.perf_counter() - started
-        if result.returncode != 0:
-            raise SystemExit(f"the run failed with exit code {result.returncode}")
+        if code != 0:
+            raise SystemExit(f"the run failed with exit code {code}")
     loop = (loop_before + reference_loop_seconds()) / 2
 
     steps = step_rewards(run_dir)
@@ -158,11 +210,11 @@ def main() -> None:
     before, after = test_rewards(run_dir)
     passed = low > 0
     report = {
-        "spec": str(args.spec),
+        "spec": str(spec),
         "run_dir": str(run_dir),
         "negative_control": args.negative_control,
         "overrides": overrides,
-        "backend": "tinker (local server, JAX backend)",
+        "backend": BACKENDS[args.backend],
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None,
         "steps": [{"step": s, "mean_reward": float(np.mean(r)), "episodes": len(r)} for s, r in steps.items()],
         "window": args.window,
@@ -180,9 +232,9 @@ def main() -> None:
     }
     (run_dir / "learning.json").write_text(json.dumps(report, indent=2) + "\n")
     plot({"control (lr 1e-12)" if args.negative_control else "GRPO": report}, run_dir / "learning.png", args.window)
-    reports = {label: output / folder / "learning.json" for label, folder in (("GRPO", RUN_NAME), ("control (lr 1e-12)", CONTROL_NAME))}
+    reports = {label: output / folder / "learning.json" for label, folder in (("GRPO", run_name), ("control (lr 1e-12)", control_name))}
     if all(path.exists() for path in reports.values()):
-        plot({label: json.loads(path.read_text()) for label, path in reports.items()}, output / "learning_check.png", args.window)
+        plot({label: json.loads(path.read_text()) for label, path in reports.items()}, output / f"{run_name}.png", args.window)
 
     print()
     print(f"{'negative control' if args.negative_control else 'learning check'}: {run_dir}")

@@ -1,0 +1,56 @@
+"""The learning check's arithmetic (benchmarks/learning_check.py) on trajectory logs written here: the run itself
+takes ~25 min and is a benchmark, not a test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def check():
+    sys.path.insert(0, str(REPO / "benchmarks"))  # the script imports its sibling `machine`
+    try:
+        spec = importlib.util.spec_from_file_location("learning_check", REPO / "benchmarks" / "learning_check.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def write_steps(run_dir: Path, rewards_per_step: list[list[float]]) -> None:
+    folder = run_dir / "trajectories"
+    folder.mkdir(parents=True)
+    for step, rewards in enumerate(rewards_per_step, start=1):
+        lines = [{"step": step, "reward": r, "infra_error": None} for r in rewards]
+        lines.append({"step": step, "reward": 0.0, "infra_error": "user simulator down"})  # never counted
+        (folder / f"train_step{step:06d}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_a_reward_that_rises_gives_an_interval_above_zero(check, tmp_path: Path):
+    write_steps(tmp_path, [[0.0, 0.0, 0.5, 0.0]] * 5 + [[0.5, 1.0, 0.5, 0.5]] * 5)
+    steps = check.step_rewards(tmp_path)
+    assert list(steps) == list(range(1, 11)) and steps[1] == [0.0, 0.0, 0.5, 0.0]  # the infra error left out
+    low, high = check.bootstrap_difference(list(steps.values())[:5], list(steps.values())[5:], 2000)
+    assert 0 < low < 0.5 < high <= 1.0  # the true difference, 0.625 - 0.125, inside
+
+
+def test_a_flat_noisy_reward_gives_an_interval_around_zero(check, tmp_path: Path):
+    write_steps(tmp_path, [[0.0, 1.0, 0.0, 1.0, 0.5, 0.0]] * 10)
+    rewards = list(check.step_rewards(tmp_path).values())
+    low, high = check.bootstrap_difference(rewards[:5], rewards[5:], 2000)
+    assert low < 0 < high
+
+
+def test_test_rewards_are_the_first_and_last_evaluations(check, tmp_path: Path):
+    lines = [{"step": 0, "test-retail/average_reward": 0.1}, {"step": 1, "generation/avg_reward": 0.3},
+             {"step": 2, "test-retail/average_reward": 0.25, "test-airline/average_reward": 0.75}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert check.test_rewards(tmp_path) == (0.1, 0.5)
