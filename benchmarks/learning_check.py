@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -161,7 +162,8 @@ def plot(curves: dict[str, dict], path: Path, window: int) -> None:
     axes.xaxis.get_major_locator().set_params(integer=True)
     axes.set_xlabel("GRPO step")
     axes.set_ylabel("mean training reward")
-    axes.set_title("ctu learning check: built-in tiny Qwen3, tau2 retail train tasks, CPU")
+    backend = next(iter(curves.values()))["backend"]
+    axes.set_title(f"ctu learning check: tiny Qwen3 on tau2 retail train tasks\n{backend}", fontsize=10)
     axes.legend(fontsize=8, loc="upper left")
     axes.grid(alpha=0.3)
     figure.tight_layout()
@@ -176,7 +178,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=sorted(SPECS), default="tinker", help="the trainer (default: tinker)")
     parser.add_argument("--spec", type=Path, help="the spec (default: the backend's learning-check spec)")
     parser.add_argument("--window", type=int, default=5, help="steps in the first and last windows")
-    parser.add_argument("--report-only", action="store_true", help="report on the existing run, without running it")
+    parser.add_argument("--report-only", action="store_true",
+                        help="report on the existing run without running it (keeps the run's wall time)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides for the spec")
     args = parser.parse_args()
 
@@ -191,13 +194,16 @@ def main() -> None:
         overrides.append(f"trainer.optimizer.lr={CONTROL_LR}")
     loop_before = reference_loop_seconds()
     wall = float("nan")
+    if args.report_only and (run_dir / "learning.json").exists():  # the run's own wall time and machine speed
+        earlier = json.loads((run_dir / "learning.json").read_text())
+        wall, loop_before = earlier["wall_seconds"], earlier["reference_loop_seconds"]
     if not args.report_only:
         started = time.perf_counter()
         code = (run_ctu if args.backend == "tinker" else run_skyrl_cpu)(spec, run_dir, overrides)
         wall = time.perf_counter() - started
         if code != 0:
             raise SystemExit(f"the run failed with exit code {code}")
-    loop = (loop_before + reference_loop_seconds()) / 2
+    loop = loop_before if args.report_only and not math.isnan(wall) else (loop_before + reference_loop_seconds()) / 2
 
     steps = step_rewards(run_dir)
     if len(steps) < 2 * args.window:
