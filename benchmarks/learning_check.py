@@ -42,6 +42,7 @@ BACKENDS = {"tinker": "tinker (local server, JAX backend, LoRA)", "skyrl-cpu": "
 RUN_NAME = "learning_check"
 CONTROL_NAME = "learning_check_control"
 CONTROL_LR = 1e-12
+RUN_LABEL, CONTROL_LABEL = "GRPO", f"control (lr {CONTROL_LR:g})"
 BOOTSTRAP_RESAMPLES = 10_000
 GOAL_S = 30 * 60
 
@@ -237,8 +238,8 @@ def main() -> None:
         "passed": passed,
     }
     (run_dir / "learning.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot({"control (lr 1e-12)" if args.negative_control else "GRPO": report}, run_dir / "learning.png", args.window)
-    reports = {label: output / folder / "learning.json" for label, folder in (("GRPO", run_name), ("control (lr 1e-12)", control_name))}
+    plot({CONTROL_LABEL if args.negative_control else RUN_LABEL: report}, run_dir / "learning.png", args.window)
+    reports = {label: output / folder / "learning.json" for label, folder in ((RUN_LABEL, run_name), (CONTROL_LABEL, control_name))}
     if all(path.exists() for path in reports.values()):
         plot({label: json.loads(path.read_text()) for label, path in reports.items()}, output / f"{run_name}.png", args.window)
 
