@@ -139,6 +139,10 @@ class ScriptedOpenAIServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                # a liveness probe (vLLM's `/health`, which routers poll): 200 with an empty body
+                self._send(200 if self.path.rstrip("/") == "/health" else 404, b"" if self.path.rstrip("/") == "/health" else b"{}")
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
