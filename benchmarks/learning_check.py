@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -104,40 +103,22 @@ def run_ctu(spec: Path, run_dir: Path, overrides: list[str]) -> int:
 
 
 def run_skyrl_cpu(spec: Path, run_dir: Path, overrides: list[str]) -> int:
-    """SkyRL's trainer on CPU through ctu's skyrl backend (`tests/skyrl_cpu/driver.py`), sampling from the vLLM
-    stand-in started here on 127.0.0.1 (`tests/skyrl_cpu/vllm_standin.py`), as the SkyRL CPU tests run it; its
-    exit code. Ray's uv hook stays off (it would run workers in a copy of the working directory)."""
+    """SkyRL's trainer on CPU through ctu's skyrl backend, launched as the SkyRL CPU tests launch it: `uv run ctu run`
+    joining a Ray cluster started here with one logical GPU (`tests/skyrl_cpu/cluster.py`), sampling from the vLLM
+    stand-in started here on 127.0.0.1 (`tests/skyrl_cpu/vllm_standin.py`); its exit code."""
     from ctu.models.tiny_qwen3 import resolve
-    from ctu.runners.tinker.server import free_port
+    from tests.skyrl_cpu.cluster import RayCluster, VllmStandin, ctu_run
 
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with (run_dir.parent / f"{run_dir.name}.standin.log").open("wb") as log:
-        standin = subprocess.Popen([sys.executable, "-m", "tests.skyrl_cpu.vllm_standin", "--model", resolve("builtin:tiny-qwen3"),
-                                    "--port", str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/health", timeout=2):
-                        break
-                except OSError:
-                    if standin.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit(f"the vLLM stand-in did not start; see {log.name}") from None
-                    time.sleep(1)
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "VIRTUAL_ENV", "RAY_"))}
-            env.update(CTU_STANDIN_URL=url, CTU_STANDIN_EXPORT=str(run_dir / "standin_weights"), RAY_raylet_start_wait_time_s="180",
-                       RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", WANDB_SILENT="true")
-            subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, env=env)
-            command = [sys.executable, "-m", "tests.skyrl_cpu.driver", str(spec), str(run_dir), *overrides]
-            print("$", " ".join(command), flush=True)
-            return subprocess.run(command, cwd=REPO, env=env).returncode
-        finally:
-            standin.terminate()
-            standin.wait(timeout=30)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with (VllmStandin(resolve("builtin:tiny-qwen3"), run_dir.parent / f"{run_dir.name}.standin.log") as standin,
+          RayCluster(run_dir.parent / f"{run_dir.name}.ray.log") as cluster):
+        env = {"RAY_ADDRESS": cluster.address, "CTU_STANDIN_URL": standin.url, "WANDB_SILENT": "true",
+               "CTU_STANDIN_EXPORT": str(run_dir.parent / f"{run_dir.name}.standin_weights")}
+        args = [str(spec), f"experiment.output_dir={run_dir.parent}", f"experiment.name={run_dir.name}", *overrides]
+        print("$ uv run ctu run", " ".join(args), flush=True)
+        return ctu_run(args, env, timeout_s=None, capture=False).returncode
 
 
 def plot(curves: dict[str, dict], path: Path, window: int) -> None:

@@ -170,3 +170,30 @@ async def _close_at_loop_shutdown(session: Any) -> AsyncIterator[None]:
     finally:
         if not session.closed:
             await session.close()
+
+
+def probe(params: OpenAIEndpointParams, timeout_s: float = 10.0) -> str | None:
+    """Whether the endpoint of `params` answers, checked once before a run starts; None if it does, else why not.
+
+    Sends ``GET {base_url}/models`` (served by OpenAI, vLLM and most compatible servers) with the key from
+    `api_key_env`. Any HTTP answer means the server is there, except 401/403 (the key is refused); a refused
+    connection, an unknown host or no answer within `timeout_s` seconds is a problem. A run checks its endpoints
+    this way so that a wrong URL fails in seconds, not as infrastructure errors in every episode of the first
+    step; an outage later in the run is retried and flagged per episode as before.
+    """
+    import os
+    import urllib.error
+    import urllib.request
+
+    key = os.environ.get(params.api_key_env, "") if params.api_key_env else ""
+    request = urllib.request.Request(params.base_url.rstrip("/") + "/models", headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            return f"{params.base_url} refuses the key ({error.code}): check the variable named by api_key_env ({params.api_key_env})"
+        return None
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        return f"{params.base_url} does not answer ({reason})"

@@ -225,8 +225,22 @@ class Tracking(Section):
     """Trajectory logging."""
 
 
+class RayRuntimeEnv(Section):
+    """What every Ray worker process of a `skyrl` run gets (the entrypoint, the trainer's workers, SkyRL's vLLM
+    servers), in Ray's own terms (`ray.init(runtime_env=...)`). ctu adds SkyRL's own variables and, when the driver
+    runs in a virtual environment, points the workers at it (see the README's "Running")."""
+
+    env_vars: dict[str, str] = {}
+    """Environment variables for the workers (e.g. NCCL settings); applied after SkyRL's and ctu's own. The driver's
+    environment does not reach workers that `ray start` launched on a node: name here what they need."""
+    worker_process_setup_hook: str | None = None
+    """A function, as `module.function`, each worker process calls once at start, before it imports anything of
+    the run (Ray's `worker_process_setup_hook`)."""
+
+
 class SkyRLBackend(Section):
-    """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer."""
+    """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer. The run joins the Ray cluster at
+    `RAY_ADDRESS` when it is set (started with `ray start` on each node), else starts one on this machine."""
 
     type: Literal["skyrl"] = "skyrl"
     """Selects this backend."""
@@ -246,6 +260,8 @@ class SkyRLBackend(Section):
     """Fraction of GPU memory vLLM may take."""
     gradient_checkpointing: bool = True
     """Recompute activations in the backward pass to save memory."""
+    runtime_env: RayRuntimeEnv = RayRuntimeEnv()
+    """The Ray workers' environment variables and setup hook."""
     skyrl_overrides: dict[str, Any] = {}
     """Raw SkyRL config overrides (dotted keys, e.g. `trainer.policy.sequence_parallel_size: 2`), applied last."""
 

@@ -10,13 +10,26 @@ from ctu.runners.skyrl.preflight import (
     GPU_MODULES,
     PreflightError,
     check_skyrl_run,
+    endpoint_problems,
     gpus_needed,
     missing_gpu_packages,
     preflight_problems,
+    required_modules,
 )
+from ctu.runners.tinker.server import free_port
+from ctu.spec import load_spec
 from ctu.spec.models import SkyRLBackend
+from tests.support.openai_server import ScriptedOpenAIServer
 
 from ..conftest import REPO
+
+TAXONOMY_SPEC = REPO / "specs" / "retail_8b_taxonomy.yaml"
+"""A GPU spec with an LLM user simulator and an LLM judge."""
+
+
+def taxonomy_spec(user_url: str, judge_url: str):
+    overrides = [f"environment.user_simulator.base_url={user_url}", f"judge.base_url={judge_url}"]
+    return load_spec(TAXONOMY_SPEC, overrides).spec
 
 
 def imports_all(name: str) -> None:
@@ -31,9 +44,33 @@ def test_a_machine_without_the_gpu_set_or_gpus_gets_every_reason_and_what_to_do(
     assert "CUDA sees no GPU" in problems[2] and "--smoke" in problems[2]
 
 
-def test_this_cpu_machine_fails_the_preflight_at_once():
-    with pytest.raises(PreflightError, match="CUDA sees no GPU"):
-        check_skyrl_run(SkyRLBackend())
+def test_this_cpu_machine_fails_the_preflight_at_once_unless_the_run_joins_a_cluster():
+    with ScriptedOpenAIServer() as server:
+        spec = taxonomy_spec(server.base_url, server.base_url)
+        with pytest.raises(PreflightError, match="CUDA sees no GPU"):
+            check_skyrl_run(spec, joining=False)
+        # the driver of a run that joins a cluster may be a CPU-only head node: the nodes are checked once joined
+        check_skyrl_run(spec, joining=True)
+
+
+def test_endpoints_that_do_not_answer_are_named_by_their_spec_path_before_anything_starts():
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    with ScriptedOpenAIServer() as server:
+        assert endpoint_problems(taxonomy_spec(server.base_url, server.base_url)) == []
+        [problem] = endpoint_problems(taxonomy_spec(server.base_url, down))
+        assert problem.startswith("judge: ") and down in problem and "does not answer" in problem
+        with pytest.raises(PreflightError, match=r"environment\.user_simulator: "):
+            check_skyrl_run(taxonomy_spec(down, server.base_url), joining=True)
+    with ScriptedOpenAIServer(models_status=404) as without_models:  # any answer shows the server is there...
+        assert endpoint_problems(taxonomy_spec(without_models.base_url, without_models.base_url)) == []
+    with ScriptedOpenAIServer(models_status=401) as refusing:  # ...except a refused key
+        [problem] = endpoint_problems(taxonomy_spec(refusing.base_url, refusing.base_url))
+        assert "refuses the key (401)" in problem and "OPENAI_API_KEY" in problem
+
+
+def test_vllm_is_required_only_where_skyrl_starts_its_own_servers():
+    assert required_modules(engines_local=True) == GPU_MODULES
+    assert required_modules(engines_local=False) == ("flash_attn",)
 
 
 @pytest.mark.parametrize(("backend", "needed"), [

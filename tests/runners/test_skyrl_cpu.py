@@ -1,18 +1,16 @@
-"""SkyRL's real trainer on CPU through ctu's skyrl backend: Ray, an FSDP2 policy worker on gloo, ctu's
-`CtuPPOExp`, generator and trackers, sampling from a vLLM stand-in on 127.0.0.1 (tests/skyrl_cpu/).
+"""SkyRL's real trainer on CPU through ctu's skyrl backend, launched as users launch it: `uv run ctu run SPEC`
+(Ray's uv hook on, the preflight on) joining a Ray cluster the tests started (`RAY_ADDRESS`; one logical GPU):
+Ray, an FSDP2 policy worker on gloo, ctu's `CtuPPOExp`, generator and trackers, sampling from a vLLM stand-in on
+127.0.0.1. Stand-ins and why: tests/skyrl_cpu/README.md.
 
 Two GRPO steps of the main job's spec (tests/skyrl_cpu/smoke_skyrl.yaml), evaluation before and after,
-checkpoints, weights handed to the sampler after each step. A few minutes on two cores. What a CPU cannot
-check (vLLM itself, NCCL weight transfer, colocation, flash-attn, bf16) is listed in the README's GPU section.
+checkpoints, weights handed to the sampler after each step. A few minutes on two cores.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,8 @@ import pytest
 
 from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.tinker.server import free_port
+from tests.skyrl_cpu.cluster import RayCluster, VllmStandin, ctu_run
+from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 from ..conftest import REPO
 
@@ -29,23 +29,15 @@ SPEC = REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory) -> Iterator[str]:
-    port = free_port()
-    log = (tmp_path_factory.mktemp("standin") / "standin.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "tests.skyrl_cpu.vllm_standin", "--model", resolve("builtin:tiny-qwen3"),
-                                "--port", str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2):
-                break
-        except OSError:
-            assert process.poll() is None, "the vLLM stand-in exited"
-            time.sleep(1)
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    with VllmStandin(resolve("builtin:tiny-qwen3"), tmp_path_factory.mktemp("standin") / "standin.log") as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[str]:
+    """The tests' own Ray cluster (stopped at the end, with nothing else); its address."""
+    with RayCluster(tmp_path_factory.mktemp("ray") / "ray.log") as head:
+        yield head.address
 
 
 def loads(url: str) -> int:
@@ -53,25 +45,25 @@ def loads(url: str) -> int:
         return json.loads(response.read())["loads"]
 
 
-def run_skyrl_on_cpu(url: str, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    """The driver in a process of its own, with the venv's python. Ray's uv hook stays off: it takes over when any
-    ancestor process is `uv run` (as `uv run pytest` is) and runs workers in a copy of the working directory."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith(("UV_", "VIRTUAL_ENV", "RAY_"))}
-    env.update(CTU_STANDIN_URL=url, CTU_STANDIN_EXPORT=str(run_dir / "standin_weights"), RAY_raylet_start_wait_time_s="180",
-               RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", COLUMNS="200")
-    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, env=env)
-    return subprocess.run([sys.executable, "-m", "tests.skyrl_cpu.driver", str(SPEC), str(run_dir / "run"), *overrides],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+def run_skyrl_on_cpu(url: str, run_dir: Path, *overrides: str, cluster: str) -> subprocess.CompletedProcess[str]:
+    """`uv run ctu run` of the CPU spec (or, with ``--resume``, of the run in `run_dir`) on the tests' cluster."""
+    env = {"RAY_ADDRESS": cluster, "CTU_STANDIN_URL": url, "CTU_STANDIN_EXPORT": str(run_dir / "standin_weights")}
+    if "--resume" in overrides:
+        return ctu_run(["--resume", str(run_dir / "run"), *(o for o in overrides if o != "--resume")], env)
+    return ctu_run([str(SPEC), f"experiment.output_dir={run_dir}", "experiment.name=run", *overrides], env)
 
 
 def metric_lines(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight_sync(standin: str, tmp_path: Path):
+def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight_sync(standin: str, cluster: str, tmp_path: Path):
     before = loads(standin)
-    result = run_skyrl_on_cpu(standin, tmp_path)
+    result = run_skyrl_on_cpu(standin, tmp_path, cluster=cluster)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
+    # the directory (which lacked the GPU modules), and the node check found what the run imports
+    assert f"Ray workers run {REPO}/.venv/bin/python): flash_attn import; CUDA sees 1 GPU(s)" in result.stdout
     run = tmp_path / "run"
     lines = metric_lines(run)
     assert [line["step"] for line in lines] == [0, 1, 2]
@@ -92,8 +84,8 @@ def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight
     assert loads(standin) - before == 3  # the initial weights, then after each step
 
 
-def test_native_tool_calling_trains_on_what_the_chat_server_sampled(standin: str, tmp_path: Path):
-    result = run_skyrl_on_cpu(standin, tmp_path, "rollout.native_tool_calling=true", "trainer.max_steps=1")
+def test_native_tool_calling_trains_on_what_the_chat_server_sampled(standin: str, cluster: str, tmp_path: Path):
+    result = run_skyrl_on_cpu(standin, tmp_path, "rollout.native_tool_calling=true", "trainer.max_steps=1", cluster=cluster)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     lines = metric_lines(tmp_path / "run")
     assert [line["step"] for line in lines] == [0, 1]
@@ -102,16 +94,16 @@ def test_native_tool_calling_trains_on_what_the_chat_server_sampled(standin: str
     assert "test-retail/pass^1" in lines[1]
 
 
-def test_a_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(standin: str, tmp_path: Path):
+def test_a_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(standin: str, cluster: str, tmp_path: Path):
     """Resumed at an epoch's end (4 tasks, 4 a step), where SkyRL 0.4.0 on its own trains nothing more
     (`restart_finished_epoch`)."""
-    first = run_skyrl_on_cpu(standin, tmp_path, "trainer.max_steps=1")
+    first = run_skyrl_on_cpu(standin, tmp_path, "trainer.max_steps=1", cluster=cluster)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     run = tmp_path / "run"
     assert [line["step"] for line in metric_lines(run)] == [0, 1]
     assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}
     assert (run / "spec.resolved.yaml").exists() and (run / "spec.sha256").exists()
-    resumed = run_skyrl_on_cpu(standin, tmp_path, "--resume", "trainer.max_steps=2")
+    resumed = run_skyrl_on_cpu(standin, tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
     lines = metric_lines(run)
     assert [line["step"] for line in lines] == [0, 1, 2]  # no second evaluation at step 1, no lost step
@@ -120,11 +112,22 @@ def test_a_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(stan
     assert (run / "checkpoints" / "global_step_1" / "data.pt.epoch_end").exists()
 
 
-def test_a_step_whose_user_simulator_is_down_is_skipped_with_a_warning(standin: str, tmp_path: Path):
-    """Every episode's user simulator endpoint refuses connections: each episode is an infrastructure error, the
-    step trains nothing, and no success rate or reward is reported over them."""
-    down = "environment.user_simulator={type: llm, model: user, base_url: 'http://127.0.0.1:9/v1', api_key_env: null, max_retries: 0}"
-    result = run_skyrl_on_cpu(standin, tmp_path, down, "trainer.max_steps=1", "trainer.eval_before_train=false")
+def test_a_user_simulator_that_does_not_answer_stops_the_run_before_ray_and_leaves_no_started_run(tmp_path: Path):
+    down = f"environment.user_simulator={{type: llm, model: user, base_url: 'http://127.0.0.1:{free_port()}/v1', api_key_env: null}}"
+    result = ctu_run([str(SPEC), f"experiment.output_dir={tmp_path}", "experiment.name=run", down],
+                     {"RAY_ADDRESS": "127.0.0.1:9", "CTU_STANDIN_URL": "http://127.0.0.1:9"}, timeout_s=600)
+    assert result.returncode != 0
+    output = " ".join((result.stdout + result.stderr).split())  # rich wraps long lines
+    assert "environment.user_simulator: http://127.0.0.1:" in output and "does not answer" in output
+    assert not (tmp_path / "run" / "state.json").exists() and not (tmp_path / "run" / "spec.resolved.yaml").exists()
+
+
+def test_a_step_whose_user_simulator_fails_is_skipped_with_a_warning(standin: str, cluster: str, tmp_path: Path):
+    """The user simulator's endpoint answers the preflight's probe, then every chat request with 503: each episode
+    is an infrastructure error, the step trains nothing, and no success rate or reward is reported over them."""
+    with ScriptedOpenAIServer(default=Answer.error(503)) as failing:
+        user = f"environment.user_simulator={{type: llm, model: user, base_url: '{failing.base_url}', api_key_env: null, max_retries: 0}}"
+        result = run_skyrl_on_cpu(standin, tmp_path, user, "trainer.max_steps=1", "trainer.eval_before_train=false", cluster=cluster)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "step 1 skipped: 8 of 8 episodes ended by an infrastructure error" in result.stdout + result.stderr
     [line] = metric_lines(tmp_path / "run")
@@ -134,7 +137,7 @@ def test_a_step_whose_user_simulator_is_down_is_skipped_with_a_warning(standin: 
     assert line["test-retail/num_infra_errors"] == 2.0
 
 
-def test_user_code_named_in_imports_reaches_the_ray_workers(standin: str, tmp_path: Path):
+def test_user_code_named_in_imports_reaches_the_ray_workers(standin: str, cluster: str, tmp_path: Path):
     """The worked example's own domain, parser and reward (examples/healthcare), named by `imports:` relative to
     the directory the run starts in: SkyRL's Ray entrypoint imports them again before it validates the spec, and
     its episodes run on the example's database with its parser and reward."""
@@ -144,7 +147,7 @@ def test_user_code_named_in_imports_reaches_the_ray_workers(standin: str, tmp_pa
         "data.train=[{domain: healthcare, split: train, max_tasks: 4}]",
         "data.test_sets={healthcare: {domain: healthcare, split: test, max_tasks: 2}}",
         "rollout.parser=xml_call", "rewards=[tau_outcome, {type: verified_first, penalty: 0.5}]",
-        "trainer.max_steps=1", "trainer.eval_before_train=false",
+        "trainer.max_steps=1", "trainer.eval_before_train=false", cluster=cluster,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     run = tmp_path / "run"

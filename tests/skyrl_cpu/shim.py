@@ -2,11 +2,12 @@
 
 SkyRL 0.4.0's FSDP workers hard-code CUDA: device meshes built on "cuda", `torch.cuda.set_device/synchronize/
 current_device`, `.cuda()` calls and the process-group backend ``"cpu:gloo,cuda:nccl"``. `install()` turns those
-into their CPU equivalents (a CPU mesh, gloo, no-ops) in the process that calls it; `ray_runtime_env()` makes every
-Ray worker process of a run call it at start (Ray's ``worker_process_setup_hook``), and puts the `flash_attn`
-stand-in (`site/`) on the workers' path. Apply it to the driver and Ray workers only; Ray's own infrastructure
-processes never import torch. What it cannot make true on a CPU: NCCL weight transfer, CUDA IPC, flash-attn
-packing, bf16 autocast (disabled without CUDA) — the README's GPU section lists them as unchecked.
+into their CPU equivalents (a CPU mesh, gloo, no-ops) in the process that calls it, puts the `flash_attn` stand-in
+(`site/`) on its path, and answers the preflight's GPU count with torch's (patched) one. A CPU spec names it as
+every Ray worker's setup hook (``backend.runtime_env.worker_process_setup_hook: tests.skyrl_cpu.shim.install``), so
+`uv run ctu run` needs nothing else; Ray's own infrastructure processes never import torch. What it cannot make
+true on a CPU: NCCL weight transfer, CUDA IPC, flash-attn packing, bf16 autocast (disabled without CUDA): see
+README.md beside this file.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def install() -> None:
-    """Patch torch's CUDA entry points that SkyRL's workers call into CPU equivalents (idempotent)."""
+    """Patch torch's CUDA entry points that SkyRL's workers call into CPU equivalents and put the `flash_attn`
+    stand-in on the path (idempotent)."""
+    if str(SITE) not in sys.path:
+        sys.path.insert(0, str(SITE))
     import torch
     import torch.distributed
     import torch.distributed.device_mesh as device_mesh
@@ -65,6 +69,8 @@ def install() -> None:
 
     device_mesh.init_device_mesh = cpu_device_mesh
     torch.distributed.init_device_mesh = cpu_device_mesh  # type: ignore[attr-defined]
+    # the preflight's question "does CUDA see a GPU here" answered as for the logical GPU Ray schedules on
+    after_import("ctu.runners.skyrl.preflight", lambda module: setattr(module, "cuda_devices", torch.cuda.device_count))
     if os.environ.get("CTU_STANDIN_URL"):
         after_import("skyrl.backends.skyrl_train.workers.worker_dispatch",
                      lambda module: install_weight_sync(module.WorkerDispatch, os.environ["CTU_STANDIN_URL"],
@@ -120,9 +126,3 @@ def install_weight_sync(WorkerDispatch: type, url: str, export: Path) -> None:
 
     WorkerDispatch.init_weight_sync_state = no_weight_sync_state
     WorkerDispatch.save_weights_for_sampler = save_weights_for_sampler
-
-
-def ray_runtime_env(env_vars: dict[str, str]) -> dict:
-    """Ray's runtime env for a CPU run: `env_vars` plus the stand-ins' path, and `install` in every worker."""
-    path = os.pathsep.join([str(SITE), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return {"env_vars": {**env_vars, "PYTHONPATH": path}, "worker_process_setup_hook": "tests.skyrl_cpu.shim.install"}

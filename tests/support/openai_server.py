@@ -101,6 +101,8 @@ class ScriptedOpenAIServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     request_headers: list[dict[str, str]] = field(default_factory=list)
+    models_status: int = 200
+    """HTTP status of ``GET /v1/models`` (the endpoint probe's request): 200 with a model list, or an error."""
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque(self.answers)
@@ -140,8 +142,13 @@ class ScriptedOpenAIServer:
                 pass
 
             def do_GET(self) -> None:
-                # a liveness probe (vLLM's `/health`, which routers poll): 200 with an empty body
-                self._send(200 if self.path.rstrip("/") == "/health" else 404, b"" if self.path.rstrip("/") == "/health" else b"{}")
+                path = self.path.rstrip("/")
+                if path == "/health":  # a liveness probe (vLLM's, which routers poll): 200 with an empty body
+                    self._send(200, b"")
+                elif path.endswith("/models"):
+                    self._send(server.models_status, json.dumps({"object": "list", "data": [{"id": "scripted", "object": "model"}]}).encode())
+                else:
+                    self._send(404, json.dumps({"error": {"message": "not found"}}).encode())
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -8,7 +8,6 @@ on the driver are empty in Ray workers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,53 +198,57 @@ def restart_finished_epoch(run_dir: Path, step: int, train_data: Path, batch_siz
     return True
 
 
-def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, init_ray: Callable[[Any], None] | None = None,
-              preflight: bool = True) -> dict[str, Any]:
-    """Launch `spec` on a GPU cluster through SkyRL, after the preflight checks; returns the final state.
+def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]:
+    """Launch `spec` through SkyRL on the Ray cluster at ``RAY_ADDRESS`` (or a one-node cluster started here),
+    after the preflight checks; returns the final state.
 
-    The run directory gets the resolved spec (with its hash and versions) and `state.json` (the backend and the
-    newest checkpoint's step), as on the Tinker backend, so `ctu run --resume` and `--overwrite` work alike.
+    In order: SkyRL's config, the checks that need no cluster (`check_skyrl_run`), the datasets, Ray
+    (`cluster.init_ray`, the workers in the driver's environment), the checks on every GPU node in the workers'
+    own environment (`cluster.check_nodes`, a line printed per node), and only then the run directory's record of
+    a started run: the resolved spec (with its hash and versions) and `state.json` (the backend and the newest
+    checkpoint's step), as on the Tinker backend, so `ctu run --resume` and `--overwrite` work alike, and a run
+    that never started leaves nothing a later `ctu run` would take for one.
 
     Args:
         spec: a valid spec whose backend is `skyrl`.
         run_dir: the run directory.
         resume: continue from the newest checkpoint in `run_dir`; metric lines of later steps are dropped first.
-        init_ray: starts Ray for SkyRL's config; default SkyRL's own `initialize_ray` (which also syncs SkyRL's
-            registries to the cluster). A CPU test run passes its own, with logical GPUs.
-        preflight: run `check_skyrl_run` first (off only where GPUs are simulated).
 
     Raises:
-        PreflightError: the GPU packages do not import, CUDA sees no GPU, or the placement does not fit.
+        PreflightError: an endpoint does not answer, the GPU packages do not import (on this machine or a node),
+            CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
     from ctu.runners.rundir import RunDir, RunError
-    from ctu.runners.skyrl.preflight import check_skyrl_run
+    from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
+    from ctu.runners.skyrl.preflight import PreflightError, check_skyrl_run, required_modules
 
-    assert isinstance(spec.backend, SkyRLBackend)
-    if preflight:
-        check_skyrl_run(spec.backend)
+    backend = spec.backend
+    assert isinstance(backend, SkyRLBackend)
     run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
     resume_step = latest_checkpoint_step(run.path) if resume else None
     if resume and resume_step is None:
         raise RunError(f"{run.path} has no checkpoint to resume from")
+    data_dir = run.path / "data"
+    config = resolve_skyrl_config(spec, data_dir, run.path, resume)
+    engine = config.generator.inference_engine
+    modules = required_modules(engine.run_engines_locally and not engine.external_proxy_url and not engine.external_server_urls)
+    check_skyrl_run(spec, joining_cluster(), modules)
+    run.path.mkdir(parents=True, exist_ok=True)
+    prepare_data(spec, data_dir)
     import ray
 
     from ctu.runners.skyrl.experiment import skyrl_entrypoint
 
-    if init_ray is None:
-        from skyrl.train.utils.utils import initialize_ray
-
-        init_ray = initialize_ray
-
-    run.path.mkdir(parents=True, exist_ok=True)
+    init_ray(config, backend)
+    seen, problems = check_nodes(backend, modules)
+    print("\n".join(seen), flush=True)
+    if problems:
+        raise PreflightError("the skyrl backend cannot start on this Ray cluster:\n" + "\n".join(f"  - {p}" for p in problems))
     run.write_spec(spec)
     run.write_state({"backend": "skyrl", "step": resume_step or 0})
-    data_dir = run.path / "data"
-    prepare_data(spec, data_dir)
-    config = resolve_skyrl_config(spec, data_dir, run.path, resume)
     if resume_step is not None:
         restart_finished_epoch(run.path, resume_step, data_dir / "train.parquet", spec.trainer.train_batch_size)
-    init_ray(config)
     try:
         ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step))
     finally:

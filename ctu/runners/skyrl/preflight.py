@@ -1,8 +1,11 @@
-"""Checks before a `skyrl` run starts Ray: the GPU packages import, CUDA sees GPUs, and the spec's placement fits.
+"""Checks before a `skyrl` run starts Ray: the user simulator's and judges' endpoints answer, and, when the run
+starts its own one-node cluster, the GPU packages import, CUDA sees GPUs and the spec's placement fits.
 
 A failure here costs seconds; the same failure inside Ray costs the cluster's start-up and a stack trace from a
-worker. `ctu run` runs every check; `ctu validate --deep` runs those that make sense on a machine without GPUs
-(which packages are installed), as warnings.
+worker. A run that joins a cluster (`RAY_ADDRESS`) checks the GPU side on every node instead, in the workers'
+own environment, once it has joined (`ctu.runners.skyrl.cluster.check_nodes`): the driver may be a CPU-only
+head node. `ctu validate --deep` runs the checks that make sense on a machine without GPUs (which packages are
+installed), as warnings.
 """
 
 from __future__ import annotations
@@ -11,11 +14,19 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 
+from ctu.components.endpoint import OpenAIEndpointParams, probe
 from ctu.errors import CtuError
+from ctu.spec import Spec
 from ctu.spec.models import SkyRLBackend
 
 GPU_MODULES = ("vllm", "flash_attn")
 """Modules SkyRL's FSDP + vLLM path imports that only the `gpu` extra installs."""
+
+
+def required_modules(engines_local: bool) -> tuple[str, ...]:
+    """`GPU_MODULES` a run needs: SkyRL's trainer imports `flash_attn` always; `vllm` is needed only where SkyRL
+    starts its own vLLM servers (not with external servers, `generator.inference_engine.external_*`)."""
+    return GPU_MODULES if engines_local else tuple(name for name in GPU_MODULES if name != "vllm")
 INSTALL_GPU = "install the GPU set with `uv sync --extra gpu`"
 
 
@@ -38,7 +49,7 @@ def missing_gpu_packages(importable: Callable[[str], bool] | None = None) -> lis
     return [name for name in GPU_MODULES if not found(name)]
 
 
-def _imports(name: str) -> str | None:
+def import_error(name: str) -> str | None:
     """None if `name` imports, else why not."""
     try:
         importlib.import_module(name)
@@ -47,24 +58,26 @@ def _imports(name: str) -> str | None:
     return None
 
 
-def _cuda_devices() -> int:
+def cuda_devices() -> int:
     """GPUs this process may use (``CUDA_VISIBLE_DEVICES`` applies); 0 without CUDA."""
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def preflight_problems(backend: SkyRLBackend, import_error: Callable[[str], str | None] = _imports,
-                       cuda_devices: Callable[[], int] = _cuda_devices) -> list[str]:
-    """Every reason the spec's `skyrl` run cannot start here, each with what to change; empty if none.
+def preflight_problems(backend: SkyRLBackend, import_error: Callable[[str], str | None] = import_error,
+                       cuda_devices: Callable[[], int] = cuda_devices, modules: tuple[str, ...] = GPU_MODULES) -> list[str]:
+    """Every reason the spec's `skyrl` run cannot start on this machine alone, each with what to change; empty if
+    none.
 
     Args:
         backend: the spec's backend section.
         import_error: why a module does not import (None if it does); imports it.
         cuda_devices: how many GPUs this process sees.
+        modules: the GPU modules the run imports (`required_modules`).
     """
     problems = []
-    for name in GPU_MODULES:
+    for name in modules:
         error = import_error(name)
         if error is not None:
             problems.append(f"`{name}` does not import ({error}): {INSTALL_GPU}")
@@ -82,12 +95,39 @@ def preflight_problems(backend: SkyRLBackend, import_error: Callable[[str], str 
     return problems
 
 
-def check_skyrl_run(backend: SkyRLBackend) -> None:
-    """Run `preflight_problems`.
+def spec_endpoints(spec: Spec) -> list[tuple[str, OpenAIEndpointParams]]:
+    """The OpenAI-compatible endpoints a run calls besides the policy, by spec path: the user simulator's, the
+    top-level judge's and each reward's own judge's."""
+    configs = [("environment.user_simulator", spec.environment.user_simulator), ("judge", spec.judge)]
+    configs += [(f"rewards.{i}.judge", getattr(config.params, "judge", None)) for i, config in enumerate(spec.rewards)]
+    return [(path, config.params) for path, config in configs
+            if config is not None and isinstance(config.params, OpenAIEndpointParams)]
+
+
+def endpoint_problems(spec: Spec, check: Callable[[OpenAIEndpointParams], str | None] = probe) -> list[str]:
+    """One line per endpoint of `spec_endpoints` that does not answer (`ctu.components.endpoint.probe`), each
+    endpoint probed once."""
+    problems, seen = [], set()
+    for path, params in spec_endpoints(spec):
+        if (params.base_url, params.api_key_env) in seen:
+            continue
+        seen.add((params.base_url, params.api_key_env))
+        reason = check(params)
+        if reason is not None:
+            problems.append(f"{path}: {reason}")
+    return problems
+
+
+def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MODULES) -> None:
+    """Every check that can run before Ray starts: `endpoint_problems`, and `preflight_problems` when the run
+    starts its own cluster on this machine (not `joining` one).
 
     Raises:
         PreflightError: listing every problem.
     """
-    problems = preflight_problems(backend)
+    assert isinstance(spec.backend, SkyRLBackend)
+    problems = endpoint_problems(spec)
+    if not joining:
+        problems += preflight_problems(spec.backend, modules=modules)
     if problems:
         raise PreflightError("the skyrl backend cannot start on this machine:\n" + "\n".join(f"  - {p}" for p in problems))

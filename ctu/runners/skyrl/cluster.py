@@ -1,0 +1,125 @@
+"""The Ray cluster of a `skyrl` run: the workers' environment, joining or starting the cluster, and the checks
+that run on its nodes before SkyRL places anything.
+
+**Ray's uv hook.** When the driver was started under ``uv run`` (as ``uv run ctu run SPEC`` is), Ray launches
+every worker as ``uv run <the same uv flags> python`` in a copy of the working directory (Ray's
+``uv_runtime_env_hook``). Left alone, that ``uv run`` builds a new virtual environment inside the copy from the
+project's default dependencies: without the ``gpu`` extra, so `vllm` and `flash_attn` fail to import in the workers
+while they import in the driver (and with the extra named, it would build flash-attn once per node). ctu hands the
+workers ``UV_PROJECT_ENVIRONMENT`` (the driver's virtual environment) and ``UV_NO_SYNC=1``: the hook's ``uv run``
+then starts the driver's own interpreter in its own environment, unchanged. On several nodes that environment must
+exist at the same path on each (a shared filesystem or the same image); `check_nodes` checks it there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ctu.runners.skyrl.preflight import INSTALL_GPU
+from ctu.spec.models import SkyRLBackend
+
+NODE_CHECK_TIMEOUT_S = 600.0
+"""How long the checks on the nodes may take (a node's first worker imports torch and vLLM)."""
+
+
+def joining_cluster() -> bool:
+    """Whether the run joins a running Ray cluster (``RAY_ADDRESS`` set, as Ray itself reads it) rather than
+    starting a one-node cluster on this machine."""
+    return bool(os.environ.get("RAY_ADDRESS"))
+
+
+def driver_environment() -> dict[str, str]:
+    """The variables that make a worker launched by Ray's uv hook run in this process's virtual environment
+    (none when this process runs in no virtual environment); see the module's docstring."""
+    if sys.prefix == sys.base_prefix:
+        return {}
+    return {"UV_PROJECT_ENVIRONMENT": sys.prefix, "UV_NO_SYNC": "1"}
+
+
+def runtime_env(config: Any, backend: SkyRLBackend) -> dict[str, Any]:
+    """Ray's job-wide runtime env for a run: SkyRL's own variables (`prepare_runtime_environment`), then
+    `driver_environment`, then the spec's `backend.runtime_env` (its variables last, and its setup hook)."""
+    from skyrl.train.utils.utils import prepare_runtime_environment
+
+    env_vars = {**prepare_runtime_environment(config), **driver_environment(), **backend.runtime_env.env_vars}
+    env: dict[str, Any] = {"env_vars": env_vars}
+    if backend.runtime_env.worker_process_setup_hook:
+        env["worker_process_setup_hook"] = backend.runtime_env.worker_process_setup_hook
+    return env
+
+
+def init_ray(config: Any, backend: SkyRLBackend) -> None:
+    """Join the cluster at ``RAY_ADDRESS`` or start one on this machine, with `runtime_env`, then create SkyRL's
+    named registry actors (`sync_registries`). As SkyRL's own `initialize_ray`, Ray's and SkyRL's infrastructure
+    logs go to ``<trainer.log_path>/infra-<time>.log`` unless ``SKYRL_DUMP_INFRA_LOG_TO_STDOUT=1``."""
+    import ray
+    from skyrl.backends.skyrl_train.utils.ppo_utils import sync_registries
+
+    env = runtime_env(config, backend)
+    if os.environ.get("SKYRL_DUMP_INFRA_LOG_TO_STDOUT") != "1":
+        os.environ["RAY_BACKEND_LOG_LEVEL"] = "fatal"
+        log_dir = Path(config.trainer.log_path).resolve()
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_file = str(log_dir / f"infra-{datetime.now():%y%m%d_%H%M%S}.log")
+        os.environ["SKYRL_LOG_FILE"] = env["env_vars"]["SKYRL_LOG_FILE"] = log_file
+    ray.init(runtime_env=env, log_to_driver=True)
+    sync_registries()
+
+
+def node_report(modules: tuple[str, ...]) -> dict[str, Any]:
+    """What a Ray worker on one node sees (run there as a task): its interpreter, why each of `modules` does
+    not import (absent when it does), and how many CUDA devices torch finds."""
+    import socket
+
+    from ctu.runners.skyrl import preflight
+
+    errors = {name: error for name in modules if (error := preflight.import_error(name)) is not None}
+    return {"host": socket.gethostname(), "python": sys.executable, "import_errors": errors,
+            "cuda_devices": preflight.cuda_devices()}
+
+
+def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
+                timeout_s: float = NODE_CHECK_TIMEOUT_S) -> tuple[list[str], list[str]]:
+    """What each GPU node of the cluster Ray is connected to looks like from a worker (a line per node), and every
+    reason the run cannot start there, each with what to do (empty if none).
+
+    Ray's own node table gives the GPUs per node (enough nodes with `backend.num_gpus_per_node` each); a task on
+    each node with GPUs, in the job's runtime env (so in the environment SkyRL's workers get), checks that
+    `modules` import and that CUDA sees a GPU there.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [node for node in ray.nodes() if node.get("Alive") and node["Resources"].get("GPU", 0) > 0]
+    fitting = [node for node in nodes if node["Resources"]["GPU"] >= backend.num_gpus_per_node]
+    problems = []
+    if len(fitting) < backend.num_nodes:
+        counts = ", ".join(f"{node['NodeManagerAddress']}: {node['Resources']['GPU']:g}" for node in nodes) or "none"
+        problems.append(f"the spec needs {backend.num_nodes} node(s) with {backend.num_gpus_per_node} GPU(s) each and the "
+                        f"Ray cluster has {len(fitting)} (GPUs per node: {counts}): start Ray on more GPU nodes "
+                        "(`ray start --address ...`) or lower backend.num_nodes / num_gpus_per_node")
+    check = ray.remote(node_report)
+    refs = {node["NodeManagerAddress"]: check.options(
+        num_cpus=0, num_gpus=0.01, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(modules)
+        for node in nodes}
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
+    seen = []
+    for address, ref in refs.items():
+        if ref not in ready:
+            problems.append(f"node {address}: the check did not finish within {timeout_s:.0f} s (are its GPUs all taken?)")
+            ray.cancel(ref, force=True)
+            continue
+        report = ray.get(ref)
+        where = f"node {address} ({report['host']}, Ray workers run {report['python']})"
+        seen.append(f"{where}: {', '.join(m for m in modules if m not in report['import_errors']) or 'no GPU module'} "
+                    f"import; CUDA sees {report['cuda_devices']} GPU(s)")
+        problems += [f"{where}: `{name}` does not import ({error}): {INSTALL_GPU} in that environment"
+                     for name, error in report["import_errors"].items()]
+        if report["cuda_devices"] == 0:
+            problems.append(f"{where}: CUDA sees no GPU in a Ray worker: check the NVIDIA driver (`nvidia-smi`; the "
+                            "gpu extra's torch needs a driver for CUDA 13, >= 580)")
+    return seen, problems

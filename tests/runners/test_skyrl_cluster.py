@@ -1,0 +1,33 @@
+"""The Ray runtime env of a `skyrl` run: the workers run in the driver's virtual environment, with the spec's own
+variables and setup hook (the run itself: tests/runners/test_skyrl_cpu.py, under Ray's uv hook)."""
+
+from __future__ import annotations
+
+import sys
+
+from ctu.runners.skyrl.cluster import driver_environment, joining_cluster, runtime_env
+from ctu.spec.models import RayRuntimeEnv, SkyRLBackend
+
+
+def test_workers_launched_by_rays_uv_hook_get_the_drivers_environment_unsynced():
+    assert sys.prefix != sys.base_prefix  # the tests run in the project's virtual environment
+    assert driver_environment() == {"UV_PROJECT_ENVIRONMENT": sys.prefix, "UV_NO_SYNC": "1"}
+
+
+def test_the_specs_variables_come_last_and_its_setup_hook_is_rays():
+    from skyrl.train.config import SkyRLTrainConfig
+
+    backend = SkyRLBackend(runtime_env=RayRuntimeEnv(env_vars={"NCCL_DEBUG": "INFO", "UV_NO_SYNC": "0"},
+                                                     worker_process_setup_hook="my_pkg.setup.configure"))
+    env = runtime_env(SkyRLTrainConfig(), backend)
+    assert env["worker_process_setup_hook"] == "my_pkg.setup.configure"
+    assert env["env_vars"]["NCCL_DEBUG"] == "INFO" and env["env_vars"]["UV_NO_SYNC"] == "0"
+    assert env["env_vars"]["UV_PROJECT_ENVIRONMENT"] == sys.prefix
+    assert "worker_process_setup_hook" not in runtime_env(SkyRLTrainConfig(), SkyRLBackend())
+
+
+def test_a_run_joins_the_cluster_named_by_ray_address(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert not joining_cluster()
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert joining_cluster()
