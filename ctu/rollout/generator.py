@@ -110,6 +110,9 @@ class TrajectoryRecord:
     """Why the episode says nothing about the policy (see `infrastructure_error`), else None. Such an episode is
     left out of its GRPO group, the loss, success rates and pass^k."""
     verdict: dict[str, Any] | None = None
+    rerendered_turns: int = 0
+    """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
+    chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
 
     @property
     def raw_reward(self) -> float:
@@ -246,7 +249,12 @@ class TauGenerator(GeneratorInterface):
         env = TauBenchEnv(setup.env, extras)
         messages, metadata = await env.ainit(prompt)
         native = setup.native_tool_calling
-        chat_mode = setup.sampler.supports_chat and (native or not setup.sampler.supports_tokens)
+        # token-in/token-out wherever the sampler can: the policy samples from exactly the ids that are trained on, in
+        # native mode too (the tools rendered by the chat template, the family's parser reading the calls). A
+        # chat server samples from its own rendering of the history, which can differ from the ids trained on
+        # (Qwen3's template drops past turns' empty think blocks; vLLM's tool parser re-serialises call JSON): only
+        # a chat-only sampler (an evaluated endpoint) is asked for chats.
+        chat_mode = setup.sampler.supports_chat and not setup.sampler.supports_tokens
         template_tools = metadata["tools"] if native else None
         prompt_ids = account.prompt_ids(messages, template_tools)
         length = len(prompt_ids)  # of the conversation so far, in tokens
@@ -256,6 +264,7 @@ class TauGenerator(GeneratorInterface):
         logprobs: list[float] = []
         stop_reason = "stop"
         sampled = True  # every policy token and logprob came from the sampler (False once a turn is re-rendered)
+        rerendered = 0  # turns whose ids the chat template rendered, the sampler having returned none
         turns = 0
         sampling = setup.sampling[phase]
         if sampling.seed is not None and repetition:
@@ -277,6 +286,7 @@ class TauGenerator(GeneratorInterface):
                     message["tool_calls"] = result.tool_calls
                 rendered = not (result.token_ids and result.logprobs is not None and len(result.logprobs) == len(result.token_ids))
                 if rendered:  # a server that returns no ids: the turn as the template renders it, and no logprobs
+                    rerendered += 1
                     generated = account.assistant_ids(message)
                     turn_logprobs, sampled = [0.0] * len(generated), False
                 else:  # what was sampled
@@ -330,7 +340,7 @@ class TauGenerator(GeneratorInterface):
         reward, reward_metrics = await setup.rewards[phase].score(context)
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, outcome, reward_metrics,
                                 dict(extras), policy_turns=turns, infra_error=infrastructure_error(outcome, context.fatal_error),
-                                verdict=context.verdict)
+                                verdict=context.verdict, rerendered_turns=rerendered)
 
 
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
@@ -377,6 +387,7 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(GENERATION, "avg_response_length"): mean(float(sum(r.loss_mask)) for r in records),
         metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
         metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
+        metric(GENERATION, "rerendered_turns"): float(sum(r.rerendered_turns for r in records)),
         metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.result.turns) for r in records),
         metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.result.tool_errors) for r in records),

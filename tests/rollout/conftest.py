@@ -63,10 +63,11 @@ def scripted_sampler(tokenizer, script) -> ScriptedSampler:
 
 
 class ChatReplaySampler:
-    """A chat sampler (as SkyRL's OpenAI endpoint is) that answers with structured tool calls."""
+    """A chat-only sampler (as an OpenAI-compatible endpoint under evaluation is) that answers with structured tool
+    calls."""
 
     supports_chat = True
-    supports_tokens = True
+    supports_tokens = False
 
     def __init__(self, tokenizer, script: ReplayScript) -> None:
         self.tokenizer = tokenizer
@@ -74,7 +75,7 @@ class ChatReplaySampler:
         self.requests: list[dict[str, Any]] = []
 
     async def sample(self, prompt_ids, params):  # pragma: no cover - chat only
-        raise AssertionError("a chat sampler in native mode is asked for chats only")
+        raise AssertionError("a chat-only sampler is asked for chats only")
 
     async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:
         self.requests.append({"messages": messages, "tools": tools, "max_tokens": params.max_tokens})

@@ -83,6 +83,21 @@ def test_native_mode_on_a_token_sampler_renders_tools_in_the_template(minimal, t
     assert first_prompt.endswith("<think>\n\n</think>\n\n")  # thinking disabled in the template call
 
 
+def test_native_mode_samples_token_in_token_out_on_a_sampler_that_can_also_chat(minimal, tokenizer):
+    """As SkyRL's vLLM can: a chat request would be sampled from vLLM's own rendering of the history, not from the
+    ids trained on, so the generator never asks for one where it can send the ids themselves."""
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    sampler = scripted_sampler(tokenizer, script)
+    sampler.supports_chat = True  # its `chat` is never called: ScriptedSampler has none
+    generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, sampler)
+    output = run(generator, batch(TASKS[:1], samples=1))
+    assert output["rewards"] == [1.0] and len(sampler.prompts) == generator.last_records[0].policy_turns
+    assert output["rollout_metrics"]["generation/rerendered_turns"] == 0.0
+    record = generator.last_records[0]
+    for prompt in sampler.prompts:  # each turn was sampled from a prefix of the trained sequence
+        assert (record.prompt_ids + record.response_ids)[: len(prompt)] == prompt
+
+
 def test_native_mode_on_a_chat_sampler_retokenises_structured_calls(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     sampler = ChatReplaySampler(tokenizer, script)
@@ -283,6 +298,7 @@ def test_native_mode_trains_on_the_tokens_the_chat_server_sampled_with_their_log
     assert '"find_user_id_by_name_zip",  "arguments"' in generated  # the sampled spacing, not the template's
     assert output["rollout_logprobs"] is not None
     assert {lp for lp, m in zip(output["rollout_logprobs"][0], record.loss_mask) if m == 1} == {-0.5}
+    assert output["rollout_metrics"]["generation/rerendered_turns"] == 0.0
 
 
 def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, tokenizer):
@@ -291,6 +307,8 @@ def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, to
     output = run(generator, batch(TASKS[:1], samples=2))
     assert output["rewards"] == [1.0, 1.0]
     assert output["rollout_logprobs"] is None  # not 0.0 for every token, which SkyRL would train against
+    turns = sum(record.policy_turns for record in generator.last_records)
+    assert turns > 0 and output["rollout_metrics"]["generation/rerendered_turns"] == turns
 
 
 def test_the_fast_reward_rate_is_absent_when_no_episode_was_evaluated():

@@ -19,10 +19,6 @@ class RecordingClient:
         self.requests.append(request)
         return {"response_ids": [[5, 2]], "responses": ["hi"], "stop_reasons": ["stop"], "response_logprobs": [[-0.1, -0.2]]}
 
-    async def chat_completion(self, request: dict[str, Any]) -> dict[str, Any]:
-        self.requests.append(request["json"])
-        return {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
-
 
 def test_token_requests_carry_the_end_of_turn_ids_and_the_seed():
     client = RecordingClient()
@@ -33,27 +29,3 @@ def test_token_requests_carry_the_end_of_turn_ids_and_the_seed():
     assert result.token_ids == [5, 2] and result.logprobs == [-0.1, -0.2]
     asyncio.run(sampler.sample([1], SamplingParams()))
     assert "stop_token_ids" not in client.requests[1]["sampling_params"] and "seed" not in client.requests[1]["sampling_params"]
-
-
-def test_chat_requests_carry_the_end_of_turn_ids_and_the_seed():
-    client = RecordingClient()
-    sampler = SkyRLSampler(client, "policy", {"enable_thinking": False})
-    asyncio.run(sampler.chat([{"role": "user", "content": "hello"}], None, SamplingParams(stop_token_ids=(2,), seed=3)))
-    body = client.requests[0]
-    assert body["stop_token_ids"] == [2] and body["seed"] == 3
-    assert body["chat_template_kwargs"] == {"enable_thinking": False}
-
-
-def test_chat_results_carry_the_sampled_ids_and_logprobs_when_the_server_returns_them():
-    class SampledClient(RecordingClient):
-        async def chat_completion(self, request):
-            self.requests.append(request["json"])
-            return {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop", "token_ids": [9, 2],
-                                 "logprobs": {"content": [{"token": "hi", "logprob": -0.3}, {"token": "", "logprob": -0.1}]}}]}
-
-    client = SampledClient()
-    result = asyncio.run(SkyRLSampler(client, "policy").chat([{"role": "user", "content": "x"}], None, SamplingParams()))
-    assert client.requests[0]["logprobs"] is True and client.requests[0]["return_token_ids"] is True
-    assert result.token_ids == [9, 2] and result.logprobs == [-0.3, -0.1] and result.text == "hi"
-    bare = asyncio.run(SkyRLSampler(RecordingClient(), "policy").chat([{"role": "user", "content": "x"}], None, SamplingParams()))
-    assert bare.token_ids == [] and bare.logprobs is None

