@@ -144,6 +144,17 @@ class CtuPPOExp(BasePPOExp):
         self.resume_step = resume_step
         super().__init__(cfg)
 
+    def get_inference_client(self) -> Any:
+        """SkyRL's client, its vLLM servers and router started; the router (a `multiprocessing` child of this
+        process, which would outlive it if it were killed) gets a watchdog (`ctu.runners.watchdog`)."""
+        from ctu.runners.watchdog import watch
+
+        client = super().get_inference_client()
+        process = getattr(getattr(self, "_inference_router", None), "_process", None)
+        if process is not None and process.pid is not None:
+            watch(process.pid, group=False)
+        return client
+
     def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> Any:
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
 

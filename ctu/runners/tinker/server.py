@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from ctu.errors import CtuError
+from ctu.runners.watchdog import watch
 
 
 class TinkerServerError(CtuError, RuntimeError):
@@ -32,33 +33,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-WATCHDOG = """
-import os, signal, sys, time
-parent, group = int(sys.argv[1]), int(sys.argv[2])
-def alive(pid, kill=os.kill):
-    try:
-        kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-while alive(parent) and alive(group, os.killpg):
-    time.sleep(1.0)
-if alive(group, os.killpg):
-    os.killpg(group, signal.SIGTERM)
-    for _ in range(150):
-        time.sleep(0.1)
-        if not alive(group, os.killpg):
-            break
-    else:
-        os.killpg(group, signal.SIGKILL)
-"""
-"""Run beside the server in a session of its own: once the run's process is gone (even by SIGKILL, which leaves
-no chance to clean up), it ends the server's process group (SIGTERM, then SIGKILL after 15 s); once the group is
-gone, it exits."""
 
 
 class LocalTinkerServer:
@@ -146,9 +120,7 @@ class LocalTinkerServer:
         self.process = subprocess.Popen(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.folder
         )
-        # the server never outlives this process: a watchdog ends its group if this process dies
-        subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()), str(self.process.pid)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        watch(self.process.pid, group=True)  # the server never outlives this process
         self._deadline = time.monotonic() + self.startup_timeout_s
         return self
 
