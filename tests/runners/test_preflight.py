@@ -109,3 +109,51 @@ def test_the_gpu_extra_pins_what_skyrl_imports_and_the_cpu_set_stays_without_it(
     assert [[c["extra"] for c in conflict] for conflict in lock["conflicts"]] == [["gpu", "vllm-cpu"]]
     # SkyRL 0.4.0's router needs vllm-router's `pd_disaggregation` (tests/runners/test_skyrl_router.py)
     assert {"name": "vllm-router", "specifier": "==0.1.14"} in lock["manifest"]["constraints"]
+
+
+SOURCE_ONLY = {
+    "flash-attn": "builds its CUDA kernels on the GPU machine (README: On a GPU cluster)",
+    "antlr4-python3-runtime": "pure Python",
+    "func-timeout": "pure Python",
+}
+"""The gpu set's packages PyPI serves as source only, and why each is acceptable."""
+
+
+def wheel_fits(filename: str) -> bool:
+    """A wheel installable on linux x86_64 with CPython 3.12."""
+    python, abi, platform = filename.removesuffix(".whl").split("-")[-3:]
+    tags = python.split(".")
+    python_ok = any(tag == "cp312" or tag.startswith("py3") for tag in tags) or (abi == "abi3" and python.startswith("cp3"))
+    return python_ok and (platform == "any" or ("x86_64" in platform and "linux" in platform))
+
+
+def test_the_gpu_set_compiles_nothing_but_flash_attn_on_linux_x86_64():
+    """Every package `uv sync --extra gpu` installs on linux x86_64 / cp312 has a wheel there, except the few
+    named in SOURCE_ONLY: a new native package without a wheel fails here rather than on a GPU node."""
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    versions: dict[str, list[dict]] = {}
+    for package in lock["package"]:
+        versions.setdefault(package["name"], []).append(package)
+    [ctu] = versions["ctu"]
+    pending = list(ctu["dependencies"]) + list(ctu["optional-dependencies"]["gpu"])
+    seen: set[tuple[str, str | None]] = set()
+    source_only = set()
+    while pending:
+        dependency = pending.pop()
+        marker = dependency.get("marker", "")
+        if ("vllm-cpu" in marker and "ctu-gpu" not in marker) or any(f"sys_platform == '{p}'" in marker for p in ("win32", "darwin", "emscripten")):
+            continue
+        key = (dependency["name"], dependency.get("version"))
+        if key in seen:
+            continue
+        seen.add(key)
+        for package in versions.get(dependency["name"], []):
+            if dependency.get("version") not in (None, package["version"]) or "registry" not in package["source"]:
+                continue
+            pending += package.get("dependencies", [])
+            for extra in dependency.get("extra", []):
+                pending += package.get("optional-dependencies", {}).get(extra, [])
+            if not any(wheel_fits(wheel["url"].rsplit("/", 1)[1]) for wheel in package.get("wheels", [])):
+                source_only.add(package["name"])
+    assert {"vllm", "flash-attn", "flashinfer-python", "torch"} <= {name for name, _ in seen}
+    assert source_only == set(SOURCE_ONLY)

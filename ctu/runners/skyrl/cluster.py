@@ -72,14 +72,17 @@ def init_ray(config: Any, backend: SkyRLBackend) -> None:
 
 def node_report(modules: tuple[str, ...]) -> dict[str, Any]:
     """What a Ray worker on one node sees (run there as a task): its interpreter, why each of `modules` does
-    not import (absent when it does), and how many CUDA devices torch finds."""
+    not import (absent when it does), how many CUDA devices torch can use, and the CUDA version torch is built for
+    (None for a CPU build)."""
     import socket
 
     from ctu.runners.skyrl import preflight
 
+    import torch
+
     errors = {name: error for name in modules if (error := preflight.import_error(name)) is not None}
     return {"host": socket.gethostname(), "python": sys.executable, "import_errors": errors,
-            "cuda_devices": preflight.cuda_devices()}
+            "cuda_devices": preflight.cuda_devices(), "torch_cuda": torch.version.cuda}
 
 
 def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
@@ -120,6 +123,6 @@ def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
         problems += [f"{where}: `{name}` does not import ({error}): {INSTALL_GPU} in that environment"
                      for name, error in report["import_errors"].items()]
         if report["cuda_devices"] == 0:
-            problems.append(f"{where}: CUDA sees no GPU in a Ray worker: check the NVIDIA driver (`nvidia-smi`; the "
-                            "gpu extra's torch needs a driver for CUDA 13, >= 580)")
+            problems.append(f"{where}: CUDA sees no GPU in a Ray worker: check the NVIDIA driver (`nvidia-smi`): torch "
+                            f"is built for CUDA {report['torch_cuda']}, whose driver must be recent enough (CUDA 13: >= 580)")
     return seen, problems
