@@ -303,7 +303,13 @@ class TauGenerator(GeneratorInterface):
                 result = await setup.sampler.sample(ids, params)
                 rendered = False
                 generated = list(result.token_ids)
-                turn_logprobs = list(result.logprobs) if result.logprobs and len(result.logprobs) == len(generated) else [0.0] * len(generated)
+                if result.logprobs is not None and len(result.logprobs) == len(generated):
+                    turn_logprobs = list(result.logprobs)
+                elif phase == "train":  # never trained against made-up logprobs: the episode is an infrastructure error
+                    raise ValueError(f"the sampler returned {len(generated)} token ids and "
+                                     f"{'no' if result.logprobs is None else len(result.logprobs)} logprobs")
+                else:  # evaluation trains nothing
+                    turn_logprobs = [0.0] * len(generated)
                 text = account.decode(generated)
                 action = setup.native_parser.parse(text) if native and setup.native_parser is not None else text
             stop_reason = result.stop_reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 
 import pytest
 from skyrl.train.generators.base import BatchMetadata
@@ -382,3 +383,23 @@ def test_a_judge_failure_is_an_infrastructure_error_only_where_the_spec_makes_it
             else:
                 assert errors == [None, None] and output["rewards"] == [1.0, 1.0]
 
+
+
+def test_a_token_sampler_that_returns_no_logprobs_trains_nothing(minimal, tokenizer):
+    """Training against made-up logprobs (0.0 for every token) would be silent: such an episode is an
+    infrastructure error instead, left out of training; evaluation, which trains nothing, goes on."""
+    script = ReplayScript(tokenizer, "retail", TASKS[:1])
+    sampler = scripted_sampler(tokenizer, script)
+    sample = sampler.sample
+
+    async def without_logprobs(prompt_ids, params):
+        result = await sample(prompt_ids, params)
+        return replace(result, logprobs=None)
+
+    sampler.sample = without_logprobs  # type: ignore[method-assign]
+    generator = build_generator(components(minimal), tokenizer, sampler)
+    run(generator, batch(TASKS[:1], phase="train", samples=1))
+    [record] = generator.last_records
+    assert record.infra_error is not None and "no logprobs" in record.infra_error
+    evaluated = run(generator, batch(TASKS[:1], phase="eval", samples=1))
+    assert evaluated["rewards"] == [1.0]
