@@ -76,9 +76,9 @@ def node_report(modules: tuple[str, ...]) -> dict[str, Any]:
     (None for a CPU build)."""
     import socket
 
-    from ctu.runners.skyrl import preflight
-
     import torch
+
+    from ctu.runners.skyrl import preflight
 
     errors = {name: error for name in modules if (error := preflight.import_error(name)) is not None}
     return {"host": socket.gethostname(), "python": sys.executable, "import_errors": errors,
