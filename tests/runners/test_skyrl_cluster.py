@@ -31,3 +31,17 @@ def test_a_run_joins_the_cluster_named_by_ray_address(monkeypatch):
     assert not joining_cluster()
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     assert joining_cluster()
+
+
+def test_a_cluster_without_a_gpu_node_is_a_problem_named_not_a_crash():
+    import ray
+
+    from ctu.runners.skyrl.cluster import check_nodes
+
+    ray.init(address="local", num_cpus=1, num_gpus=0, include_dashboard=False)  # this test's own cluster
+    try:
+        seen, [problem] = check_nodes(SkyRLBackend(num_gpus_per_node=2), ("flash_attn",), timeout_s=60)
+    finally:
+        ray.shutdown()
+    assert seen == []
+    assert "needs 1 node(s) with 2 GPU(s) each and the Ray cluster has 0 (GPUs per node: none)" in problem

@@ -109,7 +109,7 @@ def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
     refs = {node["NodeManagerAddress"]: check.options(
         num_cpus=0, num_gpus=0.01, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(modules)
         for node in nodes}
-    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
+    ready = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)[0] if refs else []
     seen = []
     for address, ref in refs.items():
         if ref not in ready:
