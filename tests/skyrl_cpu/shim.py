@@ -47,6 +47,9 @@ def install() -> None:
         setattr(torch.cuda, name, nothing())
     torch.cuda.current_device = lambda: cpu
     torch.cuda.device_count = lambda: 1
+    # CUDA stays unavailable: `import vllm` sets PYTORCH_NVML_BASED_CUDA_CHECK=1, under which torch's own
+    # `is_available()` answers with `device_count() > 0`, and autocast would then take this machine for a GPU
+    torch.cuda.is_available = lambda: False
     torch.cuda.mem_get_info = lambda *args: (8 << 30, 8 << 30)
     torch.cuda.memory_allocated = lambda *args: 0
     torch.cuda.memory_reserved = lambda *args: 0

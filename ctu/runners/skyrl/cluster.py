@@ -105,7 +105,9 @@ def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
         problems.append(f"the spec needs {backend.num_nodes} node(s) with {backend.num_gpus_per_node} GPU(s) each and the "
                         f"Ray cluster has {len(fitting)} (GPUs per node: {counts}): start Ray on more GPU nodes "
                         "(`ray start --address ...`) or lower backend.num_nodes / num_gpus_per_node")
-    check = ray.remote(node_report)
+    # a worker of its own that exits afterwards: `import vllm` changes the process (its environment variables, and
+    # on GPUs a CUDA context), and Ray may hand an idle worker to one of SkyRL's actors
+    check = ray.remote(max_calls=1)(node_report)
     refs = {node["NodeManagerAddress"]: check.options(
         num_cpus=0, num_gpus=0.01, scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(modules)
         for node in nodes}
