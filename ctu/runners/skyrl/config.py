@@ -224,7 +224,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]
     """
     from ctu.runners.rundir import RunDir, RunError
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
-    from ctu.runners.skyrl.preflight import PreflightError, check_skyrl_run, required_modules
+    from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
 
     backend = spec.backend
     assert isinstance(backend, SkyRLBackend)
@@ -246,8 +246,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]
     init_ray(config, backend)
     seen, problems = check_nodes(backend, modules)
     print("\n".join(seen), flush=True)
-    if problems:
-        raise PreflightError("the skyrl backend cannot start on this Ray cluster:\n" + "\n".join(f"  - {p}" for p in problems))
+    raise_problems("this Ray cluster", problems)
     run.write_spec(spec)
     run.write_state({"backend": "skyrl", "step": resume_step or 0})
     if resume_step is not None:

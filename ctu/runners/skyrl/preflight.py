@@ -31,7 +31,14 @@ INSTALL_GPU = "install the GPU set: launch with `uv run --extra gpu ctu run SPEC
 
 
 class PreflightError(CtuError):
-    """A `skyrl` run cannot start on this machine; the message lists every reason and what to do."""
+    """A `skyrl` run cannot start on this machine or cluster; the message lists every reason and what to do."""
+
+
+def raise_problems(where: str, problems: list[str]) -> None:
+    """Raise a `PreflightError` listing `problems` (a line each) for `where` ("this machine", "this Ray
+    cluster"); nothing when there are none."""
+    if problems:
+        raise PreflightError(f"the skyrl backend cannot start on {where}:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def gpus_needed(backend: SkyRLBackend) -> int:
@@ -129,5 +136,4 @@ def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MO
     problems = endpoint_problems(spec)
     if not joining:
         problems += preflight_problems(spec.backend, modules=modules)
-    if problems:
-        raise PreflightError("the skyrl backend cannot start on this machine:\n" + "\n".join(f"  - {p}" for p in problems))
+    raise_problems("this machine", problems)
