@@ -22,6 +22,8 @@ def sampling_params(spec: Spec, phase: str, eos_id: int | None) -> SamplingParam
         top_p=rollout.top_p if phase == "train" else 1.0,
         max_tokens=rollout.max_tokens_per_turn,
         repetition_penalty=rollout.repetition_penalty,
+        frequency_penalty=rollout.frequency_penalty,
+        presence_penalty=rollout.presence_penalty,
         stop_token_ids=(eos_id,) if eos_id is not None else (),
         seed=spec.experiment.seed if phase == "eval" else None,
     )

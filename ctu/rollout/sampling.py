@@ -21,6 +21,8 @@ class SamplingParams:
     top_p: float = 1.0
     max_tokens: int = 1024
     repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
 
@@ -87,8 +89,9 @@ class OpenAIChatSampler:
 
     With `tools` (native tool calling) the request carries the tools and the conversation as it is; without
     (text mode) the tools are in the system prompt, rendered by the spec's parser, and tool results are sent as
-    user turns (`tool_results_as_user_turns`). Temperature, top-p, the token limit and the seed are the phase's
-    `SamplingParams`.
+    user turns (`tool_results_as_user_turns`). Temperature, top-p, the token limit, the seed and the frequency and presence
+    penalties (when not 0) are the phase's `SamplingParams`; vLLM's repetition penalty is not an OpenAI parameter
+    and is not sent.
     """
 
     endpoint: Any
@@ -108,6 +111,9 @@ class OpenAIChatSampler:
         extra: dict[str, Any] = {"max_tokens": params.max_tokens, "top_p": params.top_p, "temperature": params.temperature}
         if params.seed is not None:
             extra["seed"] = params.seed
+        for name in ("frequency_penalty", "presence_penalty"):  # OpenAI's own parameters, sent only when on
+            if getattr(params, name):
+                extra[name] = getattr(params, name)
         answer = await self.endpoint.complete(messages if tools else tool_results_as_user_turns(messages), tools, **extra)
         calls = [call.model_dump() for call in answer.tool_calls or []]
         return SampleResult([], answer.content or "", "stop", None, calls or None)

@@ -71,7 +71,8 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
             target = run_dir.path / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     run_dir.path.mkdir(parents=True, exist_ok=True)
-    build_builtin_model(spec.model.path, console, progress)
+    for model in {spec.model.path, spec.model.reference_path or spec.model.path}:
+        build_builtin_model(model, console, progress)
     if spec.backend.type == "skyrl":
         from ctu.runners.skyrl.config import run_skyrl
 

@@ -3,8 +3,8 @@ time is spent.
 
 The smoke version keeps the spec's components and modes (parser, native tool calling, rewards, trackers,
 domains, test sets) and shrinks or replaces what needs a GPU or a network: the tiny built-in model, the local
-Tinker backend, the scripted user, the rule judge instead of an LLM judge, wandb offline, a handful of tasks,
-two samples per prompt, two steps.
+Tinker backend (so no separate reference model and no sampling penalties, which Tinker lacks), the scripted user,
+the rule judge instead of an LLM judge, wandb offline, a handful of tasks, two samples per prompt, two steps.
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ def smoke_dict(spec: Spec) -> dict[str, Any]:
     data = copy.deepcopy(spec_to_dict(spec))
     no_thinking = data["model"]["chat_template"]["type"] == "qwen3_no_thinking"
     data["experiment"]["name"] = spec.experiment.name + "_smoke"
-    data["model"].update(path="builtin:tiny-qwen3", family="qwen3" if no_thinking else "qwen2.5", max_model_len=32768)
+    data["model"].update(path="builtin:tiny-qwen3", family="qwen3" if no_thinking else "qwen2.5", max_model_len=32768,
+                         reference_path=None)
     data["environment"].update(user_simulator={"type": "scripted", "turn_budget": 3}, max_turns=3, evaluate_nl_assertions=False,
                                 warn_unsolvable_tasks=False)
-    data["rollout"].update(n_samples_per_prompt=2, max_tokens_per_turn=48, temperature=1.0, eval_n_samples_per_prompt=1)
+    data["rollout"].update(n_samples_per_prompt=2, max_tokens_per_turn=48, temperature=1.0, eval_n_samples_per_prompt=1,
+                           repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
     data["algorithm"].update(use_kl_loss=False)
     data["trainer"].update(
         epochs=2, max_steps=2, train_batch_size=SMOKE_TRAIN_TASKS, policy_mini_batch_size=SMOKE_TRAIN_TASKS,

@@ -203,7 +203,8 @@ def check_overrides(spec: Spec) -> Iterator[SpecIssue]:
                 yield SpecIssue(
                     f"backend.skyrl_overrides.{key}",
                     "ctu's generator samples with the spec's `rollout` settings (temperature, top_p, "
-                    "repetition_penalty, max_tokens_per_turn, eval_temperature), never SkyRL's sampling params: "
+                    "repetition_penalty, frequency_penalty, presence_penalty, max_tokens_per_turn, eval_temperature), "
+                    "never SkyRL's sampling params: "
                     "set it there",
                 )
 
@@ -216,6 +217,13 @@ def check_tinker(spec: Spec) -> Iterator[SpecIssue]:
                 "algorithm.use_kl_loss",
                 "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false",
             )
+        rollout = spec.rollout
+        for name, off in (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0)):
+            if getattr(rollout, name) != off:
+                yield SpecIssue(f"rollout.{name}", f"Tinker's sampling params have no {name}: set it to {off}, or "
+                                                   "use the skyrl backend")
+        if spec.model.reference_path is not None:
+            yield SpecIssue("model.reference_path", "the tinker backend has no reference model: remove it")
         if not spec.backend.local and not spec.backend.base_url:
             yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
 

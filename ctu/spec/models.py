@@ -58,6 +58,9 @@ class Model(Section):
 
     path: str = Field(min_length=1)
     """Hugging Face id or local path of the policy, or `builtin:tiny-qwen3` for the CPU smoke model."""
+    reference_path: str | None = Field(None, min_length=1)
+    """The reference model of the KL loss, when it is not the policy's starting weights: e.g. the base Instruct
+    model while `path` is an SFT checkpoint of it (CTU-Agent-v0's `run_retail_3b_grpo*.sh`). null: `path`."""
     family: ModelFamily = "auto"
     """Model family; `auto` infers it from `path`. Decides the native tool-call parser and the Qwen3 thinking check."""
     chat_template: ChatTemplateRef = by_name("default")
@@ -124,8 +127,15 @@ class Rollout(Section):
     """Sampling temperature during training rollouts."""
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     """Nucleus sampling during training rollouts."""
-    repetition_penalty: float = Field(1.0, gt=0.0)
-    """vLLM repetition penalty (1.0 is off)."""
+    repetition_penalty: float = Field(1.0, gt=0.0, allow_inf_nan=False)
+    """vLLM's repetition penalty: above 1 discourages every token already in the prompt or the turn, below 1
+    encourages it; 1.0 is off."""
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    """OpenAI/vLLM frequency penalty: subtracted from a token's logit once per time it occurs in the turn so far;
+    0 is off; vLLM accepts [-2, 2]."""
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
+    """OpenAI/vLLM presence penalty: subtracted once from the logit of every token already in the turn; 0 is off;
+    vLLM accepts [-2, 2]."""
     max_tokens_per_turn: PositiveInt = 1024
     """Most tokens the policy may generate in one turn."""
     eval_temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -260,6 +270,11 @@ class SkyRLBackend(Section):
     """Fraction of GPU memory vLLM may take."""
     gradient_checkpointing: bool = True
     """Recompute activations in the backward pass to save memory."""
+    policy_cpu_offload: bool = False
+    """Keep the policy's FSDP parameters, gradients and optimizer state in CPU memory (FSDP2's own offload;
+    SkyRL's `trainer.policy.fsdp_config.cpu_offload`): slower steps, room for a larger model."""
+    ref_cpu_offload: bool = False
+    """Keep the reference model's FSDP parameters in CPU memory (SkyRL's `trainer.ref.fsdp_config.cpu_offload`)."""
     runtime_env: RayRuntimeEnv = RayRuntimeEnv()
     """The Ray workers' environment variables and setup hook."""
     skyrl_overrides: dict[str, Any] = {}

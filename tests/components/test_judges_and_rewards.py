@@ -182,3 +182,42 @@ def test_rewards_and_the_rule_judge_see_the_calls_of_a_text_mode_turn_as_of_a_na
     assert apply("partial_credit", 0.0, ctx, weight=1.0) == pytest.approx(1 / len(gold_calls))
     verdict = asyncio.run(build("judges", "rule_taxonomy").judge(JudgeInput(result, TASK, RETAIL.write_tools)))
     assert "unconfirmed_write" in verdict.categories and "premature_stop" not in verdict.categories
+
+
+def mast_answer(yes: set[str], summary: str = "Summary: checked.") -> str:
+    from ctu.components.judges.mast import MAST_FAILURE_MODES
+
+    return "\n".join(f"{code}: {'yes' if code in yes else 'no'}" for code in MAST_FAILURE_MODES) + "\n" + summary
+
+
+def test_mast_judge_and_the_taxonomy_feedback_reward_add_alpha_over_the_failures():
+    """CTU-Agent-v0's bonus: alpha / failures, alpha with none (alpha 0.5), in training only; an answer without
+    yes or no for every one of the 14 modes, or a failed call, is a judge failure that adds nothing."""
+    from ctu.components.judges.mast import MAST_FAILURE_MODES
+
+    every = set(MAST_FAILURE_MODES)
+    answers = [
+        Answer.text(mast_answer(set())),
+        Answer.text("**1.3 Step Repetition**: yes\n" + mast_answer(set()).replace("1.3: no\n", "")),  # markdown, names
+        Answer.text(mast_answer(every)),
+        Answer.text(mast_answer(set()).replace("2.4: no\n", "")),  # a mode left out
+        Answer.text(mast_answer(set()) + "\n1.1: yes"),  # one mode both ways
+        Answer.text("The agent did fine."),
+    ]
+    conversation = [user("cancel"), call("cancel_pending_order", order_id="#W1", reason="x")]
+    with ScriptedOpenAIServer(answers + [Answer.error(500)] * 2) as server:
+        judge = build("judges", "mast", model="gpt-4o-mini", base_url=server.base_url, api_key_env=None, backoff_s=0.01, max_retries=1)
+        reward = build("rewards", "taxonomy_feedback", weight=0.5)
+        reward.judge = judge
+        contexts = [context(conversation, reward=1.0) for _ in range(len(answers) + 1)]
+        totals = [asyncio.run(reward.apply(1.0, ctx)) for ctx in contexts]
+    assert totals[:3] == [1.5, 1.5, pytest.approx(1.0 + 0.5 / 14)]
+    assert [ctx.verdict["categories"] for ctx in contexts[:3]] == [[], ["1.3"], sorted(every)]
+    assert totals[3:] == [1.0] * 4  # malformed (3) and a failed call: nothing added, each counted as a failure
+    assert [ctx.metrics["judge/failures"] for ctx in contexts] == [0.0] * 3 + [1.0] * 4
+    assert "2.4" in contexts[3].verdict["error"] and "1.1" in contexts[4].verdict["error"]
+    request = server.requests[0]
+    assert request["model"] == "gpt-4o-mini" and request["temperature"] == 1.0
+    prompt = request["messages"][0]["content"]
+    assert "3.3 Weak verification" in prompt and "cancel_pending_order" in prompt
+    assert build("rewards", "taxonomy_feedback").training_only  # never in evaluation

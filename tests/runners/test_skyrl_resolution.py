@@ -168,3 +168,24 @@ def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path):
     assert restart_finished_epoch(tmp_path, 2, train, 4)
     assert not (tmp_path / "checkpoints" / "global_step_2" / "data.pt").exists()
     assert (tmp_path / "checkpoints" / "global_step_2" / "data.pt.epoch_end").read_bytes() == b"state"
+
+
+def test_reference_model_offload_and_penalties_reach_skyrl_and_the_sampler(tmp_path: Path):
+    """CTU-Agent-v0's 3B scripts: an SFT checkpoint trained against the base Instruct model, offload to CPU, and
+    (repetition_fix) frequency and presence penalties, which reach vLLM through ctu's own sampler."""
+    from ctu.rollout.build import sampling_params
+    from ctu.runners.skyrl.sampler import SkyRLSampler
+
+    spec = load_spec(REPO / "specs" / "tau_bench.yaml", [
+        "model.path=mcemri/qwen2.5_3b_alldata_sft_v0", "model.reference_path=Qwen/Qwen2.5-3B-Instruct",
+        "backend.policy_cpu_offload=true", "backend.ref_cpu_offload=true",
+        "rollout.frequency_penalty=0.5", "rollout.presence_penalty=0.1"]).spec
+    config = resolve_skyrl_config(spec, tmp_path / "data", tmp_path)
+    assert config.trainer.policy.model.path == "mcemri/qwen2.5_3b_alldata_sft_v0"
+    assert config.trainer.ref.model.path == "Qwen/Qwen2.5-3B-Instruct"
+    assert config.trainer.policy.fsdp_config.cpu_offload and config.trainer.ref.fsdp_config.cpu_offload
+    vllm = SkyRLSampler(client=None)._vllm_params(sampling_params(spec, "train", 7))
+    assert (vllm["frequency_penalty"], vllm["presence_penalty"]) == (0.5, 0.1)
+    plain = resolve_skyrl_config(load_spec(REPO / "specs" / "tau_bench.yaml").spec, tmp_path / "data", tmp_path)
+    assert plain.trainer.ref.model.path == plain.trainer.policy.model.path  # the policy's starting weights
+    assert not plain.trainer.policy.fsdp_config.cpu_offload

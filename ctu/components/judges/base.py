@@ -13,8 +13,9 @@ class Verdict:
     """A judge's classification of a finished episode.
 
     Attributes:
-        score: in [-1, 1] (the worst category's score; `no_error` when nothing went wrong), None on failure.
-        categories: the error categories found.
+        score: in [-1, 1], None on failure. The taxonomy judges give the worst category's score (`no_error`'s
+            when nothing went wrong); `mast` gives 1 / failures (1 with none).
+        categories: the error categories (or MAST failure-mode codes) found.
         error: why the judge gave no score (a failed or malformed call), else None.
     """
 

@@ -27,6 +27,8 @@ class SkyRLSampler:
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
             "repetition_penalty": params.repetition_penalty,
+            "frequency_penalty": params.frequency_penalty,
+            "presence_penalty": params.presence_penalty,
             "logprobs": 0,
             **({"stop_token_ids": list(params.stop_token_ids)} if params.stop_token_ids else {}),
             **({"seed": params.seed} if params.seed is not None else {}),
