@@ -147,12 +147,16 @@ def explain(
     overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides.")] = None,
     skyrl: Annotated[bool, typer.Option("--skyrl", help="Print the SkyRL config the spec resolves into (imports skyrl).")] = False,
 ) -> None:
-    """Print the fully resolved spec (extends merged, overrides applied, defaults filled in) as YAML."""
+    """Print the fully resolved spec (extends merged, overrides applied, defaults filled in) as YAML, then its
+    schedule as a YAML comment: steps per epoch, GRPO steps, optimizer steps and warm-up."""
     from ctu.spec import dump_spec
+    from ctu.spec.schedule import schedule
 
     loaded = _load(spec, overrides or [])
     if not skyrl:
         typer.echo(dump_spec(loaded.spec), nl=False)
+        plan = schedule(loaded.spec)
+        typer.echo(f"# schedule: {plan.describe() if plan else 'unknown (a training domain whose tasks ctu counts only by loading it)'}")
         return
     if loaded.spec.backend.type != "skyrl":
         err.print("[red]error:[/red] --skyrl needs a spec whose backend is `skyrl`")

@@ -14,10 +14,18 @@ from .conftest import SPECS
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
-def test_every_shipped_spec_is_valid_without_warnings(path: Path):
+def test_every_shipped_spec_is_valid_with_only_the_warnings_its_header_explains(path: Path):
+    """The specs of CTU-Agent-v0's scripts keep the scripts' values on tau2's tasks, so `ctu validate` warns
+    where specs/base/ctu_agent_v0.yaml says it will: tasks left out by drop_last (74 tasks at the scripts' batch
+    sizes) and tasks unsolvable in the scripts' 10 turns. Other specs validate without a warning."""
     loaded = load_spec(path)
     assert loaded.spec.experiment.name == path.stem
-    assert loaded.warnings == []
+    if "ctu-agent-v0" not in loaded.spec.experiment.tags:
+        assert loaded.warnings == []
+        return
+    for warning in loaded.warnings:
+        assert (warning.path == "trainer.train_batch_size" and "drop_last" in warning.message) or (
+            warning.path.startswith("data.") and "environment.max_turns 10" in warning.message), warning
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
@@ -47,7 +55,7 @@ def test_retail_8b_taxonomy_is_qwen3_without_thinking_with_taxonomy_feedback():
     assert spec.model.path == "Qwen/Qwen3-8B"
     assert spec.model.chat_template.type == "qwen3_no_thinking"
     assert [r.type for r in spec.rewards] == ["tau_outcome", "taxonomy_feedback"]
-    assert spec.judge is not None and spec.judge.type == "llm_taxonomy"
+    assert spec.judge is not None and spec.judge.type == "mast"
 
 
 def test_multi_domain_holds_out_retail_and_airline():
@@ -205,7 +213,7 @@ def test_dates_and_odd_scalars_stay_strings_or_are_reported(tmp_path: Path):
 def test_backend_is_chosen_by_type(minimal):
     assert isinstance(spec_from_dict(minimal).spec.backend, TinkerBackend)
     minimal["backend"] = {"type": "skyrl"}
-    minimal["algorithm"] = {}
+    minimal["algorithm"] = minimal["trainer"] = {}
     assert isinstance(spec_from_dict(minimal).spec.backend, SkyRLBackend)
 
 

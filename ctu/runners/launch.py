@@ -15,8 +15,10 @@ RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots"
 
 
 def _print_warnings(loaded: LoadedSpec, console: Any) -> None:
+    from rich.markup import escape
+
     for issue in loaded.warnings:
-        console.print(f"[yellow]warning[/yellow] {issue}", highlight=False)
+        console.print("[yellow]warning[/yellow]", escape(str(issue)), highlight=False)
 
 
 def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None) -> tuple[LoadedSpec, Path | None]:

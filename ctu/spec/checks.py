@@ -179,6 +179,70 @@ def check_gold_solutions(spec: Spec) -> Iterator[SpecIssue]:
             )
 
 
+def check_schedule(spec: Spec) -> Iterator[SpecIssue]:
+    """Warn when the schedule (`ctu.spec.schedule`) wastes the run: warm-up as long as the run or longer (the
+    learning rate never reaches `lr`), or tasks left out of every epoch by the last short batch."""
+    from ctu.spec.schedule import schedule
+
+    plan = schedule(spec)
+    if plan is None or plan.steps_per_epoch == 0:
+        return
+    if plan.warmup_steps >= plan.optimizer_steps:
+        yield SpecIssue(
+            "trainer.optimizer.warmup_steps",
+            f"{plan.warmup_steps} optimizer steps of warm-up, and the run has {plan.optimizer_steps} "
+            f"({plan.total_steps} GRPO steps x {plan.optimizer_steps_per_step}): the learning rate never reaches "
+            f"trainer.optimizer.lr. {plan.describe()}",
+        )
+    if plan.dropped_per_epoch:
+        yield SpecIssue(
+            "trainer.train_batch_size",
+            f"{plan.train_tasks} training tasks at {plan.batch_size} a step: the last {plan.dropped_per_epoch} of each "
+            f"epoch's shuffled order are left out (drop_last); a batch size dividing {plan.train_tasks} uses them all",
+        )
+
+
+def check_batch_fits(spec: Spec) -> Iterator[SpecIssue]:
+    """On SkyRL an epoch with fewer training tasks than `train_batch_size` has no step (its dataloader drops the
+    short batch)."""
+    from ctu.spec.schedule import schedule
+
+    plan = schedule(spec)
+    if plan is not None and plan.steps_per_epoch == 0:
+        yield SpecIssue(
+            "trainer.train_batch_size",
+            f"{plan.batch_size} tasks a step, and training has {plan.train_tasks}: SkyRL drops an epoch's last short "
+            "batch, so the run would train nothing; lower train_batch_size or add tasks",
+        )
+
+
+def check_test_sets(spec: Spec) -> Iterator[SpecIssue]:
+    """Warn when a test set shares tasks with the training set: its scores then measure recall, not
+    generalisation. Task ids are compared where `ctu.spec.schedule.source_task_ids` knows them; otherwise two
+    sources of the same domain, params and split overlap."""
+    from ctu.spec.schedule import source_task_ids
+
+    def key(source) -> tuple[str, str]:
+        return source.domain.type, source.domain.params.model_dump_json()
+
+    for name, test in spec.data.test_sets.items():
+        test_ids = source_task_ids(test)
+        for index, train in enumerate(spec.data.train):
+            if key(train) != key(test):
+                continue
+            train_ids = source_task_ids(train)
+            if test_ids is not None and train_ids is not None:
+                shared = len(set(test_ids) & set(train_ids))
+            else:
+                shared = min(test.max_tasks or 1, train.max_tasks or 1) if train.split == test.split else 0
+            if shared:
+                yield SpecIssue(
+                    f"data.test_sets.{name}",
+                    f"{shared} of its tasks are also training tasks (data.train.{index}: {train.domain.type}, split "
+                    f"{train.split!r}): its scores measure recall of trained tasks; test on a held-out split",
+                )
+
+
 SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
 """SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
 
@@ -238,8 +302,9 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_domains,
     check_overrides,
     check_tinker,
+    check_batch_fits,
 )
-WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions)
+WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:

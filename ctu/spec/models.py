@@ -178,8 +178,9 @@ class Optimizer(Section):
     """AdamW weight decay."""
     max_grad_norm: float = Field(0.5, gt=0.0)
     """Gradient clipping norm."""
-    warmup_steps: int = Field(50, ge=0)
-    """Linear warm-up steps."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear learning-rate warm-up, in optimizer steps (SkyRL steps its optimizer once per policy mini-batch, Tinker
+    once per GRPO step; `ctu explain` prints the run's count); 0, SkyRL's default, is none."""
 
 
 class Trainer(Section):

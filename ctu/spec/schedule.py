@@ -1,0 +1,84 @@
+"""A spec's training schedule in numbers: tasks, steps per epoch, GRPO steps, optimizer steps and warm-up.
+
+Task counts come from `tau_bench_env.gold_limits` (the built-in domains with default params, without loading
+tau2); a source of any other domain leaves the schedule unknown (None). The arithmetic is the backends': SkyRL's
+dataloader drops the last short batch of each epoch (``drop_last``) and its optimizer steps once per mini-batch
+(``train_batch_size / policy_mini_batch_size`` a GRPO step, one update epoch), its learning-rate warm-up counted in
+optimizer steps; ctu's Tinker runner also drops the short batch (a whole epoch smaller than a batch is one step)
+and steps its optimizer once a GRPO step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctu.spec.models import DatasetSource, SkyRLBackend, Spec
+
+
+def source_task_ids(source: DatasetSource) -> list[str] | None:
+    """The task ids `source` uses (tau2's order, cut at `max_tasks`), or None when they are not known without
+    loading its domain (a custom domain, or a built-in one with params)."""
+    from tau_bench_env.gold_limits import gold_limits
+
+    params = source.domain.params
+    if params.model_dump() != type(params)().model_dump():
+        return None
+    data = gold_limits().get(source.domain.type)
+    if data is None or source.split not in data["splits"]:
+        return None
+    return list(data["splits"][source.split][: source.max_tasks])
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a run of the spec steps (counts; none of them time).
+
+    Attributes:
+        train_tasks: training tasks per epoch (every `data.train` source pooled).
+        batch_size: tasks per GRPO step (`trainer.train_batch_size`).
+        steps_per_epoch: GRPO steps per epoch; 0 when an epoch holds fewer tasks than a batch on SkyRL.
+        dropped_per_epoch: tasks no step of an epoch uses (the last short batch).
+        total_steps: GRPO steps of the run (epochs x steps per epoch, capped by `trainer.max_steps`).
+        optimizer_steps_per_step: optimizer steps per GRPO step.
+        warmup_steps: optimizer steps of learning-rate warm-up (`trainer.optimizer.warmup_steps`).
+    """
+
+    train_tasks: int
+    batch_size: int
+    steps_per_epoch: int
+    dropped_per_epoch: int
+    total_steps: int
+    optimizer_steps_per_step: int
+    warmup_steps: int
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps of the whole run."""
+        return self.total_steps * self.optimizer_steps_per_step
+
+    def describe(self) -> str:
+        """One line for `ctu explain`."""
+        dropped = f" ({self.dropped_per_epoch} tasks left out of each epoch)" if self.dropped_per_epoch else ""
+        return (f"{self.train_tasks} training tasks at {self.batch_size} a step: {self.steps_per_epoch} GRPO step(s) per "
+                f"epoch{dropped}, {self.total_steps} in the run; {self.optimizer_steps_per_step} optimizer step(s) each: "
+                f"{self.optimizer_steps} optimizer steps, the first {self.warmup_steps} warming up the learning rate")
+
+
+def schedule(spec: Spec) -> Schedule | None:
+    """The spec's schedule, or None when a training source's task count is unknown (`source_task_ids`)."""
+    counts = [source_task_ids(source) for source in spec.data.train]
+    if any(ids is None for ids in counts):
+        return None
+    tasks = sum(len(ids or ()) for ids in counts)
+    trainer = spec.trainer
+    batch = trainer.train_batch_size
+    skyrl = isinstance(spec.backend, SkyRLBackend)
+    if skyrl or tasks >= batch:
+        per_epoch, dropped = divmod(tasks, batch)
+    else:  # ctu's Tinker runner: an epoch smaller than a batch is one step of all its tasks
+        per_epoch, dropped = 1, 0
+    total = per_epoch * trainer.epochs
+    if trainer.max_steps is not None:
+        total = min(total, trainer.max_steps)
+    per_step = batch // trainer.policy_mini_batch_size if skyrl else 1
+    return Schedule(tasks, batch, per_epoch, dropped, total, per_step, trainer.optimizer.warmup_steps)

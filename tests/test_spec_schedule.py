@@ -1,0 +1,66 @@
+"""The schedule: steps per epoch, GRPO and optimizer steps (`ctu explain`), and `ctu validate`'s warnings when
+warm-up outlasts the run, drop_last leaves tasks out, a test set repeats training tasks, or no step fits."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ctu.spec import SpecError, load_spec
+from ctu.spec.schedule import schedule
+
+from .conftest import REPO
+
+SPEC = REPO / "specs" / "retail_8b_taxonomy.yaml"
+
+
+def test_the_8b_scripts_schedule():
+    """74 retail tasks at 32 a step (run_retail_8b_grpo_taxonomy.sh): 2 steps an epoch, 10 tasks left out, 100
+    epochs; 32/8 = 4 optimizer steps a step, the first 100 of 800 warming up."""
+    plan = schedule(load_spec(SPEC).spec)
+    assert (plan.train_tasks, plan.steps_per_epoch, plan.dropped_per_epoch, plan.total_steps) == (74, 2, 10, 200)
+    assert (plan.optimizer_steps_per_step, plan.optimizer_steps, plan.warmup_steps) == (4, 800, 100)
+    capped = schedule(load_spec(SPEC, ["trainer.max_steps=5"]).spec)
+    assert capped.total_steps == 5 and capped.optimizer_steps == 20
+    tinker = schedule(load_spec(REPO / "specs" / "smoke.yaml").spec)
+    assert tinker.optimizer_steps_per_step == 1  # Tinker steps its optimizer once a GRPO step
+
+
+def messages(loaded, path: str) -> list[str]:
+    return [w.message for w in loaded.warnings if w.path == path]
+
+
+def test_warm_up_reaching_the_run_is_warned():
+    loaded = load_spec(SPEC, ["trainer.epochs=10", "trainer.optimizer.warmup_steps=80"])  # 10 x 2 steps x 4 = 80
+    [message] = messages(loaded, "trainer.optimizer.warmup_steps")
+    assert "80 optimizer steps of warm-up, and the run has 80" in message and "never reaches" in message
+    assert messages(load_spec(SPEC, ["trainer.epochs=10", "trainer.optimizer.warmup_steps=79"]), "trainer.optimizer.warmup_steps") == []
+
+
+def test_drop_last_is_warned_and_a_dividing_batch_is_not():
+    [message] = messages(load_spec(SPEC), "trainer.train_batch_size")
+    assert "the last 10 of each epoch" in message
+    whole = load_spec(SPEC, ["trainer.train_batch_size=37", "trainer.policy_mini_batch_size=37", "rollout.n_samples_per_prompt=8"])
+    assert messages(whole, "trainer.train_batch_size") == []
+
+
+def test_a_test_set_that_is_a_training_set_is_warned():
+    loaded = load_spec(SPEC, ["data.test_sets={retail: {domain: retail, split: train, max_tasks: 5}}"])
+    [message] = [m for m in messages(loaded, "data.test_sets.retail") if "also training" in m]
+    assert "5 of its tasks are also training tasks (data.train.0" in message
+    assert not [m for m in messages(load_spec(SPEC), "data.test_sets.retail") if "also training" in m]  # held out
+
+
+def test_a_batch_larger_than_the_training_set_is_an_error_on_skyrl():
+    with pytest.raises(SpecError) as info:
+        load_spec(SPEC, ["data.train=[{domain: retail, split: train, max_tasks: 20}]"])
+    assert any(i.path == "trainer.train_batch_size" and "train nothing" in i.message for i in info.value.issues)
+
+
+def test_explain_prints_the_schedule():
+    out = subprocess.run([sys.executable, "-m", "ctu.cli", "explain", str(SPEC)], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith("# schedule: 74 training tasks at 32 a step: 2 GRPO step(s) per epoch")
+    assert "800 optimizer steps, the first 100 warming up" in out.stdout
