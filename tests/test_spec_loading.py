@@ -272,3 +272,12 @@ def test_tasks_whose_gold_solution_exceeds_the_limits_are_a_warning_at_their_sou
     minimal["data"]["train"] = [{"domain": "retail", "split": "train", "max_tasks": 20}]  # task 21: 3 gold tool errors
     warnings = {w.path: w.message for w in spec_from_dict(minimal).warnings}
     assert set(warnings) == {"data.train.0"} and "21 (13 turns, 3 errors)" in warnings["data.train.0"]
+
+
+def test_a_spec_that_is_not_utf8_is_a_spec_error_at_its_line(tmp_path: Path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("# Qwen2.5, d\u00e9j\u00e0 vu\nexperiment: {name: x}\n".encode("latin-1"))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    [issue] = info.value.issues
+    assert "not UTF-8 text: byte 0xe9" in issue.message and str(issue.location) == f"{path}:1"

@@ -44,12 +44,15 @@ from __future__ import annotations
 import importlib
 import inspect
 import threading
+import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import catalogue
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ctu.errors import ComponentError, RegistryError, did_you_mean
 from ctu.registry.contracts import contract_problems
@@ -78,11 +81,42 @@ KINDS: tuple[str, ...] = (
 T = TypeVar("T")
 
 
+def _is_number_type(annotation: Any) -> bool:
+    """Whether a field's annotation takes numbers and not booleans (``int``, ``float``, optional or in a union)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    kinds = {typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Annotated else kind
+             for kind in (typing.get_args(annotation) if union else (annotation,))}
+    return bool(kinds & {int, float}) and bool not in kinds
+
+
+def booleans_as_numbers(model: type[BaseModel], data: Any) -> Any:
+    """A before-validator of a whole model: YAML's ``true``/``false`` given where a number belongs is an error at
+    that field's path (pydantic would read 1 and 0). The model's other fields are then not checked in that pass.
+
+    Raises:
+        ValidationError: one error per such field.
+    """
+    if not isinstance(data, dict):
+        return data
+    fields = model.model_fields
+    errors = [InitErrorDetails(type=PydanticCustomError("bool_as_number", "a number, not a boolean"), loc=(name,), input=value)
+              for name, value in data.items()
+              if isinstance(value, bool) and name in fields and _is_number_type(fields[name].annotation)]
+    if errors:
+        raise ValidationError.from_exception_data(model.__name__, errors)
+    return data
+
+
 class ComponentParams(BaseModel):
-    """Base of every component's params model: unknown keys are errors, infinities and NaN are not numbers,
-    attribute docstrings are descriptions."""
+    """Base of every component's params model: unknown keys are errors, infinities, NaN and booleans are not
+    numbers, attribute docstrings are descriptions."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        return booleans_as_numbers(cls, data)
 
 
 class NoParams(ComponentParams):

@@ -50,6 +50,29 @@ def check_batch_sizes(spec: Spec) -> Iterator[SpecIssue]:
             )
 
 
+def check_listed_once(spec: Spec) -> Iterator[SpecIssue]:
+    """A reward, a tracker or a training source listed twice: the reward would count twice, the tracker write
+    every line twice, the tasks train twice as often as the others."""
+    lists = (("rewards", [reward.type for reward in spec.rewards]),
+             ("tracking.trackers", [tracker.type for tracker in spec.tracking.trackers]),
+             ("data.train", [(source.domain.type, source.domain.params.model_dump_json(), source.split)
+                             for source in spec.data.train]))
+    for path, keys in lists:
+        for index, key in enumerate(keys):
+            if key in keys[:index]:
+                first = keys.index(key)
+                name = key[0] + f" split {key[2]!r}" if isinstance(key, tuple) else repr(key)
+                yield SpecIssue(f"{path}.{index}", f"{name} is already {path}.{first}: list it once (merge their params)")
+
+
+def check_output_dir(spec: Spec) -> Iterator[SpecIssue]:
+    """`experiment.output_dir` is a directory, or does not exist yet."""
+    from pathlib import Path
+
+    if Path(spec.experiment.output_dir).exists() and not Path(spec.experiment.output_dir).is_dir():
+        yield SpecIssue("experiment.output_dir", f"{spec.experiment.output_dir!r} is a file; runs are written to a directory")
+
+
 def check_native_tool_calling(spec: Spec) -> Iterator[SpecIssue]:
     """Native tool calling needs a model family whose tool-call format vLLM can parse."""
     if spec.rollout.native_tool_calling:
@@ -303,6 +326,8 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_overrides,
     check_tinker,
     check_batch_fits,
+    check_listed_once,
+    check_output_dir,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets)
 

@@ -193,6 +193,11 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
     except OSError as exc:
         issues.append(SpecIssue("", f"cannot read spec file: {exc.strerror or exc}", Location(file)))
         return {}, Sources()
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        issues.append(SpecIssue("", f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} "
+                                    "(save the spec as UTF-8)", Location(file, line)))
+        return {}, Sources()
     data, locations, read_issues = read_yaml(text, file)
     issues += read_issues
     if data is None:

@@ -9,16 +9,31 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from ctu.registry import booleans_as_numbers
 from ctu.registry.config import ComponentConfig, ComponentMarker
 
 
 class Section(BaseModel):
-    """Base of every spec section: unknown keys are errors, infinities and NaN are not numbers; attribute
-    docstrings are descriptions."""
+    """Base of every spec section: unknown keys are errors, infinities, NaN and booleans are not numbers;
+    attribute docstrings are descriptions."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        return booleans_as_numbers(cls, data)
+
+
+MAX_CONTEXT = 1_048_576
+"""The longest context a spec may ask for, in tokens: the longest of the open models this field trains
+(Qwen2.5-7B-Instruct-1M); a larger number is a typo."""
+MAX_BATCH = 65_536
+"""The largest batch (tasks, or sequences per GPU) a spec may ask for; a larger number is a typo."""
+MAX_GPUS_PER_NODE = 16
+"""The most GPUs one node has (HGX nodes hold 8, a few 16); tensor parallelism stays within a node."""
 
 
 def by_name(name: str) -> Any:
@@ -65,7 +80,7 @@ class Model(Section):
     """Model family; `auto` infers it from `path`. Decides the native tool-call parser and the Qwen3 thinking check."""
     chat_template: ChatTemplateRef = by_name("default")
     """Chat-template policy: the one place ctu turns messages (and tools) into tokens."""
-    max_model_len: PositiveInt = 16384
+    max_model_len: PositiveInt = Field(16384, le=MAX_CONTEXT)
     """Longest conversation in tokens (prompt and every turn); longer episodes are cut and end as truncated."""
 
 
@@ -95,9 +110,9 @@ class Data(Section):
 class Environment(Section):
     """How an episode runs: turn limits and the simulated user."""
 
-    max_turns: PositiveInt = 20
+    max_turns: PositiveInt = Field(20, le=1000)
     """Most agent turns in an episode; the episode then ends with reason `max_turns` and reward 0."""
-    max_errors: PositiveInt = 10
+    max_errors: PositiveInt = Field(10, le=1000)
     """Most errors in an episode before it ends with reason `too_many_errors`: the agent's and the user's tool
     errors (as tau2 counts them), plus the policy's parse failures and empty turns."""
     user_simulator: UserSimulatorRef
@@ -121,7 +136,7 @@ class Rollout(Section):
     """Tool-call parser for the policy's text (unused for tool calls when `native_tool_calling` is on)."""
     native_tool_calling: bool = False
     """Send tools as OpenAI `tools` and receive structured tool calls (needs a model family with a known parser)."""
-    n_samples_per_prompt: PositiveInt = 5
+    n_samples_per_prompt: PositiveInt = Field(5, le=1024)
     """GRPO group size: episodes per task per step."""
     temperature: float = Field(0.8, ge=0.0, le=2.0)
     """Sampling temperature during training rollouts."""
@@ -136,11 +151,11 @@ class Rollout(Section):
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     """OpenAI/vLLM presence penalty: subtracted once from the logit of every token already in the turn; 0 is off;
     vLLM accepts [-2, 2]."""
-    max_tokens_per_turn: PositiveInt = 1024
+    max_tokens_per_turn: PositiveInt = Field(1024, le=MAX_CONTEXT)
     """Most tokens the policy may generate in one turn."""
     eval_temperature: float = Field(0.0, ge=0.0, le=2.0)
     """Sampling temperature on test sets."""
-    eval_n_samples_per_prompt: PositiveInt = 1
+    eval_n_samples_per_prompt: PositiveInt = Field(1, le=1024)
     """Episodes per test task; pass^k is reported for every k up to this."""
 
 
@@ -186,17 +201,17 @@ class Optimizer(Section):
 class Trainer(Section):
     """Steps, batches, evaluation and checkpoints."""
 
-    epochs: PositiveInt = 1
+    epochs: PositiveInt = Field(1, le=100_000)
     """Passes over the training tasks."""
     max_steps: PositiveInt | None = None
     """Stop after this many steps (null: run all epochs)."""
-    train_batch_size: PositiveInt = 64
+    train_batch_size: PositiveInt = Field(64, le=MAX_BATCH)
     """Tasks per step (each sampled `rollout.n_samples_per_prompt` times)."""
-    policy_mini_batch_size: PositiveInt = 16
+    policy_mini_batch_size: PositiveInt = Field(16, le=MAX_BATCH)
     """Tasks per optimizer step; must divide `train_batch_size`."""
-    micro_train_batch_size_per_gpu: PositiveInt = 1
+    micro_train_batch_size_per_gpu: PositiveInt = Field(1, le=MAX_BATCH)
     """Sequences per forward/backward pass on one GPU (SkyRL backend)."""
-    eval_batch_size: PositiveInt = 32
+    eval_batch_size: PositiveInt = Field(32, le=MAX_BATCH)
     """Tasks per evaluation batch."""
     eval_interval: int = Field(3, ge=0)
     """Evaluate the test sets every this many steps and after the last step (0: only after the last step); both
@@ -255,17 +270,17 @@ class SkyRLBackend(Section):
 
     type: Literal["skyrl"] = "skyrl"
     """Selects this backend."""
-    num_nodes: PositiveInt = 1
+    num_nodes: PositiveInt = Field(1, le=1024)
     """Nodes for the policy."""
-    num_gpus_per_node: PositiveInt = 4
+    num_gpus_per_node: PositiveInt = Field(4, le=MAX_GPUS_PER_NODE)
     """GPUs per node for the policy."""
     strategy: Literal["fsdp", "megatron"] = "fsdp"
     """Trainer sharding strategy."""
     colocate_all: bool = True
     """Colocate the trainer and the inference engines on the same GPUs."""
-    num_inference_engines: PositiveInt = 4
+    num_inference_engines: PositiveInt = Field(4, le=1024 * MAX_GPUS_PER_NODE)
     """vLLM engines."""
-    inference_engine_tensor_parallel_size: PositiveInt = 1
+    inference_engine_tensor_parallel_size: PositiveInt = Field(1, le=MAX_GPUS_PER_NODE)
     """Tensor-parallel size of each vLLM engine."""
     gpu_memory_utilization: float = Field(0.8, gt=0.0, le=1.0)
     """Fraction of GPU memory vLLM may take."""
@@ -295,7 +310,7 @@ class TinkerBackend(Section):
     """Environment variable holding the API key (a local server accepts any `tml-` key)."""
     loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
     """Tinker loss for the GRPO update."""
-    lora_rank: PositiveInt = 8
+    lora_rank: PositiveInt = Field(8, le=1024)
     """LoRA rank of the trained adapter."""
 
 
