@@ -86,7 +86,9 @@ def _ks(groups: list[dict[str, Any]]) -> list[str]:
 
 
 def report_table(report: dict[str, Any]) -> Any:
-    """A rich `Table` of one evaluation: a row per test set, and ``overall`` when there are several."""
+    """A rich `Table` of one evaluation: a row per figure (pass^k last), a column per test set and ``overall``
+    when there are several, so it stays readable in an 80-column terminal (a column per figure did not: its
+    headers were cut to "epis…")."""
     from rich.table import Table
 
     groups = dict(report["by_test_set"])
@@ -94,13 +96,13 @@ def report_table(report: dict[str, Any]) -> Any:
         groups["overall"] = report["overall"]
     ks = _ks(list(groups.values()))
     table = Table(title=f"{report['spec']} · {report['policy']} · {report['samples_per_task']} sample(s) per task")
-    table.add_column("test set")
-    for _, title, _ in SHOWN:
-        table.add_column(title, justify="right")
-    for k in ks:
-        table.add_column(f"pass^{k}", justify="right")
-    for name, values in groups.items():
-        table.add_row(name, *_row(values, ks))
+    table.add_column("figure", no_wrap=True)
+    for name in groups:
+        table.add_column(name, justify="right", no_wrap=True)
+    rows = [_row(values, ks) for values in groups.values()]
+    titles = [title for _, title, _ in SHOWN] + [f"pass^{k}" for k in ks]
+    for index, title in enumerate(titles):
+        table.add_row(title, *(row[index] for row in rows))
     return table
 
 
@@ -160,6 +162,9 @@ def _axes_for(reports: list[dict[str, Any]], path: Path, title: str) -> None:
     from matplotlib.ticker import MaxNLocator
 
     curves.xaxis.set_major_locator(MaxNLocator(integer=True))
+    top_k = max((int(k) for report in reports for group in report["by_test_set"].values() for k in group.get("pass^k", {})),
+                default=1)
+    curves.set_xlim(0.5, top_k + 0.5)  # whole k only: with k = 1 alone matplotlib spanned 0.945-1.05
     curves.set_xlabel("k")
     curves.set_ylabel("pass^k")
     curves.set_ylim(0, 1)

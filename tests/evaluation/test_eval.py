@@ -176,3 +176,29 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     compared = ctu("compare", str(out), str(other / "eval.json"), "--plot", "both.png")
     assert compared.returncode == 0, compared.stderr
     assert "endpoint-gold" in compared.stdout and "other" in compared.stdout and (tmp_path / "both.png").exists()
+
+
+def test_the_eval_table_reads_in_80_columns_and_the_pass_k_axis_is_whole_numbers(tmp_path: Path, monkeypatch):
+    from rich.console import Console
+
+    from ctu.evaluation.report import plot_report, report_table
+
+    report = {"spec": "retail_8b_taxonomy", "policy": "http://127.0.0.1:8000/v1", "samples_per_task": 1,
+              "by_test_set": {name: {"episodes": 40, "infra_errors": 0, "average_reward": 0.25, "success_rate": 0.25,
+                                     "tool_error_rate": 0.1, "parse_failure_rate": 0.0, "turns_per_episode": 7.5,
+                                     "policy_tokens_per_episode": 812, "pass^k": {"1": 0.25}}
+                              for name in ("retail", "airline", "telecom")}}
+    report["overall"] = report["by_test_set"]["retail"]
+    console = Console(width=80, record=True)
+    console.print(report_table(report))
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    for cell in ("episodes", "parse failures/turn", "tokens/episode", "pass^1", "telecom", "overall", "0.250"):
+        assert cell in text
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(plt, "close", lambda figure: None)  # keep the figure to read its axes
+    plot_report(report, tmp_path / "eval.png")
+    assert (tmp_path / "eval.png").stat().st_size > 0
+    assert plt.gcf().axes[1].get_xlim() == (0.5, 1.5)  # k = 1 alone, centred; not 0.945-1.05
+    plt.close("all")
