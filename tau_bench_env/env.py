@@ -67,7 +67,7 @@ class TauBenchEnv(BaseTextEnv):
     Args:
         env_config: the run's `EnvSetup`.
         extras: the dataset row's extras: ``domain`` (a registered domain name), ``task_id``, optionally
-            ``domain_params`` (a mapping); also accepted under ``extra_info``.
+            ``domain_params`` (a mapping, or its JSON as parquet rows carry it); also accepted under ``extra_info``.
 
     Raises:
         TypeError: `env_config` is not an `EnvSetup`.
@@ -84,7 +84,8 @@ class TauBenchEnv(BaseTextEnv):
         if "domain" not in extras or "task_id" not in extras:
             raise KeyError("TauBenchEnv needs extras with `domain` and `task_id` (see `ctu data prepare`)")
         params = extras.get("domain_params") or {}
-        domain = shared_domain(str(extras["domain"]), json.dumps(dict(params), sort_keys=True))
+        params = json.loads(params) if isinstance(params, str) else dict(params)  # parquet rows carry it as JSON
+        domain = shared_domain(str(extras["domain"]), json.dumps(params, sort_keys=True))
         task = domain.task(str(extras["task_id"]))
         self.setup = setup
         self.episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config)

@@ -32,7 +32,7 @@ def test_the_trackers_project_says_when_training_had_judge_feedback(minimal):
     minimal["tracking"] = {"project": "tau"}
     assert build_components(spec_from_dict(minimal).spec).project == "tau"
     minimal["judge"] = {"type": "rule_taxonomy"}
-    minimal["rewards"] = ["tau_outcome", {"type": "taxonomy_feedback", "weight": 0.1}, {"type": "taxonomy_feedback"}]
+    minimal["rewards"] = ["tau_outcome", {"type": "taxonomy_feedback", "weight": 0.1}, {"type": "taxonomy_feedback", "weight": 0.2}]
     assert build_components(spec_from_dict(minimal).spec).project == "tau_with_taxonomy_feedback"
 
 

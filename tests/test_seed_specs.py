@@ -30,6 +30,7 @@ COMMON: dict[str, Any] = {
     "trainer.epochs": 100,  # EPOCHS=100 in every script
     "trainer.micro_train_batch_size_per_gpu": 1,
     "trainer.max_ckpts_to_keep": 3,
+    "trainer.hf_save_interval": 20,
     "trainer.optimizer.weight_decay": 0.05,
     "trainer.optimizer.max_grad_norm": 0.5,
     "algorithm.advantage_estimator": "grpo",

@@ -42,8 +42,9 @@ class PolicyChoice:
         model: the model name sent to `endpoint`.
         api_key_env: environment variable holding the endpoint's API key (None: no key).
         checkpoint: a Tinker checkpoint path (``tinker://...``) of the spec's base model.
-        run_dir: a ctu run directory on the Tinker backend; its checkpoint of `step` (default the newest).
-        step: with `run_dir`, the step whose checkpoint to evaluate.
+        run_dir: a ctu run directory: on the Tinker backend its checkpoint of `step`, on the skyrl backend its
+            Hugging Face export of `step` (default: the newest).
+        step: with `run_dir`, the step whose checkpoint or export to evaluate.
     """
 
     endpoint: str | None = None
@@ -80,18 +81,31 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-") or "policy"
 
 
+def is_skyrl_run(run_dir: Path) -> bool:
+    """Whether `run_dir` is a run of the skyrl backend (its ``state.json`` says so)."""
+    state = Path(run_dir) / "state.json"
+    return state.exists() and json.loads(state.read_text()).get("backend") == "skyrl"
+
+
 def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]:
-    """``(step, path)`` of a Tinker run directory's checkpoint of `step` (default: the newest), from its
-    ``checkpoints/step_NNNNNN.json`` records.
+    """``(step, path)`` of a run directory's policy of `step` (default: the newest): a Tinker run's checkpoint,
+    from its ``checkpoints/step_NNNNNN.json`` records, or a SkyRL run's Hugging Face export
+    (``exports/global_step_N/policy``, a local folder).
 
     Raises:
-        EvalError: the folder has no such checkpoint (or is no Tinker run directory).
+        EvalError: the folder has no such checkpoint or export (or is no run directory).
     """
-    records = sorted(Path(run_dir).glob("checkpoints/step_*.json"))
-    if not records:
-        raise EvalError(f"{run_dir} holds no Tinker checkpoint (checkpoints/step_*.json); is it a run directory of "
-                        "the tinker backend?")
-    by_step = {int(record["step"]): record["path"] for record in (json.loads(p.read_text()) for p in records)}
+    if is_skyrl_run(run_dir):
+        by_step = {int(folder.parent.name.removeprefix("global_step_")): str(folder.absolute())
+                   for folder in Path(run_dir).glob("exports/global_step_*/policy") if (folder / "config.json").exists()}
+        if not by_step:
+            raise EvalError(f"{run_dir} holds no Hugging Face export (exports/global_step_N/policy); SkyRL writes one "
+                            "every trainer.hf_save_interval steps and after the last step")
+    else:
+        records = sorted(Path(run_dir).glob("checkpoints/step_*.json"))
+        if not records:
+            raise EvalError(f"{run_dir} holds no Tinker checkpoint (checkpoints/step_*.json); is it a run directory?")
+        by_step = {int(record["step"]): record["path"] for record in (json.loads(p.read_text()) for p in records)}
     chosen = max(by_step) if step is None else step
     if chosen not in by_step:
         raise EvalError(f"{run_dir} has no checkpoint of step {step}; it has steps {', '.join(map(str, sorted(by_step)))}")
@@ -119,6 +133,14 @@ async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> Async
 
     choice.check()
     model_path = await asyncio.to_thread(resolve, spec.model.path)
+    checkpoint = choice.checkpoint
+    server_folder = Path(work_dir) / "tinker"
+    if choice.run_dir is not None:
+        _, found = latest_checkpoint(choice.run_dir, choice.step)
+        if is_skyrl_run(choice.run_dir):  # an HF export: served as the base model of a local Tinker server
+            model_path = found
+        else:
+            checkpoint, server_folder = found, Path(choice.run_dir) / "tinker"
     tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_path)
     if choice.endpoint is not None:
         from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
@@ -136,11 +158,6 @@ async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> Async
     from ctu.runners.tinker.sampler import TinkerSampler
 
     backend = spec.backend if isinstance(spec.backend, TinkerBackend) else None
-    checkpoint = choice.checkpoint
-    server_folder = Path(work_dir) / "tinker"
-    if choice.run_dir is not None:
-        _, checkpoint = latest_checkpoint(choice.run_dir, choice.step)
-        server_folder = Path(choice.run_dir) / "tinker"
     async with _tinker_url(backend, model_path, server_folder) as base_url:
         api_key = os.environ.get(backend.api_key_env, "") if backend is not None and backend.api_key_env else ""
         service = tinker.ServiceClient(base_url=base_url, api_key=api_key or "tml-local")

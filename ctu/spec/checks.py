@@ -51,9 +51,10 @@ def check_batch_sizes(spec: Spec) -> Iterator[SpecIssue]:
 
 
 def check_listed_once(spec: Spec) -> Iterator[SpecIssue]:
-    """A reward, a tracker or a training source listed twice: the reward would count twice, the tracker write
-    every line twice, the tasks train twice as often as the others."""
-    lists = (("rewards", [reward.type for reward in spec.rewards]),
+    """A reward listed twice with the same params (it would count twice; the same kind with other params, e.g.
+    taxonomy feedback from two judges, is fine), a tracker kind listed twice (every line written twice), or a
+    domain's split listed twice for training (its tasks trained twice as often as the others)."""
+    lists = (("rewards", [(reward.type, reward.params.model_dump_json()) for reward in spec.rewards]),
              ("tracking.trackers", [tracker.type for tracker in spec.tracking.trackers]),
              ("data.train", [(source.domain.type, source.domain.params.model_dump_json(), source.split)
                              for source in spec.data.train]))
@@ -61,7 +62,8 @@ def check_listed_once(spec: Spec) -> Iterator[SpecIssue]:
         for index, key in enumerate(keys):
             if key in keys[:index]:
                 first = keys.index(key)
-                name = key[0] + f" split {key[2]!r}" if isinstance(key, tuple) else repr(key)
+                name = (f"{key[0]} split {key[2]!r}" if path == "data.train" else f"{key[0]!r} with the same params"
+                        if path == "rewards" else repr(key))
                 yield SpecIssue(f"{path}.{index}", f"{name} is already {path}.{first}: list it once (merge their params)")
 
 
@@ -157,10 +159,19 @@ def check_judges(spec: Spec) -> Iterator[SpecIssue]:
 
 
 def check_domains(spec: Spec) -> Iterator[SpecIssue]:
-    """Every training and test source names a split its domain offers."""
+    """Every training and test source names a split its domain offers; task files (`tasks_file`, `split_file`)
+    exist, are JSON of tau2's shapes, and hold the split (`ctu.spec.schedule.task_file_ids`)."""
+    from ctu.spec.schedule import TaskFileError, task_file_ids
+
     sources = [(f"data.train.{i}", source) for i, source in enumerate(spec.data.train)]
     sources += [(f"data.test_sets.{name}", source) for name, source in spec.data.test_sets.items()]
     for path, source in sources:
+        if getattr(source.domain.params, "tasks_file", None) is not None or getattr(source.domain.params, "split_file", None) is not None:
+            try:
+                task_file_ids(source.domain.params, source.split)
+            except TaskFileError as error:
+                yield SpecIssue(f"{path}.{error.where}", str(error))
+            continue
         splits = getattr(registry.domains.get(source.domain.type).factory, "splits", ())
         if splits and source.split not in splits:
             yield SpecIssue(
@@ -222,6 +233,26 @@ def check_schedule(spec: Spec) -> Iterator[SpecIssue]:
             "trainer.train_batch_size",
             f"{plan.train_tasks} training tasks at {plan.batch_size} a step: the last {plan.dropped_per_epoch} of each "
             f"epoch's shuffled order are left out (drop_last); a batch size dividing {plan.train_tasks} uses them all",
+        )
+
+
+def check_exports(spec: Spec) -> Iterator[SpecIssue]:
+    """Warn when SkyRL's rule of exporting the policy at every epoch's end (besides every `hf_save_interval`
+    steps) makes many more exports than the interval says: each is a full model (16 GB for an 8B one in bf16)."""
+    from ctu.spec.schedule import schedule
+
+    plan = schedule(spec)
+    interval = spec.trainer.hf_save_interval or plan.total_steps if plan else 0
+    if not isinstance(spec.backend, SkyRLBackend) or plan is None or not plan.steps_per_epoch:
+        return
+    exports = len({step for step in range(1, plan.total_steps + 1)
+                   if step % plan.steps_per_epoch == 0 or step % interval == 0 or step == plan.total_steps})
+    if exports > 2 * (plan.total_steps // interval + 1):
+        yield SpecIssue(
+            "trainer.hf_save_interval",
+            f"SkyRL exports the policy at every epoch's end too: {plan.steps_per_epoch} GRPO step(s) an epoch here, so "
+            f"{exports} full-model exports in {plan.total_steps} steps, not {plan.total_steps // interval + 1}; "
+            "fewer, longer epochs (a larger task set per epoch) mean fewer exports",
         )
 
 
@@ -329,7 +360,8 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_listed_once,
     check_output_dir,
 )
-WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets)
+WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
+                                     check_exports)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:

@@ -11,16 +11,67 @@ and steps its optimizer once a GRPO step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ctu.spec.models import DatasetSource, SkyRLBackend, Spec
 
 
+class TaskFileError(ValueError):
+    """A task file or split file that cannot serve a data source; `where` is the domain param at fault."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def task_file_ids(params: Any, split: str) -> list[str]:
+    """The task ids of `split` in a tau2 domain's task files (`tasks_file`, `split_file` of
+    `tau_bench_env.domains.TaskSetParams`), in the tasks file's order, read as JSON without tau2.
+
+    Raises:
+        TaskFileError: a file is missing or not of tau2's shape, a split file without a tasks file, or no such
+            split.
+    """
+    import json
+    from pathlib import Path
+
+    def read(name: str) -> Any:
+        path = getattr(params, name)
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise TaskFileError(f"domain.{name}", f"cannot read {path!r}: {error}") from None
+
+    if params.tasks_file is None:
+        raise TaskFileError("domain.split_file", "a split file needs its tasks_file")
+    tasks = read("tasks_file")
+    if not isinstance(tasks, list) or not all(isinstance(task, dict) and "id" in task for task in tasks):
+        raise TaskFileError("domain.tasks_file", f"{params.tasks_file!r} is not a JSON list of tau2 tasks (objects with an `id`)")
+    ids = [str(task["id"]) for task in tasks]
+    splits = read("split_file") if params.split_file is not None else {}
+    if not isinstance(splits, dict) or not all(isinstance(v, list) for v in splits.values()):
+        raise TaskFileError("domain.split_file", f"{params.split_file!r} is not a JSON mapping of split name to task ids")
+    if split == "base" and split not in splits:
+        return ids
+    if params.split_file is None:
+        raise TaskFileError("split", f"without a split_file the only split is 'base' (every task of {params.tasks_file!r})")
+    if split not in splits:
+        raise TaskFileError("split", f"{params.split_file!r} has no split {split!r}; its splits: {', '.join(splits)}")
+    wanted = {str(task_id) for task_id in splits[split]}
+    return [task_id for task_id in ids if task_id in wanted]
+
+
 def source_task_ids(source: DatasetSource) -> list[str] | None:
-    """The task ids `source` uses (tau2's order, cut at `max_tasks`), or None when they are not known without
-    loading its domain (a custom domain, or a built-in one with params)."""
+    """The task ids `source` uses (tau2's order, or its task files', cut at `max_tasks`), or None when they are
+    not known without loading its domain (a custom domain, or a built-in one with other params)."""
     from tau_bench_env.gold_limits import gold_limits
 
     params = source.domain.params
+    if getattr(params, "tasks_file", None) is not None:
+        try:
+            return task_file_ids(params, source.split)[: source.max_tasks]
+        except TaskFileError:
+            return None
     if params.model_dump() != type(params)().model_dump():
         return None
     data = gold_limits().get(source.domain.type)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +85,18 @@ def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
         "eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
     assert weight_loads(run) == 3  # vLLM reloaded the initial weights, then those after each step
+    # Hugging Face exports: after the last step (ctu's hf_save_interval 0), and at each epoch's end (SkyRL's rule;
+    # an epoch is one step here); loadable by transformers, and `ctu eval --run-dir` evaluates the newest
+    exports = sorted((run / "exports").glob("global_step_*/policy"))
+    assert [p.parent.name for p in exports] == ["global_step_1", "global_step_2"]
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(exports[-1]).config.model_type == "qwen3"
+    evaluated = subprocess.run([sys.executable, "-m", "ctu.cli", "eval", "--run-dir", str(run), "--limit", "1", "--no-progress"],
+                               cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
+    report = json.loads((run / "eval" / "run-step2" / "eval.json").read_text())
+    assert report["policy"] == "run-step2" and report["overall"]["episodes"] == 1
 
 
 def test_native_tool_calling_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(cluster: str, tmp_path: Path):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctu.registry import ComponentParams, NoParams, registry
+from ctu.registry import ComponentParams, registry
 from tau_bench_env import domains as environment_domains
 
 
@@ -37,8 +37,14 @@ class Domain(environment_domains.Domain):
         pass
 
 
+class TaskSetParams(ComponentParams, environment_domains.TaskSetParams):
+    """tau2's domains' params as a spec sets them (`tau_bench_env.domains.TaskSetParams`): `tasks_file` and
+    `split_file` name a task set in tau2's format, e.g. `{domain: {type: retail, tasks_file: tasks.json,
+    split_file: split_tasks.json}, split: train}`."""
+
+
 for _name, _domain in environment_domains.TAU2_DOMAINS.items():
-    registry.domains.register(_name, params=NoParams)(_domain)
+    registry.domains.register(_name, params=TaskSetParams)(_domain)
 
 
 def build_domain(name: str, params: dict[str, Any]) -> environment_domains.Domain:

@@ -81,6 +81,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         "trainer.resume_mode": "latest" if resume else "none",
         "trainer.ckpt_interval": trainer.ckpt_interval or NEVER,
         "trainer.max_ckpts_to_keep": trainer.max_ckpts_to_keep,
+        "trainer.hf_save_interval": trainer.hf_save_interval or NEVER,  # > 0: SkyRL exports after the last step
         "trainer.max_prompt_length": spec.model.max_model_len,
         "trainer.algorithm.advantage_estimator": algorithm.advantage_estimator,
         "trainer.algorithm.grpo_norm_by_std": algorithm.norm_adv_by_std,
