@@ -1,7 +1,7 @@
 """One naming scheme for every metric ctu logs: ``<area>/<name>``.
 
 Areas: `generation` (rollout outcomes), `reward` (the reward chain), `environment` (episodes), `judge`, `user`,
-`timing`, `train`, `eval`, and ``test-<name>`` for each named test set. Every metric name ctu emits is built
+`timing`, `train`, `eval`, ``test-<name>`` for each named test set and `validation` for the validation set. Every metric name ctu emits is built
 by the functions here.
 """
 
@@ -27,9 +27,14 @@ def metric(area: str, name: str) -> str:
     return f"{area}/{name}"
 
 
+VALIDATION = "validation"
+"""The name the validation set (`data.validation`) is evaluated under, and its metrics' area."""
+
+
 def area_of_test_set(test_set: str) -> str:
-    """The area of a named test set: ``test-<name>``."""
-    return f"test-{test_set}"
+    """The area of an evaluation set: ``test-<name>`` for a named test set, ``validation`` for the validation set
+    (`VALIDATION`)."""
+    return VALIDATION if test_set == VALIDATION else f"test-{test_set}"
 
 
 def mean(values: Iterable[float]) -> float:

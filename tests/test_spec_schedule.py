@@ -64,3 +64,14 @@ def test_explain_prints_the_schedule():
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1].startswith("# schedule: 74 training tasks at 32 a step: 2 GRPO step(s) per epoch")
     assert "800 optimizer steps, the first 100 warming up" in out.stdout
+
+
+def test_a_validation_set_is_warned_when_it_shares_tasks_with_training_or_a_test_set():
+    on_train = load_spec(SPEC, ["data.validation={domain: retail, split: train, max_tasks: 5}"])
+    assert [w.message for w in on_train.warnings if w.path == "data.validation" and "also training tasks" in w.message]
+    on_test = load_spec(SPEC, ["data.validation={domain: retail, split: test, max_tasks: 5}"])
+    assert [w.message for w in on_test.warnings if w.path == "data.validation" and "test set 'retail'" in w.message]
+    held_out = load_spec(SPEC, ["data.validation={domain: airline, split: train, max_tasks: 5}"])
+    assert not [w for w in held_out.warnings if w.path == "data.validation"]
+    with pytest.raises(SpecError, match="the validation set's name"):
+        load_spec(SPEC, ["data.test_sets.validation={domain: airline, split: test}"])

@@ -42,5 +42,5 @@ def train_rows(spec: Spec) -> list[TaskRow]:
 
 
 def test_rows(spec: Spec) -> dict[str, list[TaskRow]]:
-    """Each named test set's rows."""
-    return {name: source_rows(source, name) for name, source in spec.data.test_sets.items()}
+    """The rows of each evaluation set (the validation set, then the named test sets; `Data.evaluation_sets`)."""
+    return {name: source_rows(source, name) for name, source in spec.data.evaluation_sets().items()}

@@ -270,30 +270,50 @@ def check_batch_fits(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
-def check_test_sets(spec: Spec) -> Iterator[SpecIssue]:
-    """Warn when a test set shares tasks with the training set: its scores then measure recall, not
-    generalisation. Task ids are compared where `ctu.spec.schedule.source_task_ids` knows them; otherwise two
-    sources of the same domain, params and split overlap."""
+def check_validation_name(spec: Spec) -> Iterator[SpecIssue]:
+    """No test set is named ``validation``: the validation set (`data.validation`) is evaluated under that name."""
+    if "validation" in spec.data.test_sets:
+        yield SpecIssue("data.test_sets.validation", "`validation` is the validation set's name (data.validation); "
+                                                     "name this test set otherwise")
+
+
+def _shared_tasks(first, second) -> int:
+    """How many tasks two data sources share: by task id where `ctu.spec.schedule.source_task_ids` knows them;
+    otherwise sources of the same domain, params and split share at least one."""
     from ctu.spec.schedule import source_task_ids
 
     def key(source) -> tuple[str, str]:
         return source.domain.type, source.domain.params.model_dump_json()
 
-    for name, test in spec.data.test_sets.items():
-        test_ids = source_task_ids(test)
-        for index, train in enumerate(spec.data.train):
-            if key(train) != key(test):
-                continue
-            train_ids = source_task_ids(train)
-            if test_ids is not None and train_ids is not None:
-                shared = len(set(test_ids) & set(train_ids))
-            else:
-                shared = min(test.max_tasks or 1, train.max_tasks or 1) if train.split == test.split else 0
-            if shared:
+    if key(first) != key(second):
+        return 0
+    first_ids, second_ids = source_task_ids(first), source_task_ids(second)
+    if first_ids is not None and second_ids is not None:
+        return len(set(first_ids) & set(second_ids))
+    return min(first.max_tasks or 1, second.max_tasks or 1) if first.split == second.split else 0
+
+
+def check_test_sets(spec: Spec) -> Iterator[SpecIssue]:
+    """Warn when an evaluation set shares tasks with the training set (its scores then measure recall of trained
+    tasks, not generalisation), or the validation set with a test set (the step chosen on it would be chosen on
+    the test set)."""
+    data = spec.data
+    for name, held_out in data.evaluation_sets().items():
+        path = "data.validation" if held_out is data.validation else f"data.test_sets.{name}"
+        for index, train in enumerate(data.train):
+            if shared := _shared_tasks(held_out, train):
                 yield SpecIssue(
-                    f"data.test_sets.{name}",
+                    path,
                     f"{shared} of its tasks are also training tasks (data.train.{index}: {train.domain.type}, split "
-                    f"{train.split!r}): its scores measure recall of trained tasks; test on a held-out split",
+                    f"{train.split!r}): its scores measure recall of trained tasks; evaluate on a held-out split",
+                )
+    if data.validation is not None:
+        for name, test in data.test_sets.items():
+            if shared := _shared_tasks(data.validation, test):
+                yield SpecIssue(
+                    "data.validation",
+                    f"{shared} of its tasks are also in test set {name!r}: the best step would be chosen on the test "
+                    "set; validate on tasks the test sets do not hold",
                 )
 
 
@@ -359,6 +379,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_batch_fits,
     check_listed_once,
     check_output_dir,
+    check_validation_name,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
                                      check_exports)

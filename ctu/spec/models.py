@@ -103,8 +103,19 @@ class Data(Section):
     """Training tasks: one entry per domain and split; their tasks are pooled and shuffled."""
     test_sets: dict[str, DatasetSource] = {}
     """Named test sets, each logged as `test-<name>/average_reward`, `test-<name>/success_rate` and pass^k."""
+    validation: DatasetSource | None = None
+    """A validation set, distinct from the test sets: evaluated with them at every evaluation, logged as
+    `validation/average_reward`, `validation/success_rate` and pass^k, and the one the run chooses its best step
+    on (`best_validation.json` in the run directory: the step with the highest validation success rate, ties to
+    the earlier); the test sets are only reported. `ctu validate` warns when it shares tasks with the training or
+    a test set."""
     shuffle: bool = True
     """Shuffle the training tasks each epoch (seeded by `experiment.seed`)."""
+
+    def evaluation_sets(self) -> dict[str, DatasetSource]:
+        """What every evaluation during training runs, by the name its metrics carry: the validation set as
+        ``validation`` (`ctu.metrics.VALIDATION`), then the test sets."""
+        return {**({"validation": self.validation} if self.validation is not None else {}), **self.test_sets}
 
 
 class Environment(Section):

@@ -93,3 +93,19 @@ def test_trajectory_logs_every_evaluation_and_a_sample_of_training(tmp_path: Pat
     assert len(again.read_text().splitlines()) == 2
     evaluation = [json.loads(line) for line in (tmp_path / "trajectories" / "eval_step000000.jsonl").read_text().splitlines()]
     assert [line["task_id"] for line in evaluation] == ["0", "1", "2", "3", "4"]
+
+
+def test_the_best_validation_step_is_kept_ties_to_the_earlier_and_across_a_resume(tmp_path):
+    from ctu.components.trackers.combined import BEST_VALIDATION
+
+    trackers = Trackers([])
+    trackers.start(tmp_path, "run", "project", {})
+    trackers.log({"test-retail/success_rate": 1.0}, 0)  # a test set never chooses
+    assert not (tmp_path / BEST_VALIDATION).exists()
+    for step, rate in ((0, 0.25), (3, 0.5), (6, 0.5), (9, 0.0)):
+        trackers.log({"validation/success_rate": rate, "validation/average_reward": rate + 0.1}, step)
+    assert json.loads((tmp_path / BEST_VALIDATION).read_text()) == {"step": 3, "success_rate": 0.5, "average_reward": 0.6}
+    resumed = Trackers([])
+    resumed.start(tmp_path, "run", "project", {}, resume_step=9)
+    resumed.log({"validation/success_rate": 0.5}, 12)
+    assert json.loads((tmp_path / BEST_VALIDATION).read_text())["step"] == 3

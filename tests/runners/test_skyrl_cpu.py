@@ -57,8 +57,10 @@ SAMPLING_8B = ["rollout.temperature=0.85", f"rollout.top_p={TOP_P}"]
 
 
 def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
-    """At the 8B spec's temperature and top_p, with the KL loss against the reference model."""
-    result = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true", cluster=cluster)
+    """At the 8B spec's temperature and top_p, with the KL loss against the reference model, and a validation set
+    besides the test set."""
+    result = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true",
+                              "data.validation={domain: airline, split: train, max_tasks: 1}", cluster=cluster)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
@@ -69,6 +71,8 @@ def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight
     for line in (lines[0], lines[2]):  # evaluation before training and after the last step
         assert {"test-retail/average_reward", "test-retail/success_rate", "test-retail/pass^1"} <= set(line)
         assert line["test-retail/num_episodes"] == 2.0
+        assert line["validation/num_episodes"] == 1.0 and "validation/success_rate" in line  # its own area
+    assert json.loads((run / "best_validation.json").read_text())["step"] in (0, 2)
     for line in lines[1:]:
         # what the trainer computed for the sampled tokens agrees with what vLLM reported: vLLM's processed logprobs
         # are of the distribution it sampled from (temperature, then the top_p nucleus renormalised), the trainer's

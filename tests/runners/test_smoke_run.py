@@ -36,10 +36,14 @@ def trajectories(run: Path, name: str) -> list[dict]:
     return [json.loads(line) for line in (run / "trajectories" / name).read_text().splitlines()]
 
 
+VALIDATION = "data.validation={domain: airline, split: train, max_tasks: 1}"
+"""The main job with a validation set of its own (one airline training task: a domain training never sees)."""
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("runs")
-    result = ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}")
+    result = ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", VALIDATION)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return out / "smoke"
 
@@ -60,6 +64,11 @@ def test_metrics_show_both_steps_nonzero_advantages_and_both_evaluations(smoke_r
     assert [line["step"] for line in lines] == [0, 1, 2]
     for line in (lines[0], lines[2]):
         assert "test-retail/average_reward" in line and "test-retail/success_rate" in line and "test-retail/pass^1" in line
+        assert line["validation/num_episodes"] == 1.0 and "validation/success_rate" in line
+    best = json.loads((smoke_run / "best_validation.json").read_text())  # the first of the best evaluated steps
+    rates = {line["step"]: line["validation/success_rate"] for line in (lines[0], lines[2])}
+    assert best["step"] == min(step for step, rate in rates.items() if rate == max(rates.values()))
+    assert best["success_rate"] == max(rates.values())
     assert all(line["train/groups"] == 4 for line in lines[1:])
     assert any(line["train/groups_with_nonzero_advantage"] > 0 for line in lines[1:])
     assert any(line["train/optimizer_steps"] == 1 for line in lines[1:])

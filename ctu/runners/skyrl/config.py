@@ -48,7 +48,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
     template = components.chat_template
     overrides: dict[str, Any] = {
         "data.train_data": [str(data_dir / "train.parquet")],
-        "data.val_data": [str(data_dir / f"test_{name}.parquet") for name in spec.data.test_sets],
+        "data.val_data": [str(data_dir / f"test_{name}.parquet") for name in spec.data.evaluation_sets()],
         "environment.env_class": "tau_bench",
         "trainer.policy.model.path": local_path(spec.model.path),
         "trainer.ref.model.path": local_path(spec.model.reference_path or spec.model.path),
@@ -168,8 +168,9 @@ def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:
 
 
 def prepare_data(spec: Spec, data_dir: Path) -> None:
-    """Write `train.parquet` (every training source) and `test_<name>.parquet` (each test set, `data_source`
-    set to the test set's name) for SkyRL's dataset loader."""
+    """Write `train.parquet` (every training source) and `test_<name>.parquet` (each evaluation set: the
+    validation set as `test_validation.parquet`, and each test set; `data_source` set to the set's name) for
+    SkyRL's dataset loader."""
     from tau_bench_env.data import dataset_rows, write_rows
 
     def rows(source: Any, data_source: str | None = None) -> list[dict[str, Any]]:
@@ -177,7 +178,7 @@ def prepare_data(spec: Spec, data_dir: Path) -> None:
         return dataset_rows(source.domain.type, source.split, source.max_tasks, data_source, params)
 
     write_rows([row for source in spec.data.train for row in rows(source)], data_dir / "train.parquet")
-    for name, source in spec.data.test_sets.items():
+    for name, source in spec.data.evaluation_sets().items():
         write_rows(rows(source, name), data_dir / f"test_{name}.parquet")
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctu.composition import build_components
-from ctu.metrics import EVAL, TIMING, TRAIN, evaluation_metrics, metric
+from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir
@@ -205,6 +205,7 @@ class TinkerRunner:
         samples = self.spec.rollout.eval_n_samples_per_prompt
         metrics: dict[str, float] = {}
         all_records: list[Any] = []
+        episodes = 0
         for name, rows in tests.items():
             records: list[Any] = []
             for start in range(0, len(rows), self.spec.trainer.eval_batch_size):
@@ -212,9 +213,11 @@ class TinkerRunner:
                 await generator.generate(generator_input(chunk, samples, "eval", step))
                 records += generator.last_records
             metrics.update(evaluation_metrics(name, records, samples))
-            all_records += records
-        metrics.update(evaluation_metrics("all", all_records, samples) if len(tests) > 1 else {})
-        metrics[metric(EVAL, "num_episodes")] = float(len(all_records))
+            episodes += len(records)
+            if name != VALIDATION:  # `test-all` pools the test sets only
+                all_records += records
+        metrics.update(evaluation_metrics("all", all_records, samples) if len(set(tests) - {VALIDATION}) > 1 else {})
+        metrics[metric(EVAL, "num_episodes")] = float(episodes)
         return metrics
 
     async def _train_step(self, generator: Any, training: Any, rows: list[TaskRow], step: int) -> dict[str, float]:
