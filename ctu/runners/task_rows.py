@@ -42,5 +42,11 @@ def train_rows(spec: Spec) -> list[TaskRow]:
 
 
 def test_rows(spec: Spec) -> dict[str, list[TaskRow]]:
-    """The rows of each evaluation set (the validation set, then the named test sets; `Data.evaluation_sets`)."""
+    """Each named test set's rows (what `ctu eval` reports)."""
+    return {name: source_rows(source, name) for name, source in spec.data.test_sets.items()}
+
+
+def evaluation_rows(spec: Spec) -> dict[str, list[TaskRow]]:
+    """The rows of every evaluation during training: the validation set's, then each test set's
+    (`Data.evaluation_sets`)."""
     return {name: source_rows(source, name) for name, source in spec.data.evaluation_sets().items()}

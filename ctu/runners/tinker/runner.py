@@ -29,7 +29,7 @@ from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, met
 from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir
-from ctu.runners.task_rows import TaskRow, test_rows, train_rows
+from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
 from ctu.spec.models import TinkerBackend
 
@@ -135,7 +135,7 @@ class TinkerRunner:
             tokenizer = AutoTokenizer.from_pretrained(model_path)
             plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
                             spec.data.shuffle, spec.trainer.max_steps)
-            tests = test_rows(spec)
+            tests = evaluation_rows(spec)
             components = build_components(spec)
             trackers = components.trackers
             trackers.start(self.run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
