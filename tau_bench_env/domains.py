@@ -258,6 +258,22 @@ class TaskSetParams(BaseModel):
     is every task of the file unless the mapping names it. null: only `base`."""
 
 
+def split_task_ids(task_ids: list[str], splits: dict[str, list[str]], split: str, where: str) -> list[str]:
+    """The ids of `split` among `task_ids` (a tasks file's, in its order), by `splits` (a split file's mapping;
+    empty without one): ``base`` is every task unless the mapping names it, as in tau2.
+
+    Raises:
+        ValueError: no such split (`where` names the file in the message).
+    """
+    if split == "base" and split not in splits:
+        return list(task_ids)
+    if split not in splits:
+        known = ", ".join(splits) if splits else "base (every task; no split file)"
+        raise ValueError(f"{where} has no split {split!r}; its splits: {known}")
+    wanted = {str(task_id) for task_id in splits[split]}
+    return [task_id for task_id in task_ids if task_id in wanted]
+
+
 def read_task_files(params: TaskSetParams, split: str) -> list[Task]:
     """The tasks of `split` from `params`' files, in the tasks file's order (as tau2 loads its own).
 
@@ -271,15 +287,9 @@ def read_task_files(params: TaskSetParams, split: str) -> list[Task]:
     from tau2.data_model.tasks import Task
 
     assert params.tasks_file is not None
-    tasks = [Task.model_validate(task) for task in json.loads(Path(params.tasks_file).read_text())]
+    tasks = {task.id: task for task in (Task.model_validate(task) for task in json.loads(Path(params.tasks_file).read_text()))}
     splits = json.loads(Path(params.split_file).read_text()) if params.split_file is not None else {}
-    if split == "base" and split not in splits:
-        return tasks
-    if split not in splits:
-        raise ValueError(f"{params.split_file or params.tasks_file} has no split {split!r}; its splits: "
-                         f"{', '.join(['base', *splits]) if params.split_file is None else ', '.join(splits)}")
-    wanted = set(splits[split])
-    return [task for task in tasks if task.id in wanted]
+    return [tasks[task_id] for task_id in split_task_ids(list(tasks), splits, split, params.split_file or params.tasks_file)]
 
 
 class Tau2Domain(Domain):

@@ -242,9 +242,9 @@ def check_exports(spec: Spec) -> Iterator[SpecIssue]:
     from ctu.spec.schedule import schedule
 
     plan = schedule(spec)
-    interval = spec.trainer.hf_save_interval or plan.total_steps if plan else 0
     if not isinstance(spec.backend, SkyRLBackend) or plan is None or not plan.steps_per_epoch:
         return
+    interval = spec.trainer.hf_save_interval or plan.total_steps
     exports = len({step for step in range(1, plan.total_steps + 1)
                    if step % plan.steps_per_epoch == 0 or step % interval == 0 or step == plan.total_steps})
     if exports > 2 * (plan.total_steps // interval + 1):

@@ -47,18 +47,15 @@ def task_file_ids(params: Any, split: str) -> list[str]:
     tasks = read("tasks_file")
     if not isinstance(tasks, list) or not all(isinstance(task, dict) and "id" in task for task in tasks):
         raise TaskFileError("domain.tasks_file", f"{params.tasks_file!r} is not a JSON list of tau2 tasks (objects with an `id`)")
-    ids = [str(task["id"]) for task in tasks]
+    from tau_bench_env.domains import split_task_ids
+
     splits = read("split_file") if params.split_file is not None else {}
     if not isinstance(splits, dict) or not all(isinstance(v, list) for v in splits.values()):
         raise TaskFileError("domain.split_file", f"{params.split_file!r} is not a JSON mapping of split name to task ids")
-    if split == "base" and split not in splits:
-        return ids
-    if params.split_file is None:
-        raise TaskFileError("split", f"without a split_file the only split is 'base' (every task of {params.tasks_file!r})")
-    if split not in splits:
-        raise TaskFileError("split", f"{params.split_file!r} has no split {split!r}; its splits: {', '.join(splits)}")
-    wanted = {str(task_id) for task_id in splits[split]}
-    return [task_id for task_id in ids if task_id in wanted]
+    try:
+        return split_task_ids([str(task["id"]) for task in tasks], splits, split, repr(params.split_file or params.tasks_file))
+    except ValueError as error:
+        raise TaskFileError("split", str(error)) from None
 
 
 def source_task_ids(source: DatasetSource) -> list[str] | None:
