@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
 from tau_bench_env.episode import EpisodeResult
 
 
@@ -41,3 +42,29 @@ class Judge(Protocol):
     async def judge(self, episode: JudgeInput) -> Verdict:
         """The verdict; never raises."""
         ...
+
+
+class EndpointJudge:
+    """Base of the LLM judges on an OpenAI-compatible endpoint: `judge` sends `prompt(episode)` as one user
+    message and reads the answer's text with `verdict`; a call that fails after the endpoint's retries is a
+    verdict with `error` set, never an exception. A subclass writes `prompt` and `verdict`."""
+
+    def __init__(self, params: OpenAIEndpointParams) -> None:
+        self.params = params
+        self.endpoint = ChatEndpoint(params)
+
+    def prompt(self, episode: JudgeInput) -> str:
+        """The request for `episode`."""
+        raise NotImplementedError
+
+    def verdict(self, text: str) -> Verdict:
+        """The verdict of the judge's answer `text`; a malformed one is a verdict with `error` set."""
+        raise NotImplementedError
+
+    async def judge(self, episode: JudgeInput) -> Verdict:
+        """The verdict on `episode`; never raises."""
+        try:
+            answer = await self.endpoint.complete([{"role": "user", "content": self.prompt(episode)}])
+        except EndpointError as exc:
+            return Verdict(None, error=str(exc))
+        return self.verdict(answer.content or "")

@@ -17,8 +17,8 @@ import re
 
 from pydantic import Field
 
-from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
-from ctu.components.judges.base import JudgeInput, Verdict
+from ctu.components.endpoint import OpenAIEndpointParams
+from ctu.components.judges.base import EndpointJudge, JudgeInput, Verdict
 from ctu.components.judges.taxonomy import transcript
 from ctu.registry import registry
 
@@ -78,7 +78,7 @@ def parse_mast_answer(text: str) -> dict[str, bool] | str:
 
 
 @registry.judges.register("mast")
-class MASTJudge:
+class MASTJudge(EndpointJudge):
     """An LLM on an OpenAI-compatible endpoint answers yes or no for each of MAST's 14 failure modes.
 
     The verdict's categories are the codes answered yes (``1.3``, ...; empty when none), its score
@@ -90,22 +90,16 @@ class MASTJudge:
         temperature: float = Field(1.0, ge=0.0, le=2.0)
         """Sampling temperature of the judge's model (CTU-Agent-v0's judge sampled at 1.0)."""
 
-    def __init__(self, params: Params) -> None:
-        self.params = params
-        self.endpoint = ChatEndpoint(params)
+    params: Params
 
     def prompt(self, episode: JudgeInput) -> str:
-        """The request for `episode`."""
+        """The request for `episode`: each mode with what the agent does in it, then the transcript."""
         modes = "\n".join(f"{code} {name}: the agent {what}" for code, (name, what) in MAST_FAILURE_MODES.items())
         return MAST_PROMPT.format(modes=modes, transcript=transcript(episode.result.conversation))
 
-    async def judge(self, episode: JudgeInput) -> Verdict:
-        """The MAST verdict; a failure is a verdict with `error` set, never an exception."""
-        try:
-            answer = await self.endpoint.complete([{"role": "user", "content": self.prompt(episode)}])
-        except EndpointError as exc:
-            return Verdict(None, error=str(exc))
-        text = answer.content or ""
+    def verdict(self, text: str) -> Verdict:
+        """The failure modes answered yes, scored 1 / failures; an answer without yes/no for every mode is a
+        verdict with `error` set."""
         parsed = parse_mast_answer(text)
         if isinstance(parsed, str):
             return Verdict(None, error=f"malformed judge answer: {parsed}: {text[:200]!r}")

@@ -10,8 +10,8 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
-from ctu.components.judges.base import JudgeInput, Verdict
+from ctu.components.endpoint import OpenAIEndpointParams
+from ctu.components.judges.base import EndpointJudge, JudgeInput, Verdict
 from ctu.components.parsers.jsonutil import iter_json_objects
 from ctu.errors import did_you_mean
 from ctu.registry import ComponentParams, registry
@@ -171,16 +171,14 @@ def transcript(conversation: list[dict[str, Any]]) -> str:
 
 
 @registry.judges.register("llm_taxonomy")
-class LLMTaxonomyJudge:
+class LLMTaxonomyJudge(EndpointJudge):
     """An LLM on an OpenAI-compatible endpoint classifies the agent's errors into the taxonomy; its JSON answer is
     validated, and a failed or malformed call gives no score (no bonus), counted in `judge/failures`."""
 
     class Params(OpenAIEndpointParams, TaxonomyParams):
         pass
 
-    def __init__(self, params: Params) -> None:
-        self.params = params
-        self.endpoint = ChatEndpoint(params)
+    params: Params
 
     def prompt(self, episode: JudgeInput) -> str:
         """The classification request for `episode`."""
@@ -189,13 +187,8 @@ class LLMTaxonomyJudge:
             categories=categories, no_error=NO_ERROR, transcript=transcript(episode.result.conversation)
         )
 
-    async def judge(self, episode: JudgeInput) -> Verdict:
-        """The LLM verdict; a failure is a verdict with `error` set, never an exception."""
-        try:
-            answer = await self.endpoint.complete([{"role": "user", "content": self.prompt(episode)}])
-        except EndpointError as exc:
-            return Verdict(None, error=str(exc))
-        text = answer.content or ""
+    def verdict(self, text: str) -> Verdict:
+        """The answer's JSON validated against the taxonomy; a malformed answer is a verdict with `error` set."""
         parsed = next((value for _, _, value in iter_json_objects(text) if isinstance(value, dict)), None)
         try:
             result = _Answer.model_validate(parsed)
