@@ -90,6 +90,14 @@ def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
         "eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
     assert weight_loads(run) == 3  # vLLM reloaded the initial weights, then those after each step
+    # colocated as the GPU specs are: SkyRL slept vLLM for each training phase and woke its weights, then its KV
+    # cache, around each weight sync (vLLM's CPU worker keeps the memory: the calls are SkyRL's real cycle)
+    (infra_log,) = (run / "logs").glob("infra-*.log")
+    calls = infra_log.read_text(errors="replace")
+    assert calls.count("POST /wake_up?tags=weights") == calls.count("POST /wake_up?tags=kv_cache") == 3
+    assert calls.count("POST /sleep") >= 3
+    # vLLM's own worker loaded each of them in place of the weights it served (its log line of every reload)
+    assert calls.count("Reloading and processing weights took") == 3
     # Hugging Face exports: after the last step (ctu's hf_save_interval 0), and at each epoch's end (SkyRL's rule;
     # an epoch is one step here); loadable by transformers, and `ctu eval --run-dir` evaluates the newest
     exports = sorted((run / "exports").glob("global_step_*/policy"))

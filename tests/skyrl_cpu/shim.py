@@ -15,8 +15,10 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -110,20 +112,25 @@ def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:
 
 
 def install_weight_sync(WorkerDispatch: type, export: Path) -> None:
-    """After each step the policy's weights reach every vLLM server SkyRL's client knows as Hugging Face files saved
-    under `export` and loaded by vLLM's own ``reload_weights`` (``POST /collective_rpc``, then
-    ``/reset_prefix_cache``); on GPUs SkyRL sends them over NCCL or CUDA IPC, which need CUDA. Patches SkyRL's
-    `WorkerDispatch`."""
+    """Replace only the weight transfer of SkyRL's `WorkerDispatch.save_weights_for_sampler`: the policy is saved as
+    Hugging Face files under `export` and loaded by vLLM's own ``reload_weights`` (``POST /collective_rpc`` to every
+    server SkyRL's client knows, then ``/reset_prefix_cache``); on GPUs SkyRL sends them over NCCL or CUDA IPC, which
+    need CUDA. The rest of SkyRL's sync runs as on GPUs: the pause around it and, colocated, the engines' sleep, the
+    policy's offload and the ``wake_up(weights)`` / ``wake_up(kv_cache)`` bracket."""
 
     def no_weight_sync_state(self, inference_engine_client) -> None:
         return None  # the NCCL group SkyRL would build with the servers
 
-    async def save_weights_for_sampler(self, model_id: str | None = None) -> None:
+    def reload_in_vllm(self, inference_engine_client, model_id: str | None = None) -> None:
         folder = export / f"v{len(list(export.glob('v*'))) if export.exists() else 0:04d}"
         self.save_hf_model("policy", str(folder), None)
-        client = self._inference_engine_client
-        await client._call_all_servers("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}})
-        await client.reset_prefix_cache()
+        body = {"method": "reload_weights", "kwargs": {"weights_path": str(folder)}}
+        for url in inference_engine_client.server_urls:  # synchronous, as SkyRL's own broadcast (ray.get) is
+            for endpoint, payload in (("/collective_rpc", body), ("/reset_prefix_cache", None)):
+                request = urllib.request.Request(url + endpoint, data=json.dumps(payload).encode() if payload else b"",
+                                                 headers={"Content-Type": "application/json"}, method="POST")
+                with urllib.request.urlopen(request, timeout=600) as response:
+                    response.read()
 
     WorkerDispatch.init_weight_sync_state = no_weight_sync_state
-    WorkerDispatch.save_weights_for_sampler = save_weights_for_sampler
+    WorkerDispatch._broadcast_to_inference_engines = reload_in_vllm
