@@ -41,7 +41,11 @@ def test_a_cluster_without_a_gpu_node_is_a_problem_named_not_a_crash():
     ray.init(address="local", num_cpus=1, num_gpus=0, include_dashboard=False)  # this test's own cluster
     try:
         seen, [problem] = check_nodes(SkyRLBackend(num_gpus_per_node=2), ("flash_attn",), timeout_s=60)
+        separate = SkyRLBackend(num_gpus_per_node=2, colocate_all=False, num_inference_engines=2)
+        _, [separate_problem] = check_nodes(separate, ("flash_attn",), timeout_s=60)
     finally:
         ray.shutdown()
     assert seen == []
     assert "needs 1 node(s) with 2 GPU(s) each and the Ray cluster has 0 (GPUs per node: none)" in problem
+    # not colocated, the inference engines' GPUs count too, as in the local check
+    assert "needs 1 node(s) with 4 GPU(s) each (the trainer's and, not colocated" in separate_problem

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ctu.runners.skyrl.preflight import INSTALL_GPU
+from ctu.runners.skyrl.preflight import INSTALL_GPU, gpus_needed
 from ctu.spec.models import SkyRLBackend
 
 NODE_CHECK_TIMEOUT_S = 600.0
@@ -90,7 +90,8 @@ def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
     """What each GPU node of the cluster Ray is connected to looks like from a worker (a line per node), and every
     reason the run cannot start there, each with what to do (empty if none).
 
-    Ray's own node table gives the GPUs per node (enough nodes with `backend.num_gpus_per_node` each); a task on
+    Ray's own node table gives the GPUs per node (enough nodes with `gpus_needed` each: the trainer's
+    and, when not colocated, the inference engines' share, as the local check counts them); a task on
     each node with GPUs, in the job's runtime env (so in the environment SkyRL's workers get), checks that
     `modules` import and that CUDA sees a GPU there.
     """
@@ -98,11 +99,13 @@ def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [node for node in ray.nodes() if node.get("Alive") and node["Resources"].get("GPU", 0) > 0]
-    fitting = [node for node in nodes if node["Resources"]["GPU"] >= backend.num_gpus_per_node]
+    needed = gpus_needed(backend)
+    fitting = [node for node in nodes if node["Resources"]["GPU"] >= needed]
     problems = []
     if len(fitting) < backend.num_nodes:
         counts = ", ".join(f"{node['NodeManagerAddress']}: {node['Resources']['GPU']:g}" for node in nodes) or "none"
-        problems.append(f"the spec needs {backend.num_nodes} node(s) with {backend.num_gpus_per_node} GPU(s) each and the "
+        engines = "" if backend.colocate_all else " (the trainer's and, not colocated, the inference engines' share)"
+        problems.append(f"the spec needs {backend.num_nodes} node(s) with {needed} GPU(s) each{engines} and the "
                         f"Ray cluster has {len(fitting)} (GPUs per node: {counts}): start Ray on more GPU nodes "
                         "(`ray start --address ...`) or lower backend.num_nodes / num_gpus_per_node")
     # a worker of its own that exits afterwards: `import vllm` changes the process (its environment variables, and
