@@ -203,7 +203,7 @@ def eval_(
     model: Annotated[str | None, typer.Option("--model", help="With --endpoint: the model name it serves.")] = None,
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="With --endpoint: the environment variable holding its API key.")] = None,
     checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="Evaluate this Tinker checkpoint (tinker://...) of the spec's model.")] = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Evaluate a run directory's policy: a Tinker run's checkpoint or a SkyRL run's Hugging Face export (its newest unless --step).")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Evaluate a run directory's policy: its Hugging Face export (either backend), else a Tinker run's checkpoint (its newest unless --step).")] = None,
     step: Annotated[int | None, typer.Option("--step", min=0, help="With --run-dir: the step whose checkpoint or export to evaluate.")] = None,
     test_set: Annotated[str | None, typer.Option("--test-set", help="Only this test set of the spec.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N tasks of each test set.")] = None,

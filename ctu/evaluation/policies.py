@@ -5,9 +5,10 @@ Three kinds, chosen by `PolicyChoice`:
 - an OpenAI-compatible endpoint (``--endpoint URL --model NAME``): a vLLM server of a base model or checkpoint,
   or an API model. Chat completions with the spec's tools (native tool calling) or with the tools in the system
   prompt and the answer read by the spec's parser (text mode). Tokens are counted with the spec's tokenizer.
-- a Tinker checkpoint (``--checkpoint tinker://...``), or a run directory's checkpoint (``--run-dir RUN``, its
-  newest unless ``--step N``): sampled through the spec's Tinker server, or a local one started over the run's
-  own server folder (where its checkpoints live).
+- a Tinker checkpoint (``--checkpoint tinker://...``), or a run directory's policy (``--run-dir RUN``, its newest
+  unless ``--step N``): its Hugging Face export where the step has one (both backends export after the last step),
+  served as the base model of a local Tinker server; else its Tinker checkpoint, sampled through the spec's Tinker
+  server or a local one started over the run's own server folder (where its checkpoints live).
 - otherwise the spec's own `model.path` (``builtin:tiny-qwen3`` is built if needed), served by a local Tinker
   server (SkyRL's, JAX backend: what runs on a CPU).
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ctu.errors import CtuError
+from ctu.runners.rundir import RunDir
 from ctu.spec.models import Spec, TinkerBackend
 
 __all__ = ["EvalError", "PolicyChoice", "latest_checkpoint", "open_policy"]
@@ -88,24 +90,24 @@ def is_skyrl_run(run_dir: Path) -> bool:
 
 
 def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]:
-    """``(step, path)`` of a run directory's policy of `step` (default: the newest): a Tinker run's checkpoint,
-    from its ``checkpoints/step_NNNNNN.json`` records, or a SkyRL run's Hugging Face export
-    (``exports/global_step_N/policy``, a local folder).
+    """``(step, path)`` of a run directory's policy of `step` (default: the newest): its Hugging Face export
+    (``exports/global_step_N/policy``, a local folder; both backends write one after the last step) where the step
+    has one, else a Tinker run's checkpoint (``tinker://...``, from its ``checkpoints/step_NNNNNN.json`` records).
 
     Raises:
-        EvalError: the folder has no such checkpoint or export (or is no run directory).
+        EvalError: the folder has no such export or checkpoint (or is no run directory).
     """
-    if is_skyrl_run(run_dir):
-        by_step = {int(folder.parent.name.removeprefix("global_step_")): str(folder.absolute())
-                   for folder in Path(run_dir).glob("exports/global_step_*/policy") if (folder / "config.json").exists()}
-        if not by_step:
-            raise EvalError(f"{run_dir} holds no Hugging Face export (exports/global_step_N/policy); SkyRL writes one "
-                            "every trainer.hf_save_interval steps and after the last step")
-    else:
-        records = sorted(Path(run_dir).glob("checkpoints/step_*.json"))
-        if not records:
-            raise EvalError(f"{run_dir} holds no Tinker checkpoint (checkpoints/step_*.json); is it a run directory?")
-        by_step = {int(record["step"]): record["path"] for record in (json.loads(p.read_text()) for p in records)}
+    run = RunDir(Path(run_dir))
+    by_step: dict[int, str] = {}
+    if not is_skyrl_run(run_dir):
+        by_step = {int(record["step"]): record["path"]
+                   for record in (json.loads(p.read_text()) for p in sorted(run.checkpoints.glob("step_*.json")))}
+    by_step.update({int(folder.parent.name.removeprefix("global_step_")): str(folder.absolute())
+                    for folder in run.exports.glob("global_step_*/policy") if (folder / "config.json").exists()})
+    if not by_step:
+        raise EvalError(f"{run_dir} holds no Hugging Face export (exports/global_step_N/policy, written every "
+                        "trainer.hf_save_interval steps and after the last step) nor Tinker checkpoint "
+                        "(checkpoints/step_*.json); is it a run directory?")
     chosen = max(by_step) if step is None else step
     if chosen not in by_step:
         raise EvalError(f"{run_dir} has no checkpoint of step {step}; it has steps {', '.join(map(str, sorted(by_step)))}")
@@ -137,10 +139,10 @@ async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> Async
     server_folder = Path(work_dir) / "tinker"
     if choice.run_dir is not None:
         _, found = latest_checkpoint(choice.run_dir, choice.step)
-        if is_skyrl_run(choice.run_dir):  # an HF export: served as the base model of a local Tinker server
-            model_path = found
-        else:
+        if found.startswith("tinker://"):
             checkpoint, server_folder = found, Path(choice.run_dir) / "tinker"
+        else:  # an HF export: served as the base model of a local Tinker server
+            model_path = found
     tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_path)
     if choice.endpoint is not None:
         from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams

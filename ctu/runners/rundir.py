@@ -61,6 +61,15 @@ class RunDir:
         return self.path / "checkpoints"
 
     @property
+    def exports(self) -> Path:
+        """Hugging Face exports of the policy, one folder per step (SkyRL's layout, written by both backends)."""
+        return self.path / "exports"
+
+    def hf_export(self, step: int) -> Path:
+        """The Hugging Face export of the policy after GRPO step `step`: ``exports/global_step_N/policy``."""
+        return self.exports / f"global_step_{step}" / "policy"
+
+    @property
     def plots(self) -> Path:
         return self.path / "plots"
 

@@ -233,10 +233,11 @@ class Trainer(Section):
     """Save a checkpoint every this many steps, at the end of each epoch and after the last step (0: only at
     epoch ends and after the last step); both backends alike."""
     hf_save_interval: int = Field(0, ge=0)
-    """skyrl backend: export the policy as a Hugging Face model (loadable with
-    `transformers.AutoModelForCausalLM.from_pretrained`) under `exports/global_step_<N>/policy` every this many
-    steps and after the last step (0: only after the last step). SkyRL also exports at each epoch's end; `ctu
-    validate` warns when that means many exports. `ctu eval --run-dir` evaluates the newest."""
+    """Export the policy as a Hugging Face model (loadable with `transformers.AutoModelForCausalLM.from_pretrained`)
+    under `exports/global_step_<N>/policy` every this many steps and after the last step (0: only after the last
+    step); both backends. tinker: the LoRA adapter, downloaded through the Tinker API, merged into the base model.
+    skyrl: SkyRL also exports at each epoch's end; `ctu validate` warns when that means many exports. `ctu eval
+    --run-dir` evaluates the newest."""
     max_ckpts_to_keep: int = Field(2, ge=-1)
     """Checkpoints kept on disk (-1: all)."""
     max_infra_error_rate: float = Field(0.5, ge=0.0, le=1.0)

@@ -59,6 +59,47 @@ def test_run_directory_holds_spec_hash_versions_and_results(smoke_run: Path):
     assert list((smoke_run / "wandb").glob("offline-run-*"))
 
 
+def test_the_trained_policy_is_exported_as_a_hugging_face_model_that_computes_what_tinker_does(smoke_run: Path):
+    """After the last step (`hf_save_interval` 0): the LoRA adapter, downloaded through the Tinker API, merged into
+    the base model. transformers' logprobs of a training episode's tokens under the export are the Tinker policy's
+    own (the run's last checkpoint, served by SkyRL's Tinker server), and not the base model's."""
+    import asyncio
+
+    import tinker
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ctu.models import tiny_qwen3
+    from ctu.runners.tinker.server import LocalTinkerServer
+
+    assert [p.relative_to(smoke_run).as_posix() for p in (smoke_run / "exports").glob("*/policy")] == ["exports/global_step_2/policy"]
+    export = smoke_run / "exports" / "global_step_2" / "policy"
+    base = tiny_qwen3.resolve("builtin:tiny-qwen3")
+    episode = trajectories(smoke_run, "train_step000002.jsonl")[0]
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    ids = tokenizer.encode(tokenizer.apply_chat_template(episode["messages"][:4], tokenize=False), add_special_tokens=False)[:400]
+
+    def logprobs(model_path: str | Path) -> torch.Tensor:
+        """log p(token i | tokens < i) for i >= 1."""
+        with torch.no_grad():
+            logits = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)(torch.tensor([ids])).logits[0]
+        return torch.log_softmax(logits, -1)[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+
+    async def tinker_policy() -> list[float]:
+        checkpoint = json.loads((smoke_run / "checkpoints" / "step_000002.json").read_text())["path"]
+        with LocalTinkerServer(base, smoke_run / "tinker") as server:
+            await asyncio.to_thread(server.wait_healthy)
+            service = tinker.ServiceClient(base_url=server.base_url, api_key="tml-local")
+            training = await service.create_training_client_from_state_async(checkpoint)
+            sampler = await training.save_weights_and_get_sampling_client_async()
+            return await sampler.compute_logprobs_async(tinker.types.ModelInput.from_ints(ids))
+
+    policy = torch.tensor(asyncio.run(tinker_policy()), dtype=torch.float32)
+    assert policy.shape == (len(ids) - 1,)
+    assert (logprobs(export) - policy).abs().max() < 1e-4  # 1e-5 measured (2026-11-24)
+    assert (logprobs(base) - policy).abs().mean() > 1e-3  # two steps moved it: 0.025 on average here
+
+
 def test_metrics_show_both_steps_nonzero_advantages_and_both_evaluations(smoke_run: Path):
     lines = metrics(smoke_run)
     assert [line["step"] for line in lines] == [0, 1, 2]
@@ -89,7 +130,7 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
 
 def test_ctu_eval_before_and_after_training_on_the_builtin_model(smoke_run: Path, tmp_path: Path):
     """`ctu eval specs/smoke.yaml --limit 2` (the spec's own model, served by a local Tinker server), the same on
-    the trained run's last checkpoint (`--run-dir`), and `ctu compare` of the two."""
+    the trained run's newest policy (`--run-dir`: its Hugging Face export), and `ctu compare` of the two."""
     def ctu(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "ctu.cli", *args, "--no-progress"], cwd=REPO, capture_output=True,
                               text=True, timeout=900, env=run_env())
@@ -99,7 +140,7 @@ def test_ctu_eval_before_and_after_training_on_the_builtin_model(smoke_run: Path
     assert "smoke · base" in base.stdout and "2 episode(s) run" in base.stdout
     before = tmp_path / "smoke" / "eval" / "base"
     after = smoke_run / "eval" / "smoke-step2"
-    trained = ctu("eval", "--run-dir", str(smoke_run), "--limit", "2")  # the run's own spec, its newest checkpoint
+    trained = ctu("eval", "--run-dir", str(smoke_run), "--limit", "2")  # the run's own spec, its newest export
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
     for folder in (before, after):
         report = json.loads((folder / "eval.json").read_text())

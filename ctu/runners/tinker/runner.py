@@ -6,7 +6,9 @@ and the loss; a step with more of them than `trainer.max_infra_error_rate` is sk
 `forward_backward` with the spec's loss (`importance_sampling` or `ppo`) one trajectory at a time (gradients
 accumulate until `optim_step`), steps the optimizer, and samples the next step from the new weights. Test sets
 are evaluated before training (if asked), every `eval_interval` steps and after the last step. Checkpoints are
-saved through the API every `ckpt_interval` steps, at each epoch's end and after the last step.
+saved through the API every `ckpt_interval` steps, at each epoch's end and after the last step; the policy is
+exported as a merged Hugging Face model (`exports/global_step_N/policy`) every `hf_save_interval` steps and after
+the last step.
 `backend.local` starts SkyRL's Tinker API server with its JAX backend on this machine for the run.
 """
 
@@ -30,6 +32,7 @@ from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
+from ctu.runners.tinker.export import export_policy
 from ctu.spec import Spec, spec_to_dict
 from ctu.spec.models import TinkerBackend
 
@@ -170,6 +173,9 @@ class TinkerRunner:
                         epoch_end = step % plan.steps_per_epoch == 0
                         if last or epoch_end or (spec.trainer.ckpt_interval and step % spec.trainer.ckpt_interval == 0):
                             checkpoint = await self._checkpoint(training, step)
+                        hf_interval = spec.trainer.hf_save_interval
+                        if last or (hf_interval and step % hf_interval == 0):
+                            await export_policy(service, training, model_path, step, self.run_dir.hf_export(step))
                         trackers.log(metrics, step)
                         last_metrics = metrics
                         state = {"step": step, "checkpoint": checkpoint or state.get("checkpoint"), "total_steps": plan.total_steps}

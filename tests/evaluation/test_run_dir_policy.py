@@ -1,0 +1,45 @@
+"""Which policy `ctu eval --run-dir` evaluates (`latest_checkpoint`): a step's Hugging Face export where it has
+one, else a Tinker run's checkpoint; on run directories laid out as the backends write them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctu.evaluation.policies import EvalError, latest_checkpoint
+
+
+def tinker_run(folder: Path, checkpoints: list[int], exports: list[int]) -> Path:
+    (folder / "checkpoints").mkdir(parents=True)
+    for step in checkpoints:
+        record = {"step": step, "path": f"tinker://run/weights/step_{step:06d}"}
+        (folder / "checkpoints" / f"step_{step:06d}.json").write_text(json.dumps(record) + "\n")
+    for step in exports:
+        (folder / "exports" / f"global_step_{step}" / "policy").mkdir(parents=True)
+        (folder / "exports" / f"global_step_{step}" / "policy" / "config.json").write_text("{}")
+    (folder / "state.json").write_text(json.dumps({"step": max(checkpoints)}))
+    return folder
+
+
+def test_a_step_with_an_export_is_evaluated_from_it_and_one_without_from_its_checkpoint(tmp_path: Path):
+    run = tinker_run(tmp_path / "run", checkpoints=[1, 2, 3], exports=[2])
+    assert latest_checkpoint(run) == (3, "tinker://run/weights/step_000003")  # killed before its final export
+    assert latest_checkpoint(run, 2) == (2, str((run / "exports" / "global_step_2" / "policy").absolute()))
+    assert latest_checkpoint(run, 1)[1].startswith("tinker://")
+    (run / "exports" / "global_step_4" / "policy").mkdir(parents=True)  # an export being written: no config yet
+    assert latest_checkpoint(run)[0] == 3
+    with pytest.raises(EvalError, match="no checkpoint of step 7; it has steps 1, 2, 3"):
+        latest_checkpoint(run, 7)
+
+
+def test_a_skyrl_run_is_evaluated_from_its_exports_only(tmp_path: Path):
+    run = tmp_path / "run"
+    (run / "checkpoints" / "global_step_2" / "policy").mkdir(parents=True)  # SkyRL's own (FSDP) checkpoint
+    (run / "state.json").write_text(json.dumps({"backend": "skyrl", "step": 2}))
+    with pytest.raises(EvalError, match="holds no Hugging Face export"):
+        latest_checkpoint(run)
+    (run / "exports" / "global_step_2" / "policy").mkdir(parents=True)
+    (run / "exports" / "global_step_2" / "policy" / "config.json").write_text("{}")
+    assert latest_checkpoint(run) == (2, str((run / "exports" / "global_step_2" / "policy").absolute()))
