@@ -37,19 +37,29 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
     Raises:
         ValueError: the spec's backend is not `skyrl`; an unknown ``builtin:`` model.
     """
-    from ctu.models.tiny_qwen3 import local_path
-
     spec = components.spec
     backend = spec.backend
     if not isinstance(backend, SkyRLBackend):
         raise ValueError("skyrl_overrides needs a spec with backend type `skyrl`")
     data_dir, run_dir = Path(data_dir).absolute(), Path(run_dir).absolute()
-    trainer, algorithm, optimizer, rollout = spec.trainer, spec.algorithm, spec.trainer.optimizer, spec.rollout
-    template = components.chat_template
-    overrides: dict[str, Any] = {
+    return {
         "data.train_data": [str(data_dir / "train.parquet")],
         "data.val_data": [str(data_dir / f"test_{name}.parquet") for name in spec.data.evaluation_sets()],
         "environment.env_class": "tau_bench",
+        **_models_and_placement(spec, backend),
+        **_run_and_schedule(spec, run_dir, resume),
+        **_algorithm(spec),
+        **_generator(spec, components.chat_template.template_kwargs),
+        **_inference_engine(spec, backend),
+        **backend.skyrl_overrides,
+    }
+
+
+def _models_and_placement(spec: Spec, backend: SkyRLBackend) -> dict[str, Any]:
+    """The policy and reference models (a ``builtin:`` one by its cache folder), their offload, and where they run."""
+    from ctu.models.tiny_qwen3 import local_path
+
+    return {
         "trainer.policy.model.path": local_path(spec.model.path),
         "trainer.ref.model.path": local_path(spec.model.reference_path or spec.model.path),
         "trainer.policy.fsdp_config.cpu_offload": backend.policy_cpu_offload,
@@ -61,6 +71,13 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         "trainer.placement.ref_num_nodes": backend.num_nodes,
         "trainer.placement.ref_num_gpus_per_node": backend.num_gpus_per_node,
         "trainer.gradient_checkpointing": backend.gradient_checkpointing,
+    }
+
+
+def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, Any]:
+    """The run's name and folders, its batches, and when it evaluates, saves, exports and resumes."""
+    trainer = spec.trainer
+    return {
         "trainer.seed": spec.experiment.seed,
         "trainer.project_name": spec.tracking.project,
         "trainer.run_name": spec.experiment.name,
@@ -83,6 +100,13 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         "trainer.max_ckpts_to_keep": trainer.max_ckpts_to_keep,
         "trainer.hf_save_interval": trainer.hf_save_interval or NEVER,  # > 0: SkyRL exports after the last step
         "trainer.max_prompt_length": spec.model.max_model_len,
+    }
+
+
+def _algorithm(spec: Spec) -> dict[str, Any]:
+    """The loss (advantages, clipping, KL and entropy terms) and the optimizer."""
+    algorithm, optimizer = spec.algorithm, spec.trainer.optimizer
+    return {
         "trainer.algorithm.advantage_estimator": algorithm.advantage_estimator,
         "trainer.algorithm.grpo_norm_by_std": algorithm.norm_adv_by_std,
         "trainer.algorithm.eps_clip_low": algorithm.eps_clip_low,
@@ -98,6 +122,13 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         "trainer.policy.optimizer_config.weight_decay": optimizer.weight_decay,
         "trainer.policy.optimizer_config.max_grad_norm": optimizer.max_grad_norm,
         "trainer.policy.optimizer_config.num_warmup_steps": optimizer.warmup_steps,
+    }
+
+
+def _generator(spec: Spec, template_kwargs: Any) -> dict[str, Any]:
+    """Samples per prompt, turns and lengths, and the sampling parameters of training and evaluation."""
+    rollout = spec.rollout
+    return {
         "generator.n_samples_per_prompt": rollout.n_samples_per_prompt,
         "generator.eval_n_samples_per_prompt": rollout.eval_n_samples_per_prompt,
         "generator.max_turns": spec.environment.max_turns,
@@ -105,7 +136,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         "generator.zero_reward_on_non_stop": False,
         "generator.use_conversation_multi_turn": True,
         "generator.batched": False,
-        "generator.chat_template_kwargs": dict(template.template_kwargs),
+        "generator.chat_template_kwargs": dict(template_kwargs),
         "generator.sampling_params.temperature": rollout.temperature,
         "generator.sampling_params.top_p": rollout.top_p,
         "generator.sampling_params.repetition_penalty": rollout.repetition_penalty,
@@ -114,20 +145,26 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         "generator.sampling_params.max_generate_length": rollout.max_tokens_per_turn,
         "generator.eval_sampling_params.temperature": rollout.eval_temperature,
         "generator.eval_sampling_params.max_generate_length": rollout.max_tokens_per_turn,
+    }
+
+
+def _inference_engine(spec: Spec, backend: SkyRLBackend) -> dict[str, Any]:
+    """SkyRL's vLLM engines: how many, their size, and vLLM's own settings (keys set one by one under
+    ``engine_init_kwargs``, so `backend.skyrl_overrides` may add more)."""
+    engine = "generator.inference_engine.engine_init_kwargs"
+    overrides: dict[str, Any] = {
         "generator.inference_engine.backend": "vllm",
         "generator.inference_engine.num_engines": backend.num_inference_engines,
         "generator.inference_engine.tensor_parallel_size": backend.inference_engine_tensor_parallel_size,
         "generator.inference_engine.gpu_memory_utilization": backend.gpu_memory_utilization,
+        # vLLM reports raw logprobs by default (of the logits before temperature) while SkyRL's trainer divides the
+        # logits by the temperature: processed logprobs are of the distribution sampled from (temperature, then
+        # top_p/top_k renormalised), so rollout and trainer logprobs agree up to the nucleus' mass (< -log top_p).
+        f"{engine}.logprobs_mode": "processed_logprobs",
     }
-    engine = "generator.inference_engine.engine_init_kwargs"  # keys set one by one: skyrl_overrides may add more
-    # vLLM reports raw logprobs by default (of the logits before temperature) while SkyRL's trainer divides the
-    # logits by the temperature: processed logprobs are of the distribution sampled from (temperature, then
-    # top_p/top_k renormalised), so rollout and trainer logprobs agree up to the nucleus' mass (< -log top_p).
-    overrides[f"{engine}.logprobs_mode"] = "processed_logprobs"
-    if rollout.native_tool_calling:
+    if spec.rollout.native_tool_calling:
         overrides[f"{engine}.enable_auto_tool_choice"] = True
         overrides[f"{engine}.tool_call_parser"] = NATIVE_TOOL_PARSERS[model_family(spec)]
-    overrides.update(backend.skyrl_overrides)
     return overrides
 
 
