@@ -25,16 +25,16 @@ from typing import Any
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 
 from ctu.components.chat_templates.huggingface import DefaultChatTemplate
-from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
+from ctu.components.parsers.base import ParsedTurn, Parser
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.components.rewards.chain import RewardChain
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, TIMING, USER, is_success, mean, metric
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.rollout.tokens import TokenAccount
+from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
 from tau_bench_env.env import EnvSetup, TauBenchEnv
 from tau_bench_env.episode import EpisodeResult, Termination
-from tau_bench_env.messages import parse_openai_tool_calls
 
 logger = logging.getLogger(__name__)
 
@@ -257,11 +257,7 @@ class TauGenerator(GeneratorInterface):
         chat_mode = setup.sampler.supports_chat and not setup.sampler.supports_tokens
         template_tools = metadata["tools"] if native else None
         prompt_ids = account.prompt_ids(messages, template_tools)
-        length = len(prompt_ids)  # of the conversation so far, in tokens
-        ids: list[int] = [] if chat_mode else list(prompt_ids)  # a token sampler's input (chat samplers take messages)
-        response: list[int] = []
-        mask: list[int] = []
-        logprobs: list[float] = []
+        tokens = TrajectoryTokens(list(prompt_ids))
         stop_reason = "stop"
         sampled = True  # every policy token and logprob came from the sampler (False once a turn is re-rendered)
         rerendered = 0  # turns whose ids the chat template rendered, the sampler having returned none
@@ -271,7 +267,7 @@ class TauGenerator(GeneratorInterface):
             sampling = replace(sampling, seed=sampling.seed + repetition)
         done = bool(metadata["done"])
         while not done:
-            budget = setup.max_model_len - length
+            budget = setup.max_model_len - len(tokens.context)
             if budget <= 0:
                 await env.episode.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
@@ -279,75 +275,32 @@ class TauGenerator(GeneratorInterface):
             params = sampling if sampling.max_tokens <= budget else replace(sampling, max_tokens=budget)
             turns += 1
             if chat_mode:
-                conversation = list(env.episode.conversation)
-                result = await setup.sampler.chat(conversation, metadata["tools"] if native else None, params)
-                message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
-                if native and result.tool_calls:
-                    message["tool_calls"] = result.tool_calls
-                rendered = not (result.token_ids and result.logprobs is not None and len(result.logprobs) == len(result.token_ids))
-                if rendered:  # a server that returns no ids: the turn as the template renders it, and no logprobs
-                    rerendered += 1
-                    generated = account.assistant_ids(message)
-                    turn_logprobs, sampled = [0.0] * len(generated), False
-                else:  # what was sampled
-                    generated, turn_logprobs = list(result.token_ids), list(result.logprobs or [])
-                action: str | ParsedTurn = result.text or ""  # text mode: the spec's parser reads it
-                if native:
-                    calls, errors = parse_openai_tool_calls(result.tool_calls, requestor="assistant")
-                    action = ParsedTurn(
-                        content=result.text or "",
-                        tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
-                        parse_errors=tuple(errors),
-                    )
+                turn = await chat_turn(setup.sampler, account, list(env.episode.conversation),
+                                       metadata["tools"] if native else None, params)
+                rerendered += turn.rendered
+                sampled = sampled and not turn.rendered
             else:
-                result = await setup.sampler.sample(ids, params)
-                rendered = False
-                generated = list(result.token_ids)
-                if result.logprobs is not None and len(result.logprobs) == len(generated):
-                    turn_logprobs = list(result.logprobs)
-                elif phase == "train":  # never trained against made-up logprobs: the episode is an infrastructure error
-                    raise ValueError(f"the sampler returned {len(generated)} token ids and "
-                                     f"{'no' if result.logprobs is None else len(result.logprobs)} logprobs")
-                else:  # evaluation trains nothing
-                    turn_logprobs = [0.0] * len(generated)
-                text = account.decode(generated)
-                action = setup.native_parser.parse(text) if native and setup.native_parser is not None else text
-            stop_reason = result.stop_reason
-            if stop_reason == "length":
-                action = unfinished(action, env.episode)
-            response += generated
-            mask += [1] * len(generated)
-            logprobs += turn_logprobs
-            length += len(generated)
-            if not chat_mode:
-                ids += generated
-            step = await env.astep(action)
+                turn = await token_turn(setup.sampler, account, tokens.context, params, phase,
+                                        setup.native_parser if native else None)
+            stop_reason = turn.stop_reason
+            tokens.add(turn.generated, turn.logprobs)
+            step = await env.astep(unfinished(turn.action, env.episode) if stop_reason == "length" else turn.action)
             if step["done"]:
                 break
-            closed = rendered or (bool(generated) and generated[-1] == account.eos_id)  # a rendered turn ends closed
+            closed = turn.rendered or (bool(turn.generated) and turn.generated[-1] == account.eos_id)  # a rendered turn ends closed
             observation = account.observation_ids(step["observations"], closed)
-            if length + len(observation) >= setup.max_model_len:
+            if len(tokens.context) + len(observation) >= setup.max_model_len:
                 await env.episode.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
                 break
-            response += observation
-            mask += [0] * len(observation)
-            logprobs += [0.0] * len(observation)
-            length += len(observation)
-            if not chat_mode:
-                ids += observation
-        if not sampled:  # no fake logprobs: the batch then reports none (`rollout_logprobs` None)
-            logprobs = []
-        if not response:  # nothing was generated (the user hung up at once): one masked token keeps shapes valid
-            eos = account.eos_id if account.eos_id is not None else 0
-            response, mask, logprobs = [eos], [0], [0.0]
+            tokens.add(observation)
+        response, mask, logprobs = tokens.trained(sampled, account.eos_id)
         outcome = env.episode.result()
         context = RewardContext(outcome, env.episode.task, env.episode.domain.write_tools, phase, stop_reason)
         reward, reward_metrics = await setup.rewards[phase].score(context)
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, outcome, reward_metrics,
                                 dict(extras), policy_turns=turns, infra_error=infrastructure_error(outcome, context.fatal_error),
                                 verdict=context.verdict, rerendered_turns=rerendered)
-
 
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
 
