@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -272,17 +273,39 @@ def build_model(path: Path, seed: int = 0, progress: Progress | None = None) -> 
 
     Deterministic: fixed seeds, one CPU thread, deterministic kernels.
     """
-    import random
-
     import torch
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+    from transformers import AutoTokenizer, Qwen3ForCausalLM
 
     report = progress or (lambda phase, done, total: None)
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     torch.manual_seed(seed)
-    config = Qwen3Config(
+    model = Qwen3ForCausalLM(_config(tokenizer))
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=WARMUP_LR)
+    model.train()
+    try:
+        _warm_up(model, optimizer, tokenizer, rng, report)
+        report("replaying gold episodes", 0, 1)
+        examples = gold_examples()
+        for group in optimizer.param_groups:
+            group["lr"] = CONTEXT_LR
+        _train_in_context(model, optimizer, tokenizer, examples, rng, report)
+        report("gold turns in their context", CONTEXT_STEPS, CONTEXT_STEPS)
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
+    model.save_pretrained(str(path))
+    model.generation_config.save_pretrained(str(path))
+
+
+def _config(tokenizer: Any) -> Any:
+    """The architecture: hidden 64, 2 layers, 2 heads of 32 (vLLM's CPU attention serves head sizes of 32 and up),
+    tied embeddings."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
@@ -296,52 +319,52 @@ def build_model(path: Path, seed: int = 0, progress: Progress | None = None) -> 
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
     )
-    model = Qwen3ForCausalLM(config)
+
+
+def _warm_up(model: Any, optimizer: Any, tokenizer: Any, rng: random.Random, report: Progress) -> None:
+    """`WARMUP_STEPS` steps on batches of agent turns (`agent_turns()`) after an assistant header, the loss on the
+    turn only, at random position offsets (below `MAX_POSITION_OFFSET`) so that any place in a context works."""
+    import torch
+
     header = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
     turns = [tokenizer.encode(turn + tokenizer.eos_token, add_special_tokens=False)[:96] for turn in agent_turns()]
-    rng = random.Random(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=WARMUP_LR)
-    model.train()
-    try:
-        for step in range(WARMUP_STEPS):
-            report("warm-up on gold agent turns", step, WARMUP_STEPS)
-            batch = [turns[rng.randrange(len(turns))] for _ in range(WARMUP_BATCH)]
-            width = len(header) + max(len(turn) for turn in batch)
-            ids = torch.full((len(batch), width), tokenizer.pad_token_id)
-            labels = torch.full((len(batch), width), -100)  # loss on the agent's turn only
-            positions = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, turn in enumerate(batch):
-                sequence = header + turn
-                ids[row, : len(sequence)] = torch.tensor(sequence)
-                labels[row, len(header) : len(sequence)] = torch.tensor(turn)
-                start = rng.randrange(MAX_POSITION_OFFSET)
-                positions[row] = torch.arange(start, start + width)
-            loss = model(input_ids=ids, labels=labels, position_ids=positions).loss
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        report("replaying gold episodes", 0, 1)
-        examples = gold_examples()
-        for group in optimizer.param_groups:
-            group["lr"] = CONTEXT_LR
-        for step in range(CONTEXT_STEPS):
-            report("gold turns in their context", step, CONTEXT_STEPS)
-            example = examples[rng.randrange(len(examples))]
-            prompt, target = context_example(tokenizer, example, native=rng.random() < 0.5, thinking=rng.random() < 0.5)
-            with torch.no_grad():
-                context = model(input_ids=torch.tensor([prompt[:-1]]), use_cache=True, logits_to_keep=1).past_key_values
-            # the prompt's last token and the turn but its last token predict the turn
-            logits = model(input_ids=torch.tensor([prompt[-1:] + target[:-1]]), past_key_values=context, use_cache=True).logits
-            loss = torch.nn.functional.cross_entropy(logits[0].float(), torch.tensor(target))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        report("gold turns in their context", CONTEXT_STEPS, CONTEXT_STEPS)
-    finally:
-        torch.set_num_threads(threads)
-    model.eval()
-    model.save_pretrained(str(path))
-    model.generation_config.save_pretrained(str(path))
+    for step in range(WARMUP_STEPS):
+        report("warm-up on gold agent turns", step, WARMUP_STEPS)
+        batch = [turns[rng.randrange(len(turns))] for _ in range(WARMUP_BATCH)]
+        width = len(header) + max(len(turn) for turn in batch)
+        ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        labels = torch.full((len(batch), width), -100)  # loss on the agent's turn only
+        positions = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, turn in enumerate(batch):
+            sequence = header + turn
+            ids[row, : len(sequence)] = torch.tensor(sequence)
+            labels[row, len(header) : len(sequence)] = torch.tensor(turn)
+            start = rng.randrange(MAX_POSITION_OFFSET)
+            positions[row] = torch.arange(start, start + width)
+        loss = model(input_ids=ids, labels=labels, position_ids=positions).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def _train_in_context(model: Any, optimizer: Any, tokenizer: Any, examples: list[Any], rng: random.Random,
+                      report: Progress) -> None:
+    """`CONTEXT_STEPS` steps on gold turns (`examples`) after their episode's context, rendered in native or text
+    mode and with or without thinking at random; the loss on the turn only."""
+    import torch
+
+    for step in range(CONTEXT_STEPS):
+        report("gold turns in their context", step, CONTEXT_STEPS)
+        example = examples[rng.randrange(len(examples))]
+        prompt, target = context_example(tokenizer, example, native=rng.random() < 0.5, thinking=rng.random() < 0.5)
+        with torch.no_grad():
+            context = model(input_ids=torch.tensor([prompt[:-1]]), use_cache=True, logits_to_keep=1).past_key_values
+        # the prompt's last token and the turn but its last token predict the turn
+        logits = model(input_ids=torch.tensor([prompt[-1:] + target[:-1]]), past_key_values=context, use_cache=True).logits
+        loss = torch.nn.functional.cross_entropy(logits[0].float(), torch.tensor(target))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 
 
 def build(path: Path, with_model: bool = True, progress: Progress | None = None) -> Path:
