@@ -1,23 +1,30 @@
 """What each component kind must provide, checked when a component is registered.
 
-A contract lists the methods ctu calls on a built component (with the arguments it passes, and whether it
-awaits the call) and the class attributes it reads. `contract_problems` checks a registered class (or, for a
-component registered as a factory function, the object the factory built) and returns one line per thing
-missing; `ComponentRegistry.register` turns them into a `RegistryError` naming the component and its file, so
-an incomplete component fails where it is declared instead of turning every episode into an error record.
+A kind's contract is derived from the one class the rest of ctu is written against (`CONTRACTS`): its Protocol
+(`tau_bench_env.interfaces.Parser` and `UserSimulator`, `ctu.components.rewards.base.Reward`,
+`ctu.components.judges.base.Judge`, `ctu.components.trackers.base.Tracker`,
+`ctu.components.chat_templates.base.ChatTemplate`, `ctu.components.generators.base.GeneratorComponent`), or, for
+domains, the base class every domain subclasses (`tau_bench_env.domains.Domain`). A Protocol's methods are the
+calls ctu makes: its positional parameters are passed positionally, its keyword-only ones by keyword, and an
+``async def`` is awaited; its ``ClassVar`` annotations are the class attributes ctu reads, with their types.
 
-The contracts mirror the protocols the rest of ctu is written against: `tau_bench_env.interfaces.Parser` and
-`UserSimulator`, `ctu.components.judges.base.Judge`, `ctu.components.trackers.base.Tracker`, the reward chain
-(`ctu.components.rewards.chain`), the token accounting (`ctu.rollout.tokens`) and `tau_bench_env.domains.Domain`.
+`contract_problems` checks a registered class (or, for a component registered as a factory function, the object
+the factory built) and returns one line per thing missing; `ComponentRegistry.register` turns them into a
+`RegistryError` naming the component and its file, so an incomplete component fails where it is declared instead
+of turning every episode into an error record.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import types
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import Any, ClassVar, Union
 
-__all__ = ["CONTRACTS", "Contract", "Method", "contract_problems"]
+__all__ = ["CONTRACTS", "Contract", "Method", "contract", "contract_problems"]
 
 
 @dataclass(frozen=True)
@@ -44,37 +51,66 @@ class Contract:
     """Dotted name of a class every component of the kind must subclass (imported on demand)."""
 
 
-CONTRACTS: dict[str, Contract] = {
-    "parsers": Contract(methods=(Method("parse", ("text",)), Method("render_tools", ("tools",)))),
-    "rewards": Contract(
-        methods=(Method("apply", ("reward", "context"), is_async=True),),
-        attributes={"training_only": bool, "needs_judge": bool},
-    ),
-    "judges": Contract(methods=(Method("judge", ("episode",), is_async=True),)),
-    "trackers": Contract(
-        methods=(
-            Method("start", ("run_dir", "run_name", "project", "config"), ("resume_step",)),
-            Method("log", ("metrics", "step")),
-            Method("finish"),
-        )
-    ),
-    "chat_templates": Contract(
-        methods=(
-            Method("render", ("tokenizer", "messages", "tools"), ("add_generation_prompt",)),
-            Method("encode_text", ("tokenizer", "text")),
-            Method("decode", ("tokenizer", "ids")),
-        ),
-        attributes={"template_kwargs": dict},
-    ),
-    "user_simulators": Contract(methods=(Method("session", ("task", "user_tools", "trajectory")),)),
-    "domains": Contract(
-        methods=(Method("make_environment"), Method("load_tasks", ("split",))),
-        attributes={"splits": tuple},
-        base="tau_bench_env.domains.Domain",
-    ),
-    "generators": Contract(methods=(Method("build", ("setup",)),)),
+CONTRACTS: dict[str, str] = {
+    "parsers": "tau_bench_env.interfaces.Parser",
+    "rewards": "ctu.components.rewards.base.Reward",
+    "judges": "ctu.components.judges.base.Judge",
+    "trackers": "ctu.components.trackers.base.Tracker",
+    "chat_templates": "ctu.components.chat_templates.base.ChatTemplate",
+    "user_simulators": "tau_bench_env.interfaces.UserSimulator",
+    "domains": "tau_bench_env.domains.Domain",
+    "generators": "ctu.components.generators.base.GeneratorComponent",
 }
-"""The contract of each kind in `ctu.registry.KINDS`."""
+"""The class each kind of `ctu.registry.KINDS` is written against (dotted name, imported on demand: the
+components' modules import the registry)."""
+
+
+def _import(dotted: str) -> Any:
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _runtime_type(annotation: Any) -> type | tuple[type, ...]:
+    """What `isinstance` checks for an annotation: ``ClassVar[X]`` -> X, ``dict[str, Any]`` -> dict,
+    ``str | None`` -> (str, NoneType)."""
+    origin = typing.get_origin(annotation)
+    if origin is ClassVar:
+        return _runtime_type(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        found: list[type] = []
+        for arg in typing.get_args(annotation):
+            part = _runtime_type(arg)
+            found += part if isinstance(part, tuple) else [part]
+        return tuple(found)
+    if annotation is None:
+        return type(None)
+    return origin if isinstance(origin, type) else annotation
+
+
+def _method(name: str, function: Any) -> Method:
+    parameters = list(inspect.signature(function).parameters.values())[1:]  # after self
+    return Method(name,
+                  args=tuple(p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD),
+                  kwargs=tuple(p.name for p in parameters if p.kind is p.KEYWORD_ONLY),
+                  is_async=inspect.iscoroutinefunction(function))
+
+
+@cache
+def contract(kind: str) -> Contract:
+    """`kind`'s contract, derived from its class in `CONTRACTS` (imported here).
+
+    Raises:
+        KeyError: `kind` is not a kind.
+    """
+    source = _import(CONTRACTS[kind])
+    hints = typing.get_type_hints(source, include_extras=False)
+    attributes = {name: _runtime_type(hint) for name, hint in hints.items()
+                  if typing.get_origin(hint) is ClassVar and not name.startswith("_")}
+    if not getattr(source, "_is_protocol", False):  # a base class: subclassing it is the contract
+        return Contract(attributes=attributes, base=CONTRACTS[kind])
+    methods = tuple(_method(name, member) for name, member in vars(source).items()
+                    if inspect.isfunction(member) and not name.startswith("_"))
+    return Contract(methods=methods, attributes=attributes)
 
 
 def _method_problem(owner: Any, method: Method, is_class: bool) -> str | None:
@@ -104,20 +140,17 @@ def contract_problems(kind: str, obj: Any) -> list[str]:
     A class is also checked for a constructor ctu can call as ``cls(params)``. A plain function registered as a
     factory cannot be checked before it is called; `ComponentInfo.build` checks what it returns.
     """
-    contract = CONTRACTS.get(kind)
-    if contract is None:
+    if kind not in CONTRACTS:
         return []
+    wanted = contract(kind)
     is_class = isinstance(obj, type)
     if not is_class and inspect.isroutine(obj):
         return []
     problems: list[str] = []
-    if contract.base is not None:
-        import importlib
-
-        module, _, name = contract.base.rpartition(".")
-        base = getattr(importlib.import_module(module), name)
+    if wanted.base is not None:
+        base = _import(wanted.base)
         if not (isinstance(obj, base) or (is_class and issubclass(obj, base))):
-            problems.append(f"must subclass {contract.base}")
+            problems.append(f"must subclass {wanted.base}")
         elif kind == "domains" and getattr(obj, "tau2_name", None) is None:  # the base's versions load tau2's
             cls = obj if is_class else type(obj)
             problems += [f"must define {name}() (the base's loads a tau2 domain; this one has no `tau2_name`)"
@@ -130,11 +163,11 @@ def contract_problems(kind: str, obj: Any) -> list[str]:
                             f"{obj.__name__}(params)")
         except ValueError:
             pass
-    for method in contract.methods:
+    for method in wanted.methods:
         problem = _method_problem(obj, method, is_class)
         if problem is not None:
             problems.append(problem)
-    for attribute, expected in contract.attributes.items():
+    for attribute, expected in wanted.attributes.items():
         if not hasattr(obj, attribute):
             names = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
             problems.append(f"no class attribute `{attribute}` ({names})")

@@ -14,7 +14,7 @@ class Tracker(Protocol):
     """
 
     def start(
-        self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None
+        self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], *, resume_step: int | None = None
     ) -> None:
         """Open the tracker; `resume_step` is set when a resumed run continues after that step."""
         ...
