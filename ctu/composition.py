@@ -76,13 +76,13 @@ def build_components(spec: Spec) -> Components:
 
     built: list[tuple[str, Reward]] = []
     for index, config in enumerate(spec.rewards):
-        component = config.build()
-        if getattr(component, "needs_judge", False):
+        if getattr(config.factory, "needs_judge", False) is True:
             judge = getattr(config.params, "judge", None) or spec.judge
             if judge is None:
                 raise ValueError(f"rewards.{index} ({config.type}) needs a judge and the spec has none")
-            component.judge = judge_for(judge)
-        built.append((config.type, component))
+            built.append((config.type, config.build(judge=judge_for(judge))))
+        else:
+            built.append((config.type, config.build()))
     rewards = {
         phase: RewardChain(phase, tuple((name, c) for name, c in built if phase == "train" or not getattr(c, "training_only", False)))
         for phase in PHASES

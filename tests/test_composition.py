@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import pytest
-
-from ctu.components.rewards.base import RewardContext
-from ctu.components.rewards.taxonomy_feedback import TaxonomyFeedbackReward
 from ctu.components.trackers.jsonl import JsonlTracker
 from ctu.composition import build_components
 from ctu.spec import spec_from_dict
-from tau_bench_env.episode import EpisodeResult
 
 
 def test_rewards_get_their_judges_at_build_time_and_evaluation_never_sees_training_only_ones(minimal):
@@ -41,10 +34,3 @@ def test_every_run_gets_a_metrics_file_tracker(minimal):
     trackers = build_components(spec_from_dict(minimal).spec).trackers.trackers
     assert [type(t).__name__ for t in trackers] == ["ConsoleTracker", "JsonlTracker"]
     assert isinstance(trackers[-1], JsonlTracker) and trackers[-1].params.filename == "metrics.jsonl"
-
-
-def test_a_judge_reward_used_without_the_composition_root_says_so():
-    reward = TaxonomyFeedbackReward(TaxonomyFeedbackReward.Params())
-    context = RewardContext(EpisodeResult("retail", "0"), None, frozenset(), "train")
-    with pytest.raises(RuntimeError, match="build_components"):
-        asyncio.run(reward.apply(0.0, context))

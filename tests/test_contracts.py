@@ -99,6 +99,37 @@ def test_a_constructor_that_takes_no_params_is_named(cleanup):
                 raise NotImplementedError
 
 
+def test_a_reward_that_needs_a_judge_takes_it_in_its_constructor(cleanup):
+    """The composition root builds it as ``cls(params, judge=...)``; one that takes only params is named."""
+    with pytest.raises(RegistryError, match=r"constructor NoJudge\(params\) cannot be called as NoJudge\(params, judge=\.\.\.\)"):
+
+        @registry.rewards.register("contract_test")
+        class NoJudge:
+            """Asks for a judge and has nowhere to take it."""
+
+            training_only = True
+            needs_judge = True
+
+            def __init__(self, params):
+                self.params = params
+
+            async def apply(self, reward, context):
+                return reward
+
+    @registry.rewards.register("contract_test")
+    class WithJudge:
+        training_only = True
+        needs_judge = True
+
+        def __init__(self, params, judge):
+            self.params, self.judge = params, judge
+
+        async def apply(self, reward, context):
+            return reward
+
+    assert registry.rewards.get("contract_test").build(registry.rewards.get("contract_test").params_model(), judge="J").judge == "J"
+
+
 def test_a_custom_domain_must_define_its_environment_and_tasks(cleanup):
     from ctu.components.domains import Domain
 

@@ -147,14 +147,15 @@ class ComponentInfo:
         doc = inspect.getdoc(self.factory) or ""
         return " ".join(doc.split("\n\n", 1)[0].split())
 
-    def build(self, params: ComponentParams) -> Any:
-        """Build the component from validated params: ``factory(params)``.
+    def build(self, params: ComponentParams, **dependencies: Any) -> Any:
+        """Build the component from validated params and what the composition root hands it:
+        ``factory(params, **dependencies)`` (e.g. ``judge=`` for a reward that `needs_judge`).
 
         Raises:
             RegistryError: the factory is a function and what it built lacks the kind's contract (a class is
                 checked when it is registered).
         """
-        component = self.factory(params)
+        component = self.factory(params, **dependencies)
         if not isinstance(self.factory, type):
             problems = contract_problems(self.kind, component)
             if problems:

@@ -30,13 +30,23 @@ class ComponentConfig:
         self.type = type
         self.params = params
 
-    def build(self) -> Any:
-        """Build the component: the registered factory called with the validated params.
+    def build(self, **dependencies: Any) -> Any:
+        """Build the component: the registered factory called with the validated params and `dependencies` (what
+        the composition root hands it, e.g. ``judge=``).
 
         Raises:
             ComponentError: the component is no longer registered.
         """
-        return registry[self.kind].get(self.type).build(self.params)
+        return registry[self.kind].get(self.type).build(self.params, **dependencies)
+
+    @property
+    def factory(self) -> Any:
+        """The registered class (or function) the component is built with.
+
+        Raises:
+            ComponentError: the component is no longer registered.
+        """
+        return registry[self.kind].get(self.type).factory
 
     def to_dict(self) -> dict[str, Any]:
         """``{"type": ..., **params}`` in JSON-compatible form (nested components as mappings too)."""

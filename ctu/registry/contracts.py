@@ -113,6 +113,16 @@ def contract(kind: str) -> Contract:
     return Contract(methods=methods, attributes=attributes)
 
 
+DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {"rewards": {"needs_judge": ("judge",)}}
+"""What the composition root hands a constructor besides its params: kind -> the class flag that asks for them ->
+the keyword arguments (a reward with ``needs_judge = True`` is built as ``cls(params, judge=...)``)."""
+
+
+def _flag(obj: Any, kind: str) -> str | None:
+    """The first of `kind`'s dependency flags `obj` sets to True, if any."""
+    return next((flag for flag in DEPENDENCIES.get(kind, {}) if getattr(obj, flag, False) is True), None)
+
+
 def _method_problem(owner: Any, method: Method, is_class: bool) -> str | None:
     try:
         raw = inspect.getattr_static(owner, method.name)
@@ -156,11 +166,14 @@ def contract_problems(kind: str, obj: Any) -> list[str]:
             problems += [f"must define {name}() (the base's loads a tau2 domain; this one has no `tau2_name`)"
                          for name in ("make_environment", "load_tasks") if getattr(cls, name) is getattr(base, name)]
     if is_class:
+        flag = _flag(obj, kind)
+        dependencies = dict.fromkeys(DEPENDENCIES[kind][flag]) if flag is not None else {}
         try:
-            inspect.signature(obj).bind(None)
+            inspect.signature(obj).bind(None, **dependencies)
         except TypeError:
+            shown = "".join(f", {name}=..." for name in dependencies)
             problems.append(f"its constructor {obj.__name__}{inspect.signature(obj)} cannot be called as "
-                            f"{obj.__name__}(params)")
+                            f"{obj.__name__}(params{shown})")
         except ValueError:
             pass
     for method in wanted.methods:

@@ -18,9 +18,10 @@ RETAIL = shared_domain("retail")
 TASK = RETAIL.task("0")
 
 
-def build(kind: str, name: str, **params):
+def build(kind: str, name: str, judge_object=None, **params):
+    """The registered component built as the composition root builds it (a judge handed to a reward needing one)."""
     info = registry[kind].get(name)
-    return info.build(info.params_model(**params))
+    return info.build(info.params_model(**params), **({"judge": judge_object} if judge_object is not None else {}))
 
 
 def call(name: str, **arguments):
@@ -207,8 +208,7 @@ def test_mast_judge_and_the_taxonomy_feedback_reward_add_alpha_over_the_failures
     conversation = [user("cancel"), call("cancel_pending_order", order_id="#W1", reason="x")]
     with ScriptedOpenAIServer(answers + [Answer.error(500)] * 2) as server:
         judge = build("judges", "mast", model="gpt-4o-mini", base_url=server.base_url, api_key_env=None, backoff_s=0.01, max_retries=1)
-        reward = build("rewards", "taxonomy_feedback", weight=0.5)
-        reward.judge = judge
+        reward = build("rewards", "taxonomy_feedback", judge_object=judge, weight=0.5)
         contexts = [context(conversation, reward=1.0) for _ in range(len(answers) + 1)]
         totals = [asyncio.run(reward.apply(1.0, ctx)) for ctx in contexts]
     assert totals[:3] == [1.5, 1.5, pytest.approx(1.0 + 0.5 / 14)]
@@ -220,4 +220,4 @@ def test_mast_judge_and_the_taxonomy_feedback_reward_add_alpha_over_the_failures
     assert request["model"] == "gpt-4o-mini" and request["temperature"] == 1.0
     prompt = request["messages"][0]["content"]
     assert "3.3 Weak verification" in prompt and "cancel_pending_order" in prompt
-    assert build("rewards", "taxonomy_feedback").training_only  # never in evaluation
+    assert registry.rewards.get("taxonomy_feedback").factory.training_only  # never in evaluation

@@ -43,7 +43,7 @@ class Reward(Protocol):
     """A built reward component (the `rewards` kind's contract, `ctu.registry.contracts`).
 
     `apply` gets the reward so far (0.0 before the first component) and returns the new one; a judge-based
-    reward (`needs_judge`) has its judge set as `.judge` by the composition root; a `training_only` one is left
+    reward (`needs_judge`) is built as ``cls(params, judge=...)`` by the composition root; a `training_only` one is left
     out of the evaluation chain.
     """
 
@@ -65,7 +65,7 @@ class BaseReward:
     training_only: ClassVar[bool] = False
     """Left out of the evaluation chain when true."""
     needs_judge: ClassVar[bool] = False
-    """The composition root sets `.judge` when true."""
+    """The composition root passes the judge to the constructor (``cls(params, judge=...)``) when true."""
 
     class Params(ComponentParams):
         pass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 from pydantic import Field
 
@@ -10,8 +10,10 @@ from ctu.components.rewards.base import RewardContext
 from ctu.registry import ComponentParams, registry
 from ctu.registry.config import ComponentConfig, ComponentMarker
 
-JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
+if TYPE_CHECKING:
+    from ctu.components.judges.base import Judge
 
+JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
 
 
 @registry.rewards.register("taxonomy_feedback")
@@ -38,11 +40,11 @@ class TaxonomyFeedbackReward:
         success rates) instead of keeping the reward without the judge's term. For runs where the judge's
         term carries the learning signal."""
 
-    def __init__(self, params: Params) -> None:
+    def __init__(self, params: Params, judge: Judge) -> None:
         self.params = params
-        self.judge: Any = None
-        """The built judge (its own `judge` param's, else the spec's top-level one), bound by
-        `ctu.composition.build_components` before any episode (`needs_judge`)."""
+        self.judge = judge
+        """The built judge (its own `judge` param's, else the spec's top-level one), handed over by
+        `ctu.composition.build_components` (`needs_judge`)."""
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * verdict.score``; nothing on a failed verdict (which sets `context.fatal_error` when
@@ -50,8 +52,6 @@ class TaxonomyFeedbackReward:
         from ctu.components.judges.base import JudgeInput
         from ctu.metrics import JUDGE, metric
 
-        if self.judge is None:
-            raise RuntimeError("taxonomy_feedback has no judge bound: build rewards with ctu.composition.build_components")
         verdict = await self.judge.judge(JudgeInput(context.result, context.task, context.write_tools))
         context.metrics[metric(JUDGE, "calls")] = 1.0
         context.metrics[metric(JUDGE, "failures")] = float(verdict.error is not None)
