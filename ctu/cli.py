@@ -380,10 +380,12 @@ def data_prepare(
     from ctu.errors import CtuError
 
     _import_code(imports)
+    from ctu.components.domains import build_domain
     from tau_bench_env.data import prepare_datasets
 
     try:
-        written = prepare_datasets(_csv(domains), _csv(splits), out_dir, max_tasks_per_domain)
+        built = [build_domain(name, {}) for name in _csv(domains)]
+        written = prepare_datasets(built, _csv(splits), out_dir, max_tasks_per_domain)
     except (CtuError, ValueError) as error:
         err.print(f"[red]error:[/red] {escape(str(error))}")
         raise typer.Exit(EXIT_SPEC_ERROR) from None

@@ -10,6 +10,7 @@ built objects out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctu.components.chat_templates.huggingface import DefaultChatTemplate
 from ctu.components.generators.base import GeneratorComponent
@@ -20,8 +21,12 @@ from ctu.components.trackers.combined import Trackers
 from ctu.registry import registry
 from ctu.registry.config import ComponentConfig
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
-from ctu.spec.models import Spec
+from ctu.spec.models import DatasetSource, Spec
+from tau_bench_env.env import DomainKey, params_key
 from tau_bench_env.interfaces import Parser, UserSimulator
+
+if TYPE_CHECKING:
+    from tau_bench_env.domains import Domain
 
 PHASES: tuple[Phase, ...] = ("train", "eval")
 
@@ -40,6 +45,8 @@ class Components:
         generator: the generator component (`rollout.generator`); its `build(setup)` makes the SkyRL generator.
         trackers: the spec's trackers, not started (plus a `jsonl` one writing `metrics.jsonl` when none does).
         project: the trackers' project (`tracking_project`).
+        domains: every domain of the spec's data sources (training, validation, test sets), one object per name
+            and params (`tau_bench_env.env.params_key`); the environment setup carries them to every episode.
     """
 
     spec: Spec
@@ -51,6 +58,32 @@ class Components:
     generator: GeneratorComponent
     trackers: Trackers
     project: str
+    domains: dict[DomainKey, Domain]
+
+    def domain(self, source: DatasetSource) -> Domain:
+        """The built domain of a data source of the spec.
+
+        Raises:
+            KeyError: `source` is not one of the spec's.
+        """
+        return self.domains[params_key(source.domain.type, source.domain.params)]
+
+
+def build_domains(spec: Spec) -> dict[DomainKey, Domain]:
+    """The domains of the spec's data sources (training, validation, test sets), each name and params built once
+    from ctu's registry (named as registered).
+
+    Raises:
+        ComponentError: a domain is no longer registered.
+    """
+    from ctu.components.domains import build_domain
+
+    domains: dict[DomainKey, Domain] = {}
+    for source in (*spec.data.train, *spec.data.evaluation_sets().values()):
+        key = params_key(source.domain.type, source.domain.params)
+        if key not in domains:
+            domains[key] = build_domain(source.domain.type, source.domain.params.model_dump(mode="json"))
+    return domains
 
 
 def tracking_project(spec: Spec, rewards: list[tuple[str, Reward]]) -> str:
@@ -99,4 +132,5 @@ def build_components(spec: Spec) -> Components:
         generator=spec.rollout.generator.build(),
         trackers=Trackers.with_metrics_file([config.build() for config in spec.tracking.trackers]),
         project=tracking_project(spec, built),
+        domains=build_domains(spec),
     )

@@ -1,18 +1,22 @@
-"""Prepared datasets: one SkyRL-format parquet file per domain and split, plus a combined training file.
+"""Task rows (`TaskRow`, the one row type of both backends) and SkyRL-format parquet files of them: one per
+domain and split, plus a combined training file.
 
-Each row is one task: ``prompt`` (a list of OpenAI messages: the agent's system prompt with the domain
+A parquet row is one task: ``prompt`` (a list of OpenAI messages: the agent's system prompt with the domain
 policy; the episode replaces it with its own at `init`), ``env_class`` (``tau_bench``), ``data_source`` (the
-domain), and the extras SkyRL passes to the environment: ``domain``, ``task_id``, ``split``. Files are
-deterministic: the same inputs give byte-identical files.
+domain, or the evaluation set), and the extras SkyRL passes to the environment: ``domain``, ``task_id``,
+``split``, ``domain_params``. Files are deterministic: the same inputs give byte-identical files.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tau_bench_env.env import ENV_CLASS, shared_domain
+from tau_bench_env.domains import Domain
+from tau_bench_env.env import ENV_CLASS, key_of
 from tau_bench_env.runtime import prepare
 
 COMBINED_TRAIN = "train.parquet"
@@ -27,34 +31,52 @@ def agent_system_prompt(policy: str) -> str:
     return SYSTEM_PROMPT.format(domain_policy=policy, agent_instruction=AGENT_INSTRUCTION)
 
 
-def dataset_rows(
-    domain: str, split: str, max_tasks: int | None = None, data_source: str | None = None, params: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The rows of one domain and split, in tau2's task order (at most `max_tasks`).
+@dataclass(frozen=True)
+class TaskRow:
+    """One task as a run takes it: the extras `TauBenchEnv` reads (``domain``, ``task_id``, ``split``,
+    ``domain_params``, and ``test_set`` for an evaluation set's rows) and a placeholder prompt (the episode builds its
+    own). The one row type of both backends: the Tinker runner hands rows to the generator, the skyrl backend writes
+    them to parquet (`parquet_rows`)."""
 
-    Args:
-        data_source: the rows' `data_source` (SkyRL groups evaluation metrics by it); default the domain.
-        params: the domain component's params.
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prompt(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": ""}]
+
+
+def task_rows(domain: Domain, split: str, max_tasks: int | None = None, test_set: str | None = None) -> list[TaskRow]:
+    """The rows of `domain`'s `split`, in its task order, at most `max_tasks`.
 
     Raises:
-        ValueError: the domain has no such split. ComponentError: unknown domain.
+        ValueError: the domain has no such split.
     """
-    import json
+    tasks = domain.tasks(split)
+    if max_tasks is not None:
+        tasks = tasks[:max_tasks]
+    name, params = key_of(domain)
+    extras: dict[str, Any] = {"domain": name, "split": split, "domain_params": json.loads(params)}
+    if test_set is not None:
+        extras["test_set"] = test_set
+    return [TaskRow({**extras, "task_id": task.id}) for task in tasks]
 
-    component = shared_domain(domain, json.dumps(params or {}, sort_keys=True))
-    tasks = component.tasks(split)[:max_tasks] if max_tasks is not None else component.tasks(split)
-    system = agent_system_prompt(component.policy)
+
+def parquet_rows(domain: Domain, rows: Sequence[TaskRow], data_source: str | None = None) -> list[dict[str, Any]]:
+    """`rows` (of `domain`) as SkyRL's dataset loader reads them: the agent's system prompt with the domain's policy
+    (SkyRL filters prompts by length), ``env_class``, ``data_source`` (SkyRL groups evaluation metrics by it;
+    default the domain) and the extras, ``domain_params`` as JSON."""
+    system = agent_system_prompt(domain.policy)
     return [
         {
             "prompt": [{"role": "system", "content": system}],
             "env_class": ENV_CLASS,
-            "data_source": data_source or domain,
-            "domain": domain,
-            "task_id": task.id,
-            "split": split,
-            "domain_params": json.dumps(params or {}, sort_keys=True),
+            "data_source": data_source or row.extras["domain"],
+            "domain": row.extras["domain"],
+            "task_id": row.extras["task_id"],
+            "split": row.extras["split"],
+            "domain_params": json.dumps(row.extras["domain_params"], sort_keys=True),
         }
-        for task in tasks
+        for row in rows
     ]
 
 
@@ -83,7 +105,7 @@ def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def prepare_datasets(
-    domains: Sequence[str], splits: Sequence[str], out: Path, max_tasks_per_domain: int | None = None
+    domains: Sequence[Domain], splits: Sequence[str], out: Path, max_tasks_per_domain: int | None = None
 ) -> list[Path]:
     """Write ``<out>/<domain>_<split>.parquet`` for each pair, and ``<out>/train.parquet`` pooling every
     domain's ``train`` split when it is asked for.
@@ -92,14 +114,14 @@ def prepare_datasets(
         The files written, in order.
 
     Raises:
-        ValueError: a domain lacks a split. ComponentError: unknown domain.
+        ValueError: a domain lacks a split.
     """
     written: list[Path] = []
     pooled: list[dict[str, Any]] = []
     for domain in domains:
         for split in splits:
-            rows = dataset_rows(domain, split, max_tasks_per_domain)
-            written.append(write_rows(rows, Path(out) / f"{domain}_{split}.parquet"))
+            rows = parquet_rows(domain, task_rows(domain, split, max_tasks_per_domain))
+            written.append(write_rows(rows, Path(out) / f"{domain.name}_{split}.parquet"))
             if split == "train":
                 pooled += rows
     if "train" in splits:

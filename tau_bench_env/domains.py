@@ -2,8 +2,8 @@
 
 A domain gives an episode its tau2 environment (tools, database, policy), its tasks by split, and the
 evaluation of a finished episode. Importing this module imports no tau2 code; the methods import what they
-need. `domain_by_name` finds a domain by name: tau2's own four here, or, once ctu is loaded, any domain in
-ctu's registry (`ctu.components.domains` installs that lookup with `set_domain_resolver`).
+need. `tau2_domain` builds one of tau2's own four by name; a run's domains, tau2's or a user's, are built once by
+ctu's composition root (from ctu's registry) and reach the environment in its setup (`tau_bench_env.env.EnvSetup`).
 
 A custom domain (tau2 does not ship the healthcare or doordash domains the system ctu replaces trained on)
 subclasses `Domain` and overrides `make_environment` and `load_tasks`; see `ctu.components.domains` for
@@ -14,7 +14,6 @@ registering it so specs can name it. Rewards of a custom domain are computed by 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -363,29 +362,13 @@ TAU2_DOMAINS: dict[str, type[Domain]] = {
 }
 """tau2's domains by name."""
 
-DomainResolver = Callable[[str, dict[str, Any]], Domain]
-"""Builds the domain a name and its params (a mapping) stand for."""
 
-_resolver: DomainResolver | None = None
-
-
-def set_domain_resolver(resolver: DomainResolver | None) -> None:
-    """Make `domain_by_name` build domains with `resolver` (ctu installs its registry's lookup); None restores
-    the default, tau2's own domains only."""
-    global _resolver
-    _resolver = resolver
-
-
-def domain_by_name(name: str, params: dict[str, Any] | None = None) -> Domain:
-    """Build the domain `name` with `params` (validated by its params model), through the installed resolver,
-    else from `TAU2_DOMAINS`.
+def tau2_domain(name: str, params: dict[str, Any] | None = None) -> Domain:
+    """tau2's own domain `name` (`TAU2_DOMAINS`) built with `params` (validated by its params model).
 
     Raises:
-        KeyError: unknown name (without a resolver); the resolver's errors otherwise (ctu: ComponentError).
-        pydantic.ValidationError: bad params.
+        KeyError: not one of tau2's domains. pydantic.ValidationError: bad params.
     """
-    if _resolver is not None:
-        return _resolver(name, dict(params or {}))
     if name not in TAU2_DOMAINS:
         raise KeyError(f"unknown domain {name!r}; tau2's domains: {', '.join(TAU2_DOMAINS)}")
     factory = TAU2_DOMAINS[name]

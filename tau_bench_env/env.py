@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from tau_bench_env.domains import Domain
@@ -28,22 +29,55 @@ ENV_CLASS = "tau_bench"
 T = TypeVar("T")
 
 
+DomainKey = tuple[str, str]
+"""A domain as rows name it: ``(name, its params as sorted JSON)``."""
+
+
+def domain_key(name: str, params: Mapping[str, Any] | str | None = None) -> DomainKey:
+    """The key of domain `name` with `params` (a mapping, or its JSON as parquet rows carry it)."""
+    mapping = json.loads(params) if isinstance(params, str) else dict(params or {})
+    return name, json.dumps(mapping, sort_keys=True)
+
+
 @dataclass
 class EnvSetup:
-    """What every episode of a run shares: the user simulator, the parser and the episode config (built by
-    ctu from the spec: `ctu.rollout.build`)."""
+    """What every episode of a run shares: the user simulator, the parser, the episode config and the domains
+    its tasks come from, by `domain_key` (built once by ctu's composition root from the spec: `ctu.rollout.build`)."""
 
     user_simulator: UserSimulator
     parser: Parser
     config: EpisodeConfig = field(default_factory=EpisodeConfig)
+    domains: Mapping[DomainKey, Domain] = field(default_factory=dict)
 
 
 @cache
 def shared_domain(name: str, params_json: str = "{}") -> Domain:
-    """The process-wide domain object for `name` and its params (so tasks are loaded once per process)."""
-    from tau_bench_env.domains import domain_by_name
+    """tau2's own domain `name` with its params (JSON), one object per process (so tasks are loaded once): for
+    tools and benchmarks outside a run; a run's domains come from its setup.
 
-    return domain_by_name(name, json.loads(params_json))
+    Raises:
+        KeyError: not one of tau2's domains.
+    """
+    from tau_bench_env.domains import tau2_domain
+
+    return tau2_domain(name, json.loads(params_json))
+
+
+def params_key(name: str, params: BaseModel) -> DomainKey:
+    """The key of domain `name` built with the params model `params`: the name and the params that differ from
+    their defaults (what its task rows carry as ``domain_params``, so a row of tau2's retail without params finds
+    it)."""
+    return domain_key(name, params.model_dump(mode="json", exclude_defaults=True))
+
+
+def key_of(domain: Domain) -> DomainKey:
+    """`domain`'s key (`params_key` of its name and params)."""
+    return params_key(domain.name, domain.params)
+
+
+def tau2_domains(*names: str) -> dict[DomainKey, Domain]:
+    """tau2's own domains `names` (no params) by key, for an `EnvSetup` outside ctu."""
+    return {key_of(domain): domain for domain in map(shared_domain, names)}
 
 
 def run_sync(coroutine: Awaitable[T]) -> T:
@@ -71,7 +105,7 @@ class TauBenchEnv(BaseTextEnv):
 
     Raises:
         TypeError: `env_config` is not an `EnvSetup`.
-        KeyError: the extras name no domain or task, or an unknown task.
+        KeyError: the extras name no domain or task, a domain the setup does not hold, or an unknown task.
     """
 
     def __init__(self, env_config: EnvSetup, extras: Mapping[str, Any] | None = None):
@@ -83,9 +117,12 @@ class TauBenchEnv(BaseTextEnv):
         extras = {**dict(extras.get("extra_info") or {}), **extras}
         if "domain" not in extras or "task_id" not in extras:
             raise KeyError("TauBenchEnv needs extras with `domain` and `task_id` (see `ctu data prepare`)")
-        params = extras.get("domain_params") or {}
-        params = json.loads(params) if isinstance(params, str) else dict(params)  # parquet rows carry it as JSON
-        domain = shared_domain(str(extras["domain"]), json.dumps(params, sort_keys=True))
+        key = domain_key(str(extras["domain"]), extras.get("domain_params"))
+        if key not in setup.domains:
+            known = ", ".join(f"{name} {params}" for name, params in setup.domains) or "none"
+            raise KeyError(f"the environment setup has no domain {key[0]} with params {key[1]} (it has: {known}); "
+                           "a run's domains are those of its spec's data sources")
+        domain = setup.domains[key]
         task = domain.task(str(extras["task_id"]))
         self.setup = setup
         self.episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config)

@@ -18,12 +18,15 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctu.evaluation.policies import EvalError, PolicyChoice, open_policy
 from ctu.evaluation.report import summarize
 from ctu.runners.task_rows import TaskRow, test_rows
 from ctu.spec import Spec, spec_hash
+
+if TYPE_CHECKING:
+    from ctu.composition import Components
 
 __all__ = ["EvalPlan", "EvalResult", "episode_key", "plan_evaluation", "run_evaluation"]
 
@@ -58,18 +61,20 @@ class EvalPlan:
                 for k in range(self.samples)]
 
 
-def plan_evaluation(spec: Spec, test_set: str | None = None, limit: int | None = None) -> EvalPlan:
-    """The plan for `spec`'s test sets (or only `test_set`), each cut to its first `limit` tasks.
+def plan_evaluation(components: Components, test_set: str | None = None, limit: int | None = None) -> EvalPlan:
+    """The plan for the test sets of the spec of `components` (or only `test_set`), each cut to its first `limit`
+    tasks.
 
     Raises:
         EvalError: the spec has no test set, or none named `test_set`.
     """
+    spec = components.spec
     sets = spec.data.test_sets
     if not sets:
         raise EvalError("the spec has no test sets (data.test_sets) to evaluate on")
     if test_set is not None and test_set not in sets:
         raise EvalError(f"no test set {test_set!r} in the spec; it has {', '.join(sets)}")
-    rows = {name: found[:limit] if limit is not None else found for name, found in test_rows(spec).items()
+    rows = {name: found[:limit] if limit is not None else found for name, found in test_rows(components).items()
             if test_set is None or name == test_set}
     return EvalPlan(rows, spec.rollout.eval_n_samples_per_prompt)
 
@@ -134,8 +139,11 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
         EvalError: see `plan_evaluation`, `PolicyChoice.check`, and an `out_dir` holding another evaluation.
         TinkerServerError: a local Tinker server did not start.
     """
+    from ctu.composition import build_components
+
     choice.check()
-    plan = plan_evaluation(spec, test_set, limit)
+    components = build_components(spec)
+    plan = plan_evaluation(components, test_set, limit)
     out_dir = Path(out_dir)
     config = {"spec": spec.experiment.name, "spec_hash": spec_hash(spec), "policy": choice.label(), "samples": plan.samples}
     _check_config(out_dir, config, overwrite)
@@ -143,7 +151,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     done = {key for key, line in read_lines(path).items() if line.get("infra_error") is None}
     pending = [key for key in plan.episodes() if key not in done]
     if pending:
-        asyncio.run(_run(spec, choice, plan, pending, out_dir, concurrency, progress))
+        asyncio.run(_run(components, choice, plan, pending, out_dir, concurrency, progress))
     lines = read_lines(path)
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines.values()), encoding="utf-8")
     planned = [lines[key] for key in plan.episodes() if key in lines]
@@ -156,16 +164,14 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     return EvalResult(report, out_dir, len(pending))
 
 
-async def _run(spec: Spec, choice: PolicyChoice, plan: EvalPlan, pending: list[Key], out_dir: Path,
+async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pending: list[Key], out_dir: Path,
                concurrency: int, progress: bool) -> None:
-    from ctu.composition import build_components
     from ctu.rollout.build import build_generator
     from ctu.rollout.trajectories import trajectory_line
 
     rows = {(name, str(row.extras["task_id"])): row for name, found in plan.rows.items() for row in found}
-    components = build_components(spec)
     limit = asyncio.Semaphore(concurrency)
-    async with open_policy(spec, choice, out_dir) as (sampler, tokenizer):
+    async with open_policy(components.spec, choice, out_dir) as (sampler, tokenizer):
         generator = build_generator(components, tokenizer, sampler)
         with (out_dir / TRAJECTORIES).open("a", encoding="utf-8") as handle, _progress(len(pending), progress) as advance:
 

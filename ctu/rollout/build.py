@@ -30,7 +30,7 @@ def sampling_params(spec: Spec, phase: str, eos_id: int | None) -> SamplingParam
 
 
 def env_setup(components: Components) -> EnvSetup:
-    """The environment setup: the built user simulator and parser, and the spec's episode config."""
+    """The environment setup: the built user simulator, parser and domains, and the spec's episode config."""
     spec = components.spec
     config = EpisodeConfig(
         max_turns=spec.environment.max_turns,
@@ -39,7 +39,7 @@ def env_setup(components: Components) -> EnvSetup:
         evaluate_nl_assertions=spec.environment.evaluate_nl_assertions,
         domain_policy=spec.environment.domain_policy,
     )
-    return EnvSetup(components.user_simulator, components.parser, config)
+    return EnvSetup(components.user_simulator, components.parser, config, components.domains)
 
 
 def build_generator(

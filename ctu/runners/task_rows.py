@@ -1,52 +1,36 @@
-"""The spec's training tasks and named test sets as generator inputs (prompt and environment extras)."""
+"""The spec's training tasks, validation set and named test sets as task rows (`tau_bench_env.data.TaskRow`:
+a placeholder prompt and the environment's extras), from the domains the composition root built."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ctu.spec.models import DatasetSource, Spec
+from tau_bench_env.data import TaskRow, task_rows
 
+if TYPE_CHECKING:
+    from ctu.composition import Components
+    from ctu.spec.models import DatasetSource
 
-@dataclass(frozen=True)
-class TaskRow:
-    """One task as the generator takes it: a placeholder prompt (the episode builds its own) and the extras
-    `TauBenchEnv` reads (``domain``, ``task_id``, ``split``, ``domain_params``, ``test_set``)."""
-
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def prompt(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": ""}]
+__all__ = ["TaskRow", "evaluation_rows", "source_rows", "test_rows", "train_rows"]
 
 
-def source_rows(source: DatasetSource, test_set: str | None = None) -> list[TaskRow]:
-    """The rows of one dataset source, in tau2's task order, at most `max_tasks`."""
-    from tau_bench_env.env import shared_domain
-
-    params = source.domain.params.model_dump(mode="json")
-    domain = shared_domain(source.domain.type, json.dumps(params, sort_keys=True))
-    tasks = domain.tasks(source.split)
-    if source.max_tasks is not None:
-        tasks = tasks[: source.max_tasks]
-    extras = {"domain": source.domain.type, "split": source.split, "domain_params": params}
-    if test_set is not None:
-        extras["test_set"] = test_set
-    return [TaskRow({**extras, "task_id": task.id}) for task in tasks]
+def source_rows(components: Components, source: DatasetSource, test_set: str | None = None) -> list[TaskRow]:
+    """The rows of one data source of the spec, in its domain's task order, at most `max_tasks`."""
+    return task_rows(components.domain(source), source.split, source.max_tasks, test_set)
 
 
-def train_rows(spec: Spec) -> list[TaskRow]:
+def train_rows(components: Components) -> list[TaskRow]:
     """Every training source's rows, pooled in spec order."""
-    return [row for source in spec.data.train for row in source_rows(source)]
+    return [row for source in components.spec.data.train for row in source_rows(components, source)]
 
 
-def test_rows(spec: Spec) -> dict[str, list[TaskRow]]:
+def test_rows(components: Components) -> dict[str, list[TaskRow]]:
     """Each named test set's rows (what `ctu eval` reports)."""
-    return {name: source_rows(source, name) for name, source in spec.data.test_sets.items()}
+    return {name: source_rows(components, source, name) for name, source in components.spec.data.test_sets.items()}
 
 
-def evaluation_rows(spec: Spec) -> dict[str, list[TaskRow]]:
+def evaluation_rows(components: Components) -> dict[str, list[TaskRow]]:
     """The rows of every evaluation during training: the validation set's, then each test set's
     (`Data.evaluation_sets`)."""
-    return {name: source_rows(source, name) for name, source in spec.data.evaluation_sets().items()}
+    return {name: source_rows(components, source, name)
+            for name, source in components.spec.data.evaluation_sets().items()}

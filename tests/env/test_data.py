@@ -12,15 +12,17 @@ import pytest
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from tau_bench_env.data import prepare_datasets
-from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv
+from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv, shared_domain, tau2_domains
 
 from ..conftest import REPO
+
+DOMAINS = [shared_domain(name) for name in ("retail", "airline", "telecom")]
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("data")
-    prepare_datasets(["retail", "airline", "telecom"], ["train", "test"], out, max_tasks_per_domain=3)
+    prepare_datasets(DOMAINS, ["train", "test"], out, max_tasks_per_domain=3)
     return out
 
 
@@ -39,15 +41,13 @@ def test_one_file_per_domain_and_split_plus_combined_train(prepared: Path):
 
 
 def test_task_ids_follow_tau2_splits(prepared: Path):
-    from tau_bench_env.env import shared_domain
-
     for split in ("train", "test"):
         rows = pq.read_table(prepared / f"airline_{split}.parquet").to_pylist()
         assert [r["task_id"] for r in rows] == [t.id for t in shared_domain("airline").tasks(split)[:3]]
 
 
 def test_output_is_byte_identical_across_runs(prepared: Path, tmp_path: Path):
-    prepare_datasets(["retail", "airline", "telecom"], ["train", "test"], tmp_path, max_tasks_per_domain=3)
+    prepare_datasets(DOMAINS, ["train", "test"], tmp_path, max_tasks_per_domain=3)
     for path in prepared.glob("*.parquet"):
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), path.name
 
@@ -64,7 +64,7 @@ def test_skyrl_prompt_dataset_loads_it_and_rows_build_environments(prepared: Pat
     messages, env_class, extras, _uid = dataset[4]
     assert env_class == ENV_CLASS and messages[0]["role"] == "system"
     assert extras["domain"] == "airline" and extras["data_source"] == "airline"
-    env = TauBenchEnv(EnvSetup(ScriptedUserSimulator(), HermesParser()), extras)
+    env = TauBenchEnv(EnvSetup(ScriptedUserSimulator(), HermesParser(), domains=tau2_domains("airline")), extras)
     prompt, _ = env.init(messages)
     assert prompt[-1]["role"] == "user"
 

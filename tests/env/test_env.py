@@ -11,14 +11,14 @@ import skyrl_gym
 from ctu.components.parsers.base import ParsedTurn, ToolCall
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv
+from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv, tau2_domains
 from tau_bench_env.episode import EpisodeConfig
 
 RETAIL_TASK = {"domain": "retail", "task_id": "0"}
 
 
 def setup(user=None, **config) -> EnvSetup:
-    return EnvSetup(user or ScriptedUserSimulator(), HermesParser(), EpisodeConfig(**config))
+    return EnvSetup(user or ScriptedUserSimulator(), HermesParser(), EpisodeConfig(**config), tau2_domains("retail", "airline", "telecom", "mock"))
 
 
 def make(extras=RETAIL_TASK, user=None, **config) -> TauBenchEnv:
@@ -43,7 +43,7 @@ def test_registered_with_skyrl_gym_and_builds_from_row_extras():
 def test_a_prompt_without_the_domain_policy_and_with_compact_tool_schemas():
     full, _ = make().init([])
     env = skyrl_gym.make(ENV_CLASS, env_config=EnvSetup(ScriptedUserSimulator(), HermesParser(HermesParser.Params(tool_descriptions=False)),
-                                                        EpisodeConfig(domain_policy=False)), extras=RETAIL_TASK)
+                                                        EpisodeConfig(domain_policy=False), tau2_domains("retail", "airline", "telecom", "mock")), extras=RETAIL_TASK)
     short, metadata = env.init([])
     policy = env.episode.environment.get_policy()
     assert policy in full[0]["content"] and policy not in short[0]["content"]

@@ -62,8 +62,10 @@ def test_tasks_come_from_the_files_and_tau2_scores_the_revised_task(task_files):
 def test_specs_name_task_files_and_the_rows_of_both_backends_carry_them(task_files, minimal, tmp_path: Path):
     import pyarrow.parquet as pq
 
+    from ctu.composition import build_components
+    from ctu.rollout.build import env_setup
+    from ctu.runners.skyrl.config import prepare_data
     from ctu.runners.task_rows import train_rows
-    from tau_bench_env.data import dataset_rows, write_rows
     from tau_bench_env.env import TauBenchEnv
 
     tasks_file, split_file = task_files
@@ -72,14 +74,13 @@ def test_specs_name_task_files_and_the_rows_of_both_backends_carry_them(task_fil
     minimal["trainer"] = {"train_batch_size": 2, "policy_mini_batch_size": 2}
     spec = spec_from_dict(minimal).spec
     assert schedule(spec).train_tasks == 2
-    assert [row.extras["task_id"] for row in train_rows(spec)] == ["0", "1"]  # the Tinker backend's rows
-    params = spec.data.train[0].domain.params.model_dump(mode="json")
-    path = write_rows(dataset_rows("retail", "train", None, None, params), tmp_path / "train.parquet")  # SkyRL's
-    [_, row] = pq.read_table(path).to_pylist()
-    from ctu.composition import build_components
-    from ctu.rollout.build import env_setup
-
-    env = TauBenchEnv(env_setup(build_components(spec)), row)
+    components = build_components(spec)
+    assert len(components.domains) == 1  # the train and test sources name one domain: built once
+    assert [row.extras["task_id"] for row in train_rows(components)] == ["0", "1"]  # the Tinker backend's rows
+    prepare_data(components, tmp_path)  # SkyRL's, the same rows in parquet
+    [_, row] = pq.read_table(tmp_path / "train.parquet").to_pylist()
+    assert row["domain_params"] == json.dumps(train_rows(components)[1].extras["domain_params"], sort_keys=True)
+    env = TauBenchEnv(env_setup(components), row)
     assert env.episode.task.evaluation_criteria.actions[0].name == "calculate"  # the file's task reached the env
 
 

@@ -19,7 +19,7 @@ from ctu.evaluation.policies import PolicyChoice
 from ctu.evaluation.report import figures
 from ctu.evaluation.runner import TRAJECTORIES, run_evaluation
 from ctu.spec import spec_from_dict
-from tau_bench_env.domains import domain_by_name
+from tau_bench_env.domains import tau2_domain
 from tau_bench_env.replay import Corruption, GoldReplayAgent, effective_writes
 
 from ..conftest import MINIMAL_SPEC
@@ -48,7 +48,7 @@ class GoldPolicy:
     def __init__(self, native: bool, down: bool) -> None:
         self.native = native
         self.down = down
-        retail = domain_by_name("retail")
+        retail = tau2_domain("retail")
         self.tasks = retail.tasks("test")[:TASKS]
         self.writes = [effective_writes(retail.make_environment(), task) for task in self.tasks]
 

@@ -10,11 +10,11 @@ import random
 
 import pytest
 
+from ctu.components.domains import build_domain
 from ctu.components.rewards.base import RewardContext
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from ctu.registry import registry
 from ctu.spec import load_spec
-from tau_bench_env.domains import domain_by_name
 from tau_bench_env.episode import Episode, EpisodeConfig
 from tau_bench_env.interfaces import ParsedTurn
 from tau_bench_env.replay import CLOSING, Corruption, GoldReplayAgent, effective_writes
@@ -55,7 +55,7 @@ def test_the_spec_registers_the_examples_components(spec):
 
 
 def test_splits_hold_at_least_twelve_tasks_with_gold_actions(spec):
-    domain = domain_by_name("healthcare")
+    domain = build_domain("healthcare", {})
     train, test, base = (domain.tasks(split) for split in ("train", "test", "base"))
     assert len(base) >= 12 and len(train) + len(test) == len(base)
     assert not {t.id for t in train} & {t.id for t in test}
@@ -63,7 +63,7 @@ def test_splits_hold_at_least_twelve_tasks_with_gold_actions(spec):
 
 
 def test_every_gold_replay_scores_1_and_a_spoiled_one_0(spec):
-    domain = domain_by_name("healthcare")
+    domain = build_domain("healthcare", {})
     parser = spec.rollout.parser.build()
     tasks = domain.tasks("base")
     assert [asyncio.run(replay(domain, task, parser)) for task in tasks] == [1.0] * len(tasks)

@@ -59,9 +59,13 @@ SAMPLING_8B = ["rollout.temperature=0.85", f"rollout.top_p={TOP_P}"]
 
 def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
     """At the 8B spec's temperature and top_p, with the KL loss against the reference model, and a validation set
-    besides the test set."""
-    result = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true",
-                              "data.validation={domain: airline, split: train, max_tasks: 1}", cluster=cluster)
+    besides the test set, from a domain with params (tau2's retail read from a `tasks_file`): the params reach the
+    environment in SkyRL's worker through the parquet rows and the domains the composition root built there."""
+    from tau2.utils import DATA_DIR
+
+    tasks_file = DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json"
+    validation = f"data.validation={{domain: {{type: retail, tasks_file: '{tasks_file}'}}, split: base, max_tasks: 1}}"
+    result = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true", validation, cluster=cluster)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
@@ -73,6 +77,7 @@ def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight
         assert {"test-retail/average_reward", "test-retail/success_rate", "test-retail/pass^1"} <= set(line)
         assert line["test-retail/num_episodes"] == 2.0
         assert line["validation/num_episodes"] == 1.0 and "validation/success_rate" in line  # its own area
+        assert line["validation/num_infra_errors"] == 0.0  # its domain, params and all, was there
     assert json.loads((run / "best_validation.json").read_text())["step"] in (0, 2)
     for line in lines[1:]:
         # what the trainer computed for the sampled tokens agrees with what vLLM reported: vLLM's processed logprobs

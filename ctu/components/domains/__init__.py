@@ -19,7 +19,6 @@ A custom domain is a `Domain` subclass registered under its own name; specs then
         def load_tasks(self, split):         # -> list[tau2.data_model.tasks.Task]
             return my_tasks_by_split[split]
 
-Importing this module also makes `tau_bench_env.domains.domain_by_name` build domains from this registry.
 """
 
 from __future__ import annotations
@@ -58,5 +57,3 @@ def build_domain(name: str, params: dict[str, Any]) -> environment_domains.Domai
     domain.name = name
     return domain
 
-
-environment_domains.set_domain_resolver(build_domain)

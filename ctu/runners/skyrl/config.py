@@ -204,19 +204,20 @@ def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:
     ]
 
 
-def prepare_data(spec: Spec, data_dir: Path) -> None:
+def prepare_data(components: Components, data_dir: Path) -> None:
     """Write `train.parquet` (every training source) and `test_<name>.parquet` (each evaluation set: the
     validation set as `test_validation.parquet`, and each test set; `data_source` set to the set's name) for
-    SkyRL's dataset loader."""
-    from tau_bench_env.data import dataset_rows, write_rows
+    SkyRL's dataset loader: the task rows the Tinker backend trains on (`ctu.runners.task_rows`), in parquet."""
+    from ctu.runners.task_rows import source_rows
+    from tau_bench_env.data import parquet_rows, write_rows
 
-    def rows(source: Any, data_source: str | None = None) -> list[dict[str, Any]]:
-        params = source.domain.params.model_dump(mode="json")
-        return dataset_rows(source.domain.type, source.split, source.max_tasks, data_source, params)
-
-    write_rows([row for source in spec.data.train for row in rows(source)], data_dir / "train.parquet")
+    spec = components.spec
+    train = [row for source in spec.data.train
+             for row in parquet_rows(components.domain(source), source_rows(components, source))]
+    write_rows(train, data_dir / "train.parquet")
     for name, source in spec.data.evaluation_sets().items():
-        write_rows(rows(source, name), data_dir / f"test_{name}.parquet")
+        write_rows(parquet_rows(components.domain(source), source_rows(components, source, name), name),
+                   data_dir / f"test_{name}.parquet")
 
 
 def latest_checkpoint_step(run_dir: Path) -> int | None:
@@ -282,7 +283,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]
     modules = required_modules(engine.run_engines_locally and not engine.external_proxy_url and not engine.external_server_urls)
     check_skyrl_run(spec, joining_cluster(), modules)
     run.path.mkdir(parents=True, exist_ok=True)
-    prepare_data(spec, data_dir)
+    prepare_data(build_components(spec), data_dir)
     import ray
 
     from ctu.runners.skyrl.experiment import skyrl_entrypoint

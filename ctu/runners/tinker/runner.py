@@ -136,10 +136,10 @@ class TinkerRunner:
             from ctu.runners.tinker.sampler import TinkerSampler
 
             tokenizer = AutoTokenizer.from_pretrained(model_path)
-            plan = StepPlan(train_rows(spec), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
-                            spec.data.shuffle, spec.trainer.max_steps)
-            tests = evaluation_rows(spec)
             components = build_components(spec)
+            plan = StepPlan(train_rows(components), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
+                            spec.data.shuffle, spec.trainer.max_steps)
+            tests = evaluation_rows(components)
             trackers = components.trackers
             trackers.start(self.run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
                            resume_step=start_step if self.resume else None)
