@@ -59,11 +59,14 @@ SAMPLING_8B = ["rollout.temperature=0.85", f"rollout.top_p={TOP_P}"]
 
 def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
     """At the 8B spec's temperature and top_p, with the KL loss against the reference model, and a validation set
-    besides the test set, from a domain with params (tau2's retail read from a `tasks_file`): the params reach the
-    environment in SkyRL's worker through the parquet rows and the domains the composition root built there."""
+    besides the test set, from a domain with params (retail read from a `tasks_file` whose one task has an id tau2's
+    retail lacks): the params reach the environment in SkyRL's worker through the parquet rows and the domains the
+    composition root built there (without them, the row would find tau2's retail and no such task)."""
     from tau2.utils import DATA_DIR
 
-    tasks_file = DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json"
+    [first, *_] = json.loads((DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json").read_text())
+    tasks_file = tmp_path / "validation_tasks.json"
+    tasks_file.write_text(json.dumps([{**first, "id": "validation-0"}]))
     validation = f"data.validation={{domain: {{type: retail, tasks_file: '{tasks_file}'}}, split: base, max_tasks: 1}}"
     result = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true", validation, cluster=cluster)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
