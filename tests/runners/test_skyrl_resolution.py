@@ -106,13 +106,14 @@ def test_explain_skyrl_and_validate_deep():
 def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
     import pyarrow.parquet as pq
 
+    from ctu.composition import build_components
     from ctu.runners.skyrl.config import prepare_data
 
     spec = load_spec(REPO / "specs" / "multi_domain.yaml", ["data.train.0.max_tasks=3", "data.test_sets.retail.max_tasks=2",
                                                            "data.test_sets.airline.max_tasks=2", "data.test_sets.telecom.max_tasks=2",
                                                            "trainer.train_batch_size=2", "trainer.policy_mini_batch_size=2",
                                                            "rollout.n_samples_per_prompt=4"]).spec
-    prepare_data(spec, tmp_path)
+    prepare_data(build_components(spec), tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test_airline.parquet", "test_retail.parquet", "test_telecom.parquet", "train.parquet"]
     train = pq.read_table(tmp_path / "train.parquet").to_pylist()
     assert [r["domain"] for r in train] == ["telecom"] * 3 and train[0]["split"] == "train"

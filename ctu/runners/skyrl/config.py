@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ctu.composition import Components, build_components
+from ctu.runners.rundir import RunDir
 from ctu.spec import Spec
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import SkyRLBackend
@@ -83,8 +84,8 @@ def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, Any]
         "trainer.run_name": spec.experiment.name,
         "trainer.tags": list(spec.experiment.tags),
         "trainer.logger": "console",
-        "trainer.ckpt_path": str(run_dir / "checkpoints"),
-        "trainer.export_path": str(run_dir / "exports"),
+        "trainer.ckpt_path": str(RunDir(run_dir).checkpoints),
+        "trainer.export_path": str(RunDir(run_dir).exports),
         "trainer.log_path": str(run_dir / "logs"),
         "trainer.epochs": trainer.epochs,
         "trainer.max_training_steps": trainer.max_steps,
@@ -168,8 +169,10 @@ def _inference_engine(spec: Spec, backend: SkyRLBackend) -> dict[str, Any]:
     return overrides
 
 
-def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path, resume: bool = False) -> Any:
-    """SkyRL's `SkyRLTrainConfig` for `spec`, checked by SkyRL's own `validate_cfg` (imports skyrl, torch).
+def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path, resume: bool = False,
+                         components: Components | None = None) -> Any:
+    """SkyRL's `SkyRLTrainConfig` for `spec`, checked by SkyRL's own `validate_cfg` (imports skyrl, torch);
+    `components` are the spec's, when the caller has built them already (else built here).
 
     Raises:
         ValueError, AssertionError: SkyRL rejects the config (the message is SkyRL's).
@@ -177,7 +180,8 @@ def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path, resume: bool
     from skyrl.train.config import SkyRLTrainConfig
     from skyrl.train.utils import validate_cfg
 
-    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(build_components(spec), data_dir, run_dir, resume))
+    built = components if components is not None else build_components(spec)
+    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(built, data_dir, run_dir, resume))
     validate_cfg(config)
     return config
 
@@ -267,7 +271,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]
             CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
-    from ctu.runners.rundir import RunDir, RunError
+    from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
 
@@ -278,12 +282,13 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]
     if resume and resume_step is None:
         raise RunError(f"{run.path} has no checkpoint to resume from")
     data_dir = run.path / "data"
-    config = resolve_skyrl_config(spec, data_dir, run.path, resume)
+    components = build_components(spec)
+    config = resolve_skyrl_config(spec, data_dir, run.path, resume, components)
     engine = config.generator.inference_engine
     modules = required_modules(engine.run_engines_locally and not engine.external_proxy_url and not engine.external_server_urls)
     check_skyrl_run(spec, joining_cluster(), modules)
     run.path.mkdir(parents=True, exist_ok=True)
-    prepare_data(build_components(spec), data_dir)
+    prepare_data(components, data_dir)
     import ray
 
     from ctu.runners.skyrl.experiment import skyrl_entrypoint
