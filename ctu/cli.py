@@ -89,7 +89,7 @@ def _import_code(entries: list[str] | None) -> None:
 @app.command()
 def validate(
     args: Annotated[list[str], typer.Argument(help="Spec files, then optional key=value overrides applied to each.")],
-    deep: Annotated[bool, typer.Option("--deep", help="Also resolve skyrl specs into SkyRL's config, run SkyRL's validation (imports skyrl) and warn about GPU packages missing here.")] = False,
+    deep: Annotated[bool, typer.Option("--deep", help="Also run the backend's own checks: for skyrl, resolve the spec into SkyRL's config and run SkyRL's validation (imports skyrl), and warn about GPU packages missing here.")] = False,
 ) -> None:
     """Check specs without a GPU: schema, component params, cross-field rules. Exit 2 listing every problem."""
     from ctu.errors import CtuError
@@ -111,41 +111,29 @@ def validate(
             continue
         if loaded.warnings:
             _print_issues(f"{path}: {len(loaded.warnings)} warning(s)", loaded.warnings, "yellow")
-        if deep and loaded.spec.backend.type == "skyrl":
-            problem = _skyrl_problem(loaded.spec)
-            if problem is not None:
-                failed += 1
-                err.print(f"[red]{escape(path)}: SkyRL rejects the resolved config:[/red] {escape(problem)}")
-                continue
-            from ctu.runners.skyrl.preflight import INSTALL_GPU, missing_gpu_packages
+        if deep:
+            from ctu.runners.backend import backend_of
 
-            missing = missing_gpu_packages()
-            if missing:
-                err.print(f"[yellow]warning[/yellow] {escape(path)}: {', '.join(missing)} not installed here; "
-                          f"on the GPU machine, {INSTALL_GPU}")
+            spec = loaded.spec
+            errors, warnings = backend_of(spec).deep_check(spec, Path(spec.experiment.output_dir) / spec.experiment.name)
+            for message in warnings:
+                err.print(f"[yellow]warning[/yellow] {escape(path)}: {escape(message)}")
+            if errors:
+                failed += 1
+                for message in errors:
+                    err.print(f"[red]{escape(path)}:[/red] {escape(message)}")
+                continue
         out.print(f"[green]ok[/green] {escape(path)}")
     if failed:
         err.print(f"[red]{failed} of {len(specs)} spec(s) invalid[/red]")
         raise typer.Exit(EXIT_SPEC_ERROR)
 
 
-def _skyrl_problem(spec) -> str | None:
-    """SkyRL's objection to the spec's resolved config, or None."""
-    from ctu.runners.skyrl.config import resolve_skyrl_config
-
-    run_dir = Path(spec.experiment.output_dir) / spec.experiment.name
-    try:
-        resolve_skyrl_config(spec, run_dir / "data", run_dir)
-    except (ValueError, AssertionError, TypeError) as error:
-        return f"{type(error).__name__}: {error}"
-    return None
-
-
 @app.command()
 def explain(
     spec: Annotated[str, typer.Argument(help="Spec file.")],
     overrides: Annotated[list[str] | None, typer.Argument(help="key=value overrides.")] = None,
-    skyrl: Annotated[bool, typer.Option("--skyrl", help="Print the SkyRL config the spec resolves into (imports skyrl).")] = False,
+    backend_config: Annotated[bool, typer.Option("--backend-config", "--skyrl", help="Print the config the spec's backend resolves it into instead (skyrl: SkyRL's config; imports skyrl).")] = False,
 ) -> None:
     """Print the fully resolved spec (extends merged, overrides applied, defaults filled in) as YAML, then its
     schedule as a YAML comment: steps per epoch, GRPO steps, optimizer steps and warm-up."""
@@ -153,23 +141,21 @@ def explain(
     from ctu.spec.schedule import schedule
 
     loaded = _load(spec, overrides or [])
-    if not skyrl:
+    if not backend_config:
         typer.echo(dump_spec(loaded.spec), nl=False)
         plan = schedule(loaded.spec)
         typer.echo(f"# schedule: {plan.describe() if plan else 'unknown (a training domain whose tasks ctu counts only by loading it)'}")
         return
-    if loaded.spec.backend.type != "skyrl":
-        err.print("[red]error:[/red] --skyrl needs a spec whose backend is `skyrl`")
-        raise typer.Exit(EXIT_SPEC_ERROR)
-    from ctu.runners.skyrl.config import config_yaml, resolve_skyrl_config
+    from ctu.errors import CtuError
+    from ctu.runners.backend import backend_of
+    from ctu.runners.rundir import RunDir
 
-    run_dir = Path(loaded.spec.experiment.output_dir) / loaded.spec.experiment.name
     try:
-        config = resolve_skyrl_config(loaded.spec, run_dir / "data", run_dir)
-    except (ValueError, AssertionError, TypeError) as error:
-        err.print(f"[red]SkyRL rejects the resolved config:[/red] {escape(str(error))}")
-        raise typer.Exit(EXIT_SPEC_ERROR) from None
-    typer.echo(config_yaml(config), nl=False)
+        resolved = loaded.spec
+        launch = backend_of(resolved).plan(resolved, RunDir(Path(resolved.experiment.output_dir) / resolved.experiment.name))
+    except CtuError as error:
+        raise _fail(error) from None
+    typer.echo(launch.config, nl=False)
 
 
 @app.command()

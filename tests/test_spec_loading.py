@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ctu.runners.skyrl.params import SkyRLParams
+from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import SpecError, dump_spec, load_spec, spec_from_dict, spec_hash
-from ctu.spec.models import SkyRLBackend, TinkerBackend
 
 from .conftest import SPECS
 
@@ -186,8 +187,8 @@ def test_interpolation_under_a_key_with_dots(tmp_path: Path, monkeypatch):
                              "generator.inference_engine.external_proxy_url: '${oc.env:CTU_TEST_URL}',"
                              " generator.inference_engine.external_server_urls: ['${oc.env:CTU_TEST_URL}']}}")
     spec = load_spec(write(tmp_path, "s.yaml", text)).spec
-    assert spec.backend.skyrl_overrides["generator.inference_engine.external_proxy_url"] == "http://127.0.0.1:9"
-    assert spec.backend.skyrl_overrides["generator.inference_engine.external_server_urls"] == ["http://127.0.0.1:9"]
+    assert spec.backend.params.skyrl_overrides["generator.inference_engine.external_proxy_url"] == "http://127.0.0.1:9"
+    assert spec.backend.params.skyrl_overrides["generator.inference_engine.external_server_urls"] == ["http://127.0.0.1:9"]
     with pytest.raises(SpecError, match="CTU_TEST_UNSET"):
         load_spec(write(tmp_path, "u.yaml", text.replace("CTU_TEST_URL", "CTU_TEST_UNSET")))
 
@@ -213,10 +214,10 @@ def test_dates_and_odd_scalars_stay_strings_or_are_reported(tmp_path: Path):
 
 
 def test_backend_is_chosen_by_type(minimal):
-    assert isinstance(spec_from_dict(minimal).spec.backend, TinkerBackend)
+    assert isinstance(spec_from_dict(minimal).spec.backend.params, TinkerParams)
     minimal["backend"] = {"type": "skyrl"}
     minimal["algorithm"] = minimal["trainer"] = {}
-    assert isinstance(spec_from_dict(minimal).spec.backend, SkyRLBackend)
+    assert isinstance(spec_from_dict(minimal).spec.backend.params, SkyRLParams)
 
 
 def test_qwen3_without_thinking_policy_is_a_warning(minimal):

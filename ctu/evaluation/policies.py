@@ -5,27 +5,27 @@ Three kinds, chosen by `PolicyChoice`:
 - an OpenAI-compatible endpoint (``--endpoint URL --model NAME``): a vLLM server of a base model or checkpoint,
   or an API model. Chat completions with the spec's tools (native tool calling) or with the tools in the system
   prompt and the answer read by the spec's parser (text mode). Tokens are counted with the spec's tokenizer.
-- a Tinker checkpoint (``--checkpoint tinker://...``), or a run directory's policy (``--run-dir RUN``, its newest
-  unless ``--step N``): its Hugging Face export where the step has one (both backends export after the last step),
-  served as the base model of a local Tinker server; else its Tinker checkpoint, sampled through the spec's Tinker
-  server or a local one started over the run's own server folder (where its checkpoints live).
-- otherwise the spec's own `model.path` (``builtin:tiny-qwen3`` is built if needed), served by a local Tinker
-  server (SkyRL's, JAX backend: what runs on a CPU).
+- a run directory's policy (``--run-dir RUN``, its newest unless ``--step N``), listed and opened by the backend
+  that wrote the run (`ctu.runners.backend.Backend.policies` and `open_policy`). On the built-in backends: its
+  Hugging Face export where the step has one (both export after the last step), served as the base model of a
+  local Tinker server; else its Tinker checkpoint, sampled through the spec's Tinker server or a local one started
+  over the run's own server folder (where its checkpoints live).
+- a checkpoint (``--checkpoint tinker://...``), or otherwise the spec's own `model.path` (``builtin:tiny-qwen3`` is
+  built if needed), opened by the spec's backend: on the built-in ones, served by a local Tinker server (SkyRL's,
+  JAX backend: what runs on a CPU), or the spec's remote Tinker server.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ctu.errors import CtuError
+from ctu.runners.backend import PolicyHandle
 from ctu.runners.rundir import RunDir
-from ctu.spec.models import Spec, TinkerBackend
+from ctu.spec.models import Spec
 
 __all__ = ["EvalError", "PolicyChoice", "latest_checkpoint", "open_policy"]
 
@@ -83,27 +83,22 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-") or "policy"
 
 
-def is_skyrl_run(run_dir: Path) -> bool:
-    """Whether `run_dir` is a run of the skyrl backend (its ``state.json`` says so)."""
-    state = Path(run_dir) / "state.json"
-    return state.exists() and json.loads(state.read_text()).get("backend") == "skyrl"
-
-
 def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]:
-    """``(step, path)`` of a run directory's policy of `step` (default: the newest): its Hugging Face export
-    (``exports/global_step_N/policy``, a local folder; both backends write one after the last step) where the step
-    has one, else a Tinker run's checkpoint (``tinker://...``, from its ``checkpoints/step_NNNNNN.json`` records).
+    """``(step, policy)`` of a run directory's policy of `step` (default: the newest), as the backend that wrote the
+    run lists them (`Backend.policies`): a Hugging Face export (``exports/global_step_N/policy``; both built-in
+    backends write one after the last step) where the step has one, else, on Tinker, its checkpoint
+    (``tinker://...``).
 
     Raises:
-        EvalError: the folder has no such export or checkpoint (or is no run directory).
+        EvalError: the folder has no such policy (or is no run directory).
+        ComponentError: the run's backend is not registered here.
     """
+    from ctu.runners.backend import run_backend
+
     run = RunDir(Path(run_dir))
-    by_step: dict[int, str] = {}
-    if not is_skyrl_run(run_dir):
-        by_step = {int(record["step"]): record["path"]
-                   for record in (json.loads(p.read_text()) for p in sorted(run.checkpoints.glob("step_*.json")))}
-    by_step.update({int(folder.parent.name.removeprefix("global_step_")): str(folder.absolute())
-                    for folder in run.exports.glob("global_step_*/policy") if (folder / "config.json").exists()})
+    if not run.spec_file.exists():
+        raise EvalError(f"{run_dir} holds no {run.spec_file.name}; is it a run directory?")
+    by_step = run_backend(run).policies(run)
     if not by_step:
         raise EvalError(f"{run_dir} holds no Hugging Face export (exports/global_step_N/policy, written every "
                         "trainer.hf_save_interval steps and after the last step) nor Tinker checkpoint "
@@ -115,73 +110,52 @@ def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]
 
 
 @contextlib.asynccontextmanager
-async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> AsyncIterator[tuple[Any, Any]]:
-    """The chosen policy as ``(sampler, tokenizer)`` for `ctu.rollout.build.build_generator`; a local Tinker server
-    it needs runs until the context exits.
+async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> AsyncIterator[PolicyHandle]:
+    """The chosen policy as ``(sampler, tokenizer)`` for `ctu.rollout.build.build_generator`: an endpoint here, any
+    other policy opened by a backend (`Backend.open_policy`): a run directory's by the backend that wrote the run
+    (over the run's folder, where its checkpoints live), a checkpoint or the base model by the spec's backend.
+    What serves it runs until the context exits.
 
     Args:
         spec: the spec being evaluated (its model, backend and sampling settings).
         choice: the policy.
-        work_dir: where a local Tinker server keeps its database and log when it does not serve a run directory.
+        work_dir: the evaluation's folder, where a server a backend starts writes (unless it serves a run).
 
     Raises:
         EvalError: no checkpoint where one was named. TinkerServerError: a local server did not start.
     """
+    choice.check()
+    if choice.endpoint is not None:
+        async with _endpoint_policy(spec, str(choice.endpoint), str(choice.model), choice.api_key_env) as handle:
+            yield handle
+        return
+    from ctu.runners.backend import backend_of, run_backend
+
+    if choice.run_dir is not None:
+        run = RunDir(Path(choice.run_dir))
+        _, policy = latest_checkpoint(run.path, choice.step)
+        opened = run_backend(run).open_policy(spec, policy, run.path)
+    else:
+        opened = backend_of(spec).open_policy(spec, choice.checkpoint, Path(work_dir))
+    async with opened as handle:
+        yield handle
+
+
+@contextlib.asynccontextmanager
+async def _endpoint_policy(spec: Spec, base_url: str, model: str, api_key_env: str | None) -> AsyncIterator[PolicyHandle]:
+    """An OpenAI-compatible endpoint's chat sampler, its tokens counted with the spec's tokenizer."""
     import asyncio
 
     from transformers import AutoTokenizer
 
+    from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
     from ctu.models.tiny_qwen3 import resolve
+    from ctu.rollout.sampling import OpenAIChatSampler
 
-    choice.check()
     model_path = await asyncio.to_thread(resolve, spec.model.path)
-    checkpoint = choice.checkpoint
-    server_folder = Path(work_dir) / "tinker"
-    if choice.run_dir is not None:
-        _, found = latest_checkpoint(choice.run_dir, choice.step)
-        if found.startswith("tinker://"):
-            checkpoint, server_folder = found, Path(choice.run_dir) / "tinker"
-        else:  # an HF export: served as the base model of a local Tinker server
-            model_path = found
     tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_path)
-    if choice.endpoint is not None:
-        from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
-        from ctu.rollout.sampling import OpenAIChatSampler
-
-        params = OpenAIEndpointParams(model=str(choice.model), base_url=choice.endpoint, api_key_env=choice.api_key_env)
-        endpoint = ChatEndpoint(params)
-        try:
-            yield OpenAIChatSampler(endpoint), tokenizer
-        finally:
-            await endpoint.aclose()
-        return
-    import tinker
-
-    from ctu.runners.tinker.sampler import TinkerSampler
-
-    backend = spec.backend if isinstance(spec.backend, TinkerBackend) else None
-    async with _tinker_url(backend, model_path, server_folder) as base_url:
-        api_key = os.environ.get(backend.api_key_env, "") if backend is not None and backend.api_key_env else ""
-        service = tinker.ServiceClient(base_url=base_url, api_key=api_key or "tml-local")
-        if checkpoint is None:
-            client = await service.create_sampling_client_async(base_model=model_path)
-        else:
-            training = await service.create_training_client_from_state_async(checkpoint)
-            client = await training.save_weights_and_get_sampling_client_async()
-        yield TinkerSampler(client, tokenizer.decode), tokenizer
-
-
-@contextlib.asynccontextmanager
-async def _tinker_url(backend: TinkerBackend | None, model_path: str, folder: Path) -> AsyncIterator[str]:
-    """The spec's remote Tinker server, else a local one over `folder`, started here and stopped on exit."""
-    import asyncio
-
-    if backend is not None and not backend.local:
-        yield str(backend.base_url)
-        return
-    from ctu.runners.tinker.server import LocalTinkerServer
-
-    lora_rank = backend.lora_rank if backend is not None else 8
-    with LocalTinkerServer(model_path, folder, lora_rank=lora_rank) as server:
-        await asyncio.to_thread(server.wait_healthy)
-        yield server.base_url
+    endpoint = ChatEndpoint(OpenAIEndpointParams(model=model, base_url=base_url, api_key_env=api_key_env))
+    try:
+        yield OpenAIChatSampler(endpoint), tokenizer
+    finally:
+        await endpoint.aclose()

@@ -75,6 +75,7 @@ KINDS: tuple[str, ...] = (
     "chat_templates",
     "user_simulators",
     "domains",
+    "backends",
 )
 """Every component kind, in the order `ctu components` and SPEC_REFERENCE.md list them."""
 
@@ -303,6 +304,7 @@ class _Registries:
     chat_templates: ComponentRegistry
     user_simulators: ComponentRegistry
     domains: ComponentRegistry
+    backends: ComponentRegistry
 
     def __getitem__(self, kind: str) -> ComponentRegistry:
         if kind not in KINDS:
@@ -325,8 +327,11 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "ctu.components.chat_templates",
     "ctu.components.user_simulators",
     "ctu.components.domains",
+    "ctu.runners.skyrl.backend",
+    "ctu.runners.tinker.backend",
 )
-"""Modules whose import registers the built-in components. Each must import without torch, ray or skyrl."""
+"""Modules whose import registers the built-in components (the backends' registrations live with their runners).
+Each must import without torch, ray or skyrl."""
 
 _populated = False
 _populate_lock = threading.Lock()

@@ -3,7 +3,8 @@
 A kind's contract is derived from the one class the rest of ctu is written against (`CONTRACTS`): its Protocol
 (`tau_bench_env.interfaces.Parser` and `UserSimulator`, `ctu.components.rewards.base.Reward`,
 `ctu.components.judges.base.Judge`, `ctu.components.trackers.base.Tracker`,
-`ctu.components.chat_templates.base.ChatTemplate`, `ctu.components.generators.base.GeneratorComponent`), or, for
+`ctu.components.chat_templates.base.ChatTemplate`, `ctu.components.generators.base.GeneratorComponent`,
+`ctu.runners.backend.Backend`), or, for
 domains, the base class every domain subclasses (`tau_bench_env.domains.Domain`). A Protocol's methods are the
 calls ctu makes: its positional parameters are passed positionally, its keyword-only ones by keyword, and an
 ``async def`` is awaited; its ``ClassVar`` annotations are the class attributes ctu reads, with their types.
@@ -60,6 +61,7 @@ CONTRACTS: dict[str, str] = {
     "user_simulators": "tau_bench_env.interfaces.UserSimulator",
     "domains": "tau_bench_env.domains.Domain",
     "generators": "ctu.components.generators.base.GeneratorComponent",
+    "backends": "ctu.runners.backend.Backend",
 }
 """The class each kind of `ctu.registry.KINDS` is written against (dotted name, imported on demand: the
 components' modules import the registry)."""
@@ -108,8 +110,12 @@ def contract(kind: str) -> Contract:
                   if typing.get_origin(hint) is ClassVar and not name.startswith("_")}
     if not getattr(source, "_is_protocol", False):  # a base class: subclassing it is the contract
         return Contract(attributes=attributes, base=CONTRACTS[kind])
-    methods = tuple(_method(name, member) for name, member in vars(source).items()
-                    if inspect.isfunction(member) and not name.startswith("_"))
+    members: dict[str, Any] = {}
+    for protocol in reversed(source.__mro__):  # a Protocol's own methods and those of the Protocols it extends
+        if getattr(protocol, "_is_protocol", False) and protocol is not typing.Protocol:
+            members.update((name, member) for name, member in vars(protocol).items()
+                           if inspect.isfunction(member) and not name.startswith("_"))
+    methods = tuple(_method(name, member) for name, member in members.items())
     return Contract(methods=methods, attributes=attributes)
 
 

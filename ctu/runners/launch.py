@@ -1,4 +1,4 @@
-"""`ctu run`: from a spec file (or a run directory to resume) to the right runner."""
+"""`ctu run`: from a spec file (or a run directory to resume) to the spec's backend (`ctu.runners.backend`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ctu.runners.rundir import RunError
-from ctu.spec import LoadedSpec, Spec, SpecIssue, load_spec, spec_hash
+from ctu.runners.backend import backend_of
+from ctu.runners.rundir import RunDir, RunError
+from ctu.spec import LoadedSpec, Spec, load_spec, spec_hash
 
 RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots", "tensorboard", "wandb", "tinker", "data",
            "exports", "logs")
@@ -60,11 +61,9 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     loaded, run_path = resolve_run_spec(spec_path, overrides, smoke, resume)
     _print_warnings(loaded, console)
     spec = loaded.spec
-    from ctu.runners.rundir import RunDir
-
     run_dir = RunDir(run_path) if run_path is not None else RunDir(Path(spec.experiment.output_dir) / spec.experiment.name)
     if dry_run:
-        _dry_run(spec, run_dir.path, console)
+        _dry_run(spec, run_dir, console)
         return
     if resume is None and run_dir.state_file.exists():
         if not overwrite:
@@ -75,16 +74,8 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     run_dir.path.mkdir(parents=True, exist_ok=True)
     for model in {spec.model.path, spec.model.reference_path or spec.model.path}:
         build_builtin_model(model, console, progress)
-    if spec.backend.type == "skyrl":
-        from ctu.runners.skyrl.config import run_skyrl
-
-        state = run_skyrl(spec, run_dir.path, resume=resume is not None)
-        console.print(f"[green]done[/green] step {state['step']}; results in {run_dir.path}")
-        return
-    from ctu.runners.tinker.runner import TinkerRunner
-
-    state = TinkerRunner(spec, run_dir, resume=resume is not None, progress=progress).run()
-    console.print(f"[green]done[/green] {state.get('step', 0)} step(s); results in {run_dir.path}")
+    step = backend_of(spec).run(spec, run_dir, resume=resume is not None, progress=progress)
+    console.print(f"[green]done[/green] step {step}; results in {run_dir.path}")
 
 
 def build_builtin_model(model: str, console: Any, progress: bool = True) -> None:
@@ -112,33 +103,10 @@ def build_builtin_model(model: str, console: Any, progress: bool = True) -> None
         resolve(model, progress=lambda phase, done, total: bar.update(task, description=phase, completed=done, total=total))
 
 
-def _dry_run(spec: Spec, run_dir: Path, console: Any) -> None:
-    if spec.backend.type == "skyrl":
-        from ctu.runners.skyrl.config import config_yaml, launch_plan, resolve_skyrl_config
-
-        try:
-            config = resolve_skyrl_config(spec, run_dir / "data", run_dir)
-        except (ValueError, AssertionError, TypeError) as error:
-            from ctu.spec import SpecError
-
-            raise SpecError([SpecIssue("backend", f"SkyRL rejects the resolved config: {error}")], spec.experiment.name) from None
-        console.print("[bold]# SkyRL config (accepted by SkyRL's validate_cfg)[/bold]")
-        console.print(config_yaml(config), markup=False, highlight=False)
-        steps = launch_plan(spec, run_dir / "data", run_dir)
-    else:
-        from ctu.spec import dump_spec
-
-        console.print("[bold]# resolved spec[/bold]")
-        console.print(dump_spec(spec), markup=False, highlight=False)
-        backend = spec.backend
-        server = "start SkyRL's Tinker API server (JAX backend) on 127.0.0.1" if backend.local else f"use the Tinker server at {backend.base_url}"
-        steps = [
-            server,
-            f"model {spec.model.path}, LoRA rank {backend.lora_rank}, loss {backend.loss}",
-            f"up to {spec.trainer.max_steps or 'all'} step(s) of {spec.trainer.train_batch_size} tasks x {spec.rollout.n_samples_per_prompt} samples",
-            f"evaluate {', '.join(spec.data.test_sets) or 'no test sets'} every {spec.trainer.eval_interval} step(s)",
-            f"write results under {run_dir}",
-        ]
+def _dry_run(spec: Spec, run_dir: RunDir, console: Any) -> None:
+    plan = backend_of(spec).plan(spec, run_dir)
+    console.print(f"[bold]# {plan.title}[/bold]")
+    console.print(plan.config, markup=False, highlight=False)
     console.print("[bold]# launch plan[/bold]")
-    for number, line in enumerate(steps, 1):
+    for number, line in enumerate(plan.steps, 1):
         console.print(f"{number}. {line}", markup=False, highlight=False)

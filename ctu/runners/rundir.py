@@ -69,6 +69,11 @@ class RunDir:
         """The Hugging Face export of the policy after GRPO step `step`: ``exports/global_step_N/policy``."""
         return self.exports / f"global_step_{step}" / "policy"
 
+    def hf_exports(self) -> dict[int, str]:
+        """The complete Hugging Face exports (a ``config.json`` written), by step: absolute folder paths."""
+        return {int(folder.parent.name.removeprefix("global_step_")): str(folder.absolute())
+                for folder in self.exports.glob("global_step_*/policy") if (folder / "config.json").exists()}
+
     @property
     def plots(self) -> Path:
         return self.path / "plots"

@@ -10,10 +10,10 @@ from typing import Any
 
 from ctu.errors import did_you_mean
 from ctu.registry import registry
+from ctu.spec.backend_rules import backend_rules
 from ctu.spec.errors import SpecIssue
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, THINKING_FAMILIES, model_family
-from ctu.spec.models import SkyRLBackend, Spec, TinkerBackend
-from ctu.spec.skyrl_keys import is_skyrl_config_key, skyrl_config_keys
+from ctu.spec.models import Spec
 
 Check = Callable[[Spec], Iterator[SpecIssue]]
 
@@ -26,29 +26,6 @@ def check_batch_sizes(spec: Spec) -> Iterator[SpecIssue]:
             "trainer.policy_mini_batch_size",
             f"must divide trainer.train_batch_size ({trainer.train_batch_size}); got {trainer.policy_mini_batch_size}",
         )
-    backend = spec.backend
-    if isinstance(backend, SkyRLBackend):
-        world = backend.num_nodes * backend.num_gpus_per_node
-        sequences = trainer.policy_mini_batch_size * spec.rollout.n_samples_per_prompt
-        if sequences % world:
-            yield SpecIssue(
-                "trainer.policy_mini_batch_size",
-                f"policy_mini_batch_size x n_samples_per_prompt ({sequences}) must be divisible by the "
-                f"number of policy GPUs ({world})",
-            )
-        elif (sequences // world) % trainer.micro_train_batch_size_per_gpu:
-            yield SpecIssue(
-                "trainer.micro_train_batch_size_per_gpu",
-                f"must divide the sequences per GPU per mini-batch ({sequences // world}); "
-                f"got {trainer.micro_train_batch_size_per_gpu}",
-            )
-        engines_gpus = backend.num_inference_engines * backend.inference_engine_tensor_parallel_size
-        if backend.colocate_all and engines_gpus != world:
-            yield SpecIssue(
-                "backend.num_inference_engines",
-                f"with colocate_all, inference engines x tensor-parallel size ({engines_gpus}) must equal the "
-                f"policy GPUs ({world})",
-            )
 
 
 def check_listed_once(spec: Spec) -> Iterator[SpecIssue]:
@@ -238,24 +215,15 @@ def check_schedule(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
-def check_exports(spec: Spec) -> Iterator[SpecIssue]:
-    """Warn when SkyRL's rule of exporting the policy at every epoch's end (besides every `hf_save_interval`
-    steps) makes many more exports than the interval says: each is a full model (16 GB for an 8B one in bf16)."""
-    from ctu.spec.schedule import schedule
+def check_backend(spec: Spec) -> Iterator[SpecIssue]:
+    """What the spec's backend cannot run (`BackendRules.spec_errors`: e.g. SkyRL's placement rules, Tinker's
+    missing KL loss)."""
+    yield from backend_rules(spec).spec_errors(spec)
 
-    plan = schedule(spec)
-    if not isinstance(spec.backend, SkyRLBackend) or plan is None or not plan.steps_per_epoch:
-        return
-    interval = spec.trainer.hf_save_interval or plan.total_steps
-    exports = len({step for step in range(1, plan.total_steps + 1)
-                   if step % plan.steps_per_epoch == 0 or step % interval == 0 or step == plan.total_steps})
-    if exports > 2 * (plan.total_steps // interval + 1):
-        yield SpecIssue(
-            "trainer.hf_save_interval",
-            f"SkyRL exports the policy at every epoch's end too: {plan.steps_per_epoch} GRPO step(s) an epoch here, so "
-            f"{exports} full-model exports in {plan.total_steps} steps, not {plan.total_steps // interval + 1}; "
-            "fewer, longer epochs (a larger task set per epoch) mean fewer exports",
-        )
+
+def backend_warnings(spec: Spec) -> Iterator[SpecIssue]:
+    """What the spec's backend runs, but likely not as meant (`BackendRules.spec_warnings`)."""
+    yield from backend_rules(spec).spec_warnings(spec)
 
 
 def check_batch_fits(spec: Spec) -> Iterator[SpecIssue]:
@@ -319,55 +287,6 @@ def check_test_sets(spec: Spec) -> Iterator[SpecIssue]:
                 )
 
 
-SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
-"""SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
-
-
-def check_overrides(spec: Spec) -> Iterator[SpecIssue]:
-    """The raw SkyRL escape hatch names only fields of SkyRL's config, cannot switch on what ctu guarantees off,
-    nor set what ctu would ignore."""
-    if isinstance(spec.backend, SkyRLBackend):
-        for key, value in spec.backend.skyrl_overrides.items():
-            if not is_skyrl_config_key(key):
-                yield SpecIssue(
-                    f"backend.skyrl_overrides.{key}",
-                    f"not a field of SkyRL's config{did_you_mean(key, skyrl_config_keys())}",
-                )
-                continue
-            if key.split(".")[-1] == "zero_reward_on_non_stop" and value:
-                yield SpecIssue(
-                    f"backend.skyrl_overrides.{key}",
-                    "ctu keeps SkyRL's zero_reward_on_non_stop false; add the `zero_on_non_stop` reward instead",
-                )
-            if key.startswith(SAMPLING_OVERRIDES):
-                yield SpecIssue(
-                    f"backend.skyrl_overrides.{key}",
-                    "ctu's generator samples with the spec's `rollout` settings (temperature, top_p, "
-                    "repetition_penalty, frequency_penalty, presence_penalty, max_tokens_per_turn, eval_temperature), "
-                    "never SkyRL's sampling params: "
-                    "set it there",
-                )
-
-
-def check_tinker(spec: Spec) -> Iterator[SpecIssue]:
-    """Settings the Tinker path cannot honour."""
-    if isinstance(spec.backend, TinkerBackend):
-        if spec.algorithm.use_kl_loss and spec.algorithm.kl_loss_coef > 0:
-            yield SpecIssue(
-                "algorithm.use_kl_loss",
-                "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false",
-            )
-        rollout = spec.rollout
-        for name, off in (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0)):
-            if getattr(rollout, name) != off:
-                yield SpecIssue(f"rollout.{name}", f"Tinker's sampling params have no {name}: set it to {off}, or "
-                                                   "use the skyrl backend")
-        if spec.model.reference_path is not None:
-            yield SpecIssue("model.reference_path", "the tinker backend has no reference model: remove it")
-        if not spec.backend.local and not spec.backend.base_url:
-            yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
-
-
 ERROR_CHECKS: tuple[Check, ...] = (
     check_batch_sizes,
     check_builtin_model,
@@ -376,15 +295,14 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_native_tool_calling,
     check_judges,
     check_domains,
-    check_overrides,
-    check_tinker,
+    check_backend,
     check_batch_fits,
     check_listed_once,
     check_output_dir,
     check_validation_name,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
-                                     check_exports)
+                                     backend_warnings)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:

@@ -32,8 +32,6 @@ MAX_CONTEXT = 1_048_576
 (Qwen2.5-7B-Instruct-1M); a larger number is a typo."""
 MAX_BATCH = 65_536
 """The largest batch (tasks, or sequences per GPU) a spec may ask for; a larger number is a typo."""
-MAX_GPUS_PER_NODE = 16
-"""The most GPUs one node has (HGX nodes hold 8, a few 16); tensor parallelism stays within a node."""
 
 
 def by_name(name: str) -> Any:
@@ -50,6 +48,7 @@ ParserRef = Annotated[ComponentConfig, ComponentMarker("parsers")]
 RewardRef = Annotated[ComponentConfig, ComponentMarker("rewards")]
 JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
 TrackerRef = Annotated[ComponentConfig, ComponentMarker("trackers")]
+BackendRef = Annotated[ComponentConfig, ComponentMarker("backends")]
 
 
 class Experiment(Section):
@@ -268,70 +267,6 @@ class Tracking(Section):
     """Trajectory logging."""
 
 
-class RayRuntimeEnv(Section):
-    """What every Ray worker process of a `skyrl` run gets (the entrypoint, the trainer's workers, SkyRL's vLLM
-    servers), in Ray's own terms (`ray.init(runtime_env=...)`). ctu adds SkyRL's own variables and, when the driver
-    runs in a virtual environment, points the workers at it (see the README's "Running")."""
-
-    env_vars: dict[str, str] = {}
-    """Environment variables for the workers (e.g. NCCL settings); applied after SkyRL's and ctu's own. The driver's
-    environment does not reach workers that `ray start` launched on a node: name here what they need."""
-    worker_process_setup_hook: str | None = None
-    """A function, as `module.function`, each worker process calls once at start, before it imports anything of
-    the run (Ray's `worker_process_setup_hook`)."""
-
-
-class SkyRLBackend(Section):
-    """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer. The run joins the Ray cluster at
-    `RAY_ADDRESS` when it is set (started with `ray start` on each node), else starts one on this machine."""
-
-    type: Literal["skyrl"] = "skyrl"
-    """Selects this backend."""
-    num_nodes: PositiveInt = Field(1, le=1024)
-    """Nodes for the policy."""
-    num_gpus_per_node: PositiveInt = Field(4, le=MAX_GPUS_PER_NODE)
-    """GPUs per node for the policy."""
-    strategy: Literal["fsdp", "megatron"] = "fsdp"
-    """Trainer sharding strategy."""
-    colocate_all: bool = True
-    """Colocate the trainer and the inference engines on the same GPUs."""
-    num_inference_engines: PositiveInt = Field(4, le=1024 * MAX_GPUS_PER_NODE)
-    """vLLM engines."""
-    inference_engine_tensor_parallel_size: PositiveInt = Field(1, le=MAX_GPUS_PER_NODE)
-    """Tensor-parallel size of each vLLM engine."""
-    gpu_memory_utilization: float = Field(0.8, gt=0.0, le=1.0)
-    """Fraction of GPU memory vLLM may take."""
-    gradient_checkpointing: bool = True
-    """Recompute activations in the backward pass to save memory."""
-    policy_cpu_offload: bool = False
-    """Keep the policy's FSDP parameters, gradients and optimizer state in CPU memory (FSDP2's own offload;
-    SkyRL's `trainer.policy.fsdp_config.cpu_offload`): slower steps, room for a larger model."""
-    ref_cpu_offload: bool = False
-    """Keep the reference model's FSDP parameters in CPU memory (SkyRL's `trainer.ref.fsdp_config.cpu_offload`)."""
-    runtime_env: RayRuntimeEnv = RayRuntimeEnv()
-    """The Ray workers' environment variables and setup hook."""
-    skyrl_overrides: dict[str, Any] = {}
-    """Raw SkyRL config overrides (dotted keys, e.g. `trainer.policy.sequence_parallel_size: 2`), applied last."""
-
-
-class TinkerBackend(Section):
-    """Any Tinker API server, or SkyRL's Tinker API server with its JAX backend started locally (the CPU path)."""
-
-    type: Literal["tinker"] = "tinker"
-    """Selects this backend."""
-    base_url: str | None = None
-    """URL of an existing Tinker API server; null with `local: true`."""
-    local: bool = True
-    """Start SkyRL's Tinker API server with the JAX backend on this machine for the run."""
-    api_key_env: str = "TINKER_API_KEY"
-    """Environment variable holding the API key (a local server accepts any `tml-` key)."""
-    loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
-    """Tinker loss for the GRPO update."""
-    lora_rank: PositiveInt = Field(8, le=1024)
-    """LoRA rank of the trained adapter."""
-
-
-Backend = Annotated[SkyRLBackend | TinkerBackend, Field(discriminator="type")]
 
 
 class Spec(Section):
@@ -365,5 +300,6 @@ class Spec(Section):
     """Default judge for rewards that need one and do not name their own."""
     tracking: Tracking = Field(default_factory=Tracking)
     """Metric trackers and trajectory logs."""
-    backend: Backend = Field(default_factory=SkyRLBackend)
-    """Where training runs: `skyrl` (GPU cluster) or `tinker` (a Tinker API server; local on CPU)."""
+    backend: BackendRef = by_name("skyrl")
+    """Where training runs: `skyrl` (GPU cluster), `tinker` (a Tinker API server; local on CPU), or a registered
+    backend."""

@@ -156,6 +156,8 @@ def render_reference() -> str:
             lines += ["None registered.", ""]
         for info in infos:
             lines += [f"### `{kind}: {info.name}`", "", _cell(info.description), "", *fields_table(info.params_model), ""]
+            for path, model in _sections(info.params_model, "", {info.params_model}):  # its params' own sections
+                lines += [f"#### `{kind}: {info.name}`, `{path}`", "", _cell(model.__doc__), "", *fields_table(model), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -1,7 +1,8 @@
 """A spec's training schedule in numbers: tasks, steps per epoch, GRPO steps, optimizer steps and warm-up.
 
 Task counts come from `tau_bench_env.gold_limits` (the built-in domains with default params, without loading
-tau2); a source of any other domain leaves the schedule unknown (None). The arithmetic is the backends': SkyRL's
+tau2); a source of any other domain leaves the schedule unknown (None). The arithmetic is the backend's
+(`BackendRules.skyrl_schedule`): SkyRL's
 dataloader drops the last short batch of each epoch (``drop_last``) and its optimizer steps once per mini-batch
 (``train_batch_size / policy_mini_batch_size`` a GRPO step, one update epoch), its learning-rate warm-up counted in
 optimizer steps; ctu's Tinker runner also drops the short batch (a whole epoch smaller than a batch is one step)
@@ -13,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ctu.spec.models import DatasetSource, SkyRLBackend, Spec
+from ctu.spec.backend_rules import backend_rules
+from ctu.spec.models import DatasetSource, Spec
 
 
 class TaskFileError(ValueError):
@@ -120,7 +122,7 @@ def schedule(spec: Spec) -> Schedule | None:
     tasks = sum(len(ids or ()) for ids in counts)
     trainer = spec.trainer
     batch = trainer.train_batch_size
-    skyrl = isinstance(spec.backend, SkyRLBackend)
+    skyrl = backend_rules(spec).skyrl_schedule
     if skyrl or tasks >= batch:
         per_epoch, dropped = divmod(tasks, batch)
     else:  # ctu's Tinker runner: an epoch smaller than a batch is one step of all its tasks

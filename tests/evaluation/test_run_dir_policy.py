@@ -19,7 +19,8 @@ def tinker_run(folder: Path, checkpoints: list[int], exports: list[int]) -> Path
     for step in exports:
         (folder / "exports" / f"global_step_{step}" / "policy").mkdir(parents=True)
         (folder / "exports" / f"global_step_{step}" / "policy" / "config.json").write_text("{}")
-    (folder / "state.json").write_text(json.dumps({"step": max(checkpoints)}))
+    (folder / "state.json").write_text(json.dumps({"step": max(checkpoints)}))  # as before ctu wrote "backend" there
+    (folder / "spec.resolved.yaml").write_text("backend:\n  type: tinker\n  lora_rank: 8\n")  # the part read
     return folder
 
 
@@ -32,12 +33,15 @@ def test_a_step_with_an_export_is_evaluated_from_it_and_one_without_from_its_che
     assert latest_checkpoint(run)[0] == 3
     with pytest.raises(EvalError, match="no checkpoint of step 7; it has steps 1, 2, 3"):
         latest_checkpoint(run, 7)
+    with pytest.raises(EvalError, match=r"holds no spec\.resolved\.yaml; is it a run directory"):
+        latest_checkpoint(tmp_path)
 
 
 def test_a_skyrl_run_is_evaluated_from_its_exports_only(tmp_path: Path):
     run = tmp_path / "run"
     (run / "checkpoints" / "global_step_2" / "policy").mkdir(parents=True)  # SkyRL's own (FSDP) checkpoint
     (run / "state.json").write_text(json.dumps({"backend": "skyrl", "step": 2}))
+    (run / "spec.resolved.yaml").write_text("backend:\n  type: skyrl\n")
     with pytest.raises(EvalError, match="holds no Hugging Face export"):
         latest_checkpoint(run)
     (run / "exports" / "global_step_2" / "policy").mkdir(parents=True)

@@ -6,6 +6,7 @@ import tomllib
 
 import pytest
 
+from ctu.runners.skyrl.params import SkyRLParams
 from ctu.runners.skyrl.preflight import (
     GPU_MODULES,
     PreflightError,
@@ -18,7 +19,6 @@ from ctu.runners.skyrl.preflight import (
 )
 from ctu.runners.tinker.server import free_port
 from ctu.spec import load_spec
-from ctu.spec.models import SkyRLBackend
 from tests.support.openai_server import ScriptedOpenAIServer
 
 from ..conftest import REPO
@@ -37,7 +37,7 @@ def imports_all(name: str) -> None:
 
 
 def test_a_machine_without_the_gpu_set_or_gpus_gets_every_reason_and_what_to_do():
-    problems = preflight_problems(SkyRLBackend(), import_error=lambda name: f"ModuleNotFoundError: No module named '{name}'",
+    problems = preflight_problems(SkyRLParams(), import_error=lambda name: f"ModuleNotFoundError: No module named '{name}'",
                                   cuda_devices=lambda: 0)
     assert len(problems) == 3
     assert all("uv sync --extra gpu" in p for p in problems[:2]) and "`vllm`" in problems[0] and "`flash_attn`" in problems[1]
@@ -74,16 +74,16 @@ def test_vllm_is_required_only_where_skyrl_starts_its_own_servers():
 
 
 @pytest.mark.parametrize(("backend", "needed"), [
-    (SkyRLBackend(num_gpus_per_node=4, colocate_all=True, num_inference_engines=4), 4),
-    (SkyRLBackend(num_gpus_per_node=4, colocate_all=False, num_inference_engines=2, inference_engine_tensor_parallel_size=2), 8),
-    (SkyRLBackend(num_nodes=2, num_gpus_per_node=4, colocate_all=False, num_inference_engines=3), 6),
+    (SkyRLParams(num_gpus_per_node=4, colocate_all=True, num_inference_engines=4), 4),
+    (SkyRLParams(num_gpus_per_node=4, colocate_all=False, num_inference_engines=2, inference_engine_tensor_parallel_size=2), 8),
+    (SkyRLParams(num_nodes=2, num_gpus_per_node=4, colocate_all=False, num_inference_engines=3), 6),
 ])
-def test_gpus_needed_per_node(backend: SkyRLBackend, needed: int):
+def test_gpus_needed_per_node(backend: SkyRLParams, needed: int):
     assert gpus_needed(backend) == needed
 
 
 def test_a_placement_larger_than_the_node_names_the_fields_to_change():
-    backend = SkyRLBackend(num_gpus_per_node=4, colocate_all=False, num_inference_engines=4)
+    backend = SkyRLParams(num_gpus_per_node=4, colocate_all=False, num_inference_engines=4)
     problems = preflight_problems(backend, import_error=imports_all, cuda_devices=lambda: 4)
     assert problems == [problems[0]] and "needs 8 GPU(s)" in problems[0] and "CUDA sees 4" in problems[0]
     assert "backend.num_gpus_per_node=4" in problems[0] and "colocate_all" in problems[0]

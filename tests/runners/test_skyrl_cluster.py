@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from ctu.runners.skyrl.cluster import driver_environment, joining_cluster, runtime_env
-from ctu.spec.models import RayRuntimeEnv, SkyRLBackend
+from ctu.runners.skyrl.params import RayRuntimeEnv, SkyRLParams
 
 
 def test_workers_launched_by_rays_uv_hook_get_the_drivers_environment_unsynced():
@@ -17,13 +17,13 @@ def test_workers_launched_by_rays_uv_hook_get_the_drivers_environment_unsynced()
 def test_the_specs_variables_come_last_and_its_setup_hook_is_rays():
     from skyrl.train.config import SkyRLTrainConfig
 
-    backend = SkyRLBackend(runtime_env=RayRuntimeEnv(env_vars={"NCCL_DEBUG": "INFO", "UV_NO_SYNC": "0"},
+    backend = SkyRLParams(runtime_env=RayRuntimeEnv(env_vars={"NCCL_DEBUG": "INFO", "UV_NO_SYNC": "0"},
                                                      worker_process_setup_hook="my_pkg.setup.configure"))
     env = runtime_env(SkyRLTrainConfig(), backend)
     assert env["worker_process_setup_hook"] == "my_pkg.setup.configure"
     assert env["env_vars"]["NCCL_DEBUG"] == "INFO" and env["env_vars"]["UV_NO_SYNC"] == "0"
     assert env["env_vars"]["UV_PROJECT_ENVIRONMENT"] == sys.prefix
-    assert "worker_process_setup_hook" not in runtime_env(SkyRLTrainConfig(), SkyRLBackend())
+    assert "worker_process_setup_hook" not in runtime_env(SkyRLTrainConfig(), SkyRLParams())
 
 
 def test_a_run_joins_the_cluster_named_by_ray_address(monkeypatch):
@@ -40,8 +40,8 @@ def test_a_cluster_without_a_gpu_node_is_a_problem_named_not_a_crash():
 
     ray.init(address="local", num_cpus=1, num_gpus=0, include_dashboard=False)  # this test's own cluster
     try:
-        seen, [problem] = check_nodes(SkyRLBackend(num_gpus_per_node=2), ("flash_attn",), timeout_s=60)
-        separate = SkyRLBackend(num_gpus_per_node=2, colocate_all=False, num_inference_engines=2)
+        seen, [problem] = check_nodes(SkyRLParams(num_gpus_per_node=2), ("flash_attn",), timeout_s=60)
+        separate = SkyRLParams(num_gpus_per_node=2, colocate_all=False, num_inference_engines=2)
         _, [separate_problem] = check_nodes(separate, ("flash_attn",), timeout_s=60)
     finally:
         ray.shutdown()

@@ -45,7 +45,7 @@ def test_raw_overrides_are_applied_last(tmp_path: Path):
 def test_every_spec_has_a_valid_smoke_version(path: Path):
     original = load_spec(path).spec
     smoke = smoke_spec(original).spec
-    assert smoke.backend.type == "tinker" and smoke.backend.local
+    assert smoke.backend.type == "tinker" and smoke.backend.params.local
     assert smoke.model.path == "builtin:tiny-qwen3"
     assert smoke.environment.user_simulator.type == "scripted"
     assert smoke.rollout.native_tool_calling == original.rollout.native_tool_calling

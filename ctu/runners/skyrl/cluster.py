@@ -19,8 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ctu.runners.skyrl.params import SkyRLParams
 from ctu.runners.skyrl.preflight import INSTALL_GPU, gpus_needed
-from ctu.spec.models import SkyRLBackend
 
 NODE_CHECK_TIMEOUT_S = 600.0
 """How long the checks on the nodes may take (a node's first worker imports torch and vLLM)."""
@@ -40,7 +40,7 @@ def driver_environment() -> dict[str, str]:
     return {"UV_PROJECT_ENVIRONMENT": sys.prefix, "UV_NO_SYNC": "1"}
 
 
-def runtime_env(config: Any, backend: SkyRLBackend) -> dict[str, Any]:
+def runtime_env(config: Any, backend: SkyRLParams) -> dict[str, Any]:
     """Ray's job-wide runtime env for a run: SkyRL's own variables (`prepare_runtime_environment`), then
     `driver_environment`, then the spec's `backend.runtime_env` (its variables last, and its setup hook)."""
     from skyrl.train.utils.utils import prepare_runtime_environment
@@ -52,7 +52,7 @@ def runtime_env(config: Any, backend: SkyRLBackend) -> dict[str, Any]:
     return env
 
 
-def init_ray(config: Any, backend: SkyRLBackend) -> None:
+def init_ray(config: Any, backend: SkyRLParams) -> None:
     """Join the cluster at ``RAY_ADDRESS`` or start one on this machine, with `runtime_env`, then create SkyRL's
     named registry actors (`sync_registries`). As SkyRL's own `initialize_ray`, Ray's and SkyRL's infrastructure
     logs go to ``<trainer.log_path>/infra-<time>.log`` unless ``SKYRL_DUMP_INFRA_LOG_TO_STDOUT=1``."""
@@ -85,7 +85,7 @@ def node_report(modules: tuple[str, ...]) -> dict[str, Any]:
             "cuda_devices": preflight.cuda_devices(), "torch_cuda": torch.version.cuda}
 
 
-def check_nodes(backend: SkyRLBackend, modules: tuple[str, ...],
+def check_nodes(backend: SkyRLParams, modules: tuple[str, ...],
                 timeout_s: float = NODE_CHECK_TIMEOUT_S) -> tuple[list[str], list[str]]:
     """What each GPU node of the cluster Ray is connected to looks like from a worker (a line per node), and every
     reason the run cannot start there, each with what to do (empty if none).

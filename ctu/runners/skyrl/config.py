@@ -13,9 +13,10 @@ from typing import Any
 
 from ctu.composition import Components, build_components
 from ctu.runners.rundir import RunDir
+from ctu.runners.skyrl.backend import skyrl_params
+from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
-from ctu.spec.models import SkyRLBackend
 
 NEVER = 2**31 - 1
 """A SkyRL interval no run reaches. SkyRL reads an interval of 0 as "off": no checkpoint at all, and no eval set
@@ -39,9 +40,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         ValueError: the spec's backend is not `skyrl`; an unknown ``builtin:`` model.
     """
     spec = components.spec
-    backend = spec.backend
-    if not isinstance(backend, SkyRLBackend):
-        raise ValueError("skyrl_overrides needs a spec with backend type `skyrl`")
+    backend = skyrl_params(spec)
     data_dir, run_dir = Path(data_dir).absolute(), Path(run_dir).absolute()
     return {
         "data.train_data": [str(data_dir / "train.parquet")],
@@ -56,7 +55,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
     }
 
 
-def _models_and_placement(spec: Spec, backend: SkyRLBackend) -> dict[str, Any]:
+def _models_and_placement(spec: Spec, backend: SkyRLParams) -> dict[str, Any]:
     """The policy and reference models (a ``builtin:`` one by its cache folder), their offload, and where they run."""
     from ctu.models.tiny_qwen3 import local_path
 
@@ -149,7 +148,7 @@ def _generator(spec: Spec, template_kwargs: Any) -> dict[str, Any]:
     }
 
 
-def _inference_engine(spec: Spec, backend: SkyRLBackend) -> dict[str, Any]:
+def _inference_engine(spec: Spec, backend: SkyRLParams) -> dict[str, Any]:
     """SkyRL's vLLM engines: how many, their size, and vLLM's own settings (keys set one by one under
     ``engine_init_kwargs``, so `backend.skyrl_overrides` may add more)."""
     engine = "generator.inference_engine.engine_init_kwargs"
@@ -195,8 +194,7 @@ def config_yaml(config: Any) -> str:
 
 def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:
     """What `ctu run` does for a `skyrl` spec, in order, as readable lines."""
-    backend = spec.backend
-    assert isinstance(backend, SkyRLBackend)
+    backend = skyrl_params(spec)
     return [
         f"prepare datasets in {data_dir}: train.parquet and test_<name>.parquet for {', '.join(spec.data.test_sets) or 'no test sets'}",
         f"initialise Ray; {backend.num_nodes} node(s) x {backend.num_gpus_per_node} GPU(s), strategy {backend.strategy}, "
@@ -275,8 +273,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
 
-    backend = spec.backend
-    assert isinstance(backend, SkyRLBackend)
+    backend = skyrl_params(spec)
     run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
     resume_step = latest_checkpoint_step(run.path) if resume else None
     if resume and resume_step is None:

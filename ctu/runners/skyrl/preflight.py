@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 from ctu.components.endpoint import OpenAIEndpointParams, probe
 from ctu.errors import CtuError
+from ctu.runners.skyrl.backend import skyrl_params
+from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
-from ctu.spec.models import SkyRLBackend
 
 GPU_MODULES = ("vllm", "flash_attn")
 """Modules SkyRL's FSDP + vLLM path imports that only the `gpu` extra installs."""
@@ -41,7 +42,7 @@ def raise_problems(where: str, problems: list[str]) -> None:
         raise PreflightError(f"the skyrl backend cannot start on {where}:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-def gpus_needed(backend: SkyRLBackend) -> int:
+def gpus_needed(backend: SkyRLParams) -> int:
     """GPUs the spec's placement takes on each node: the trainer's, plus the inference engines' when they are
     not colocated with it (engines x tensor-parallel size, spread over the nodes)."""
     if backend.colocate_all:
@@ -72,7 +73,7 @@ def cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def preflight_problems(backend: SkyRLBackend, import_error: Callable[[str], str | None] = import_error,
+def preflight_problems(backend: SkyRLParams, import_error: Callable[[str], str | None] = import_error,
                        cuda_devices: Callable[[], int] = cuda_devices, modules: tuple[str, ...] = GPU_MODULES) -> list[str]:
     """Every reason the spec's `skyrl` run cannot start on this machine alone, each with what to change; empty if
     none.
@@ -132,8 +133,7 @@ def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MO
     Raises:
         PreflightError: listing every problem.
     """
-    assert isinstance(spec.backend, SkyRLBackend)
     problems = endpoint_problems(spec)
     if not joining:
-        problems += preflight_problems(spec.backend, modules=modules)
+        problems += preflight_problems(skyrl_params(spec), modules=modules)
     raise_problems("this machine", problems)

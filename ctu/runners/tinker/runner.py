@@ -32,9 +32,10 @@ from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
+from ctu.runners.tinker.backend import tinker_params
 from ctu.runners.tinker.export import export_policy
+from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
-from ctu.spec.models import TinkerBackend
 
 logger = logging.getLogger(__name__)
 
@@ -94,13 +95,14 @@ class TinkerRunner:
         run_dir: the run directory.
         resume: continue from the run directory's last checkpoint.
         progress: show rich progress bars.
+
+    Raises:
+        ValueError: the spec's backend is not `tinker`.
     """
 
     def __init__(self, spec: Spec, run_dir: RunDir, resume: bool = False, progress: bool = True) -> None:
-        if not isinstance(spec.backend, TinkerBackend):
-            raise ValueError("TinkerRunner needs a spec with backend type `tinker`")
         self.spec = spec
-        self.backend: TinkerBackend = spec.backend
+        self.backend: TinkerParams = tinker_params(spec)
         self.run_dir = run_dir
         self.resume = resume
         self.progress = progress
@@ -178,7 +180,8 @@ class TinkerRunner:
                             await export_policy(service, training, model_path, step, self.run_dir.hf_export(step))
                         trackers.log(metrics, step)
                         last_metrics = metrics
-                        state = {"step": step, "checkpoint": checkpoint or state.get("checkpoint"), "total_steps": plan.total_steps}
+                        state = {"backend": "tinker", "step": step, "checkpoint": checkpoint or state.get("checkpoint"),
+                                 "total_steps": plan.total_steps}
                         self.run_dir.write_state(state)
                         advance()
             finally:

@@ -1,0 +1,137 @@
+"""The backend interface: everything `ctu validate`, `ctu run` (with `--dry-run`, `--resume`) and `ctu eval` ask of
+the place a spec trains.
+
+A backend is a component of the `backends` kind: a class registered under the name a spec's ``backend.type`` uses,
+with its `Params` as the rest of the spec's ``backend`` section, built as ``cls(params)``::
+
+    @registry.backends.register("my_cluster")
+    class MyClusterBackend:
+        skyrl_schedule = False
+
+        class Params(ComponentParams):
+            queue: str = "gpu"
+
+        def __init__(self, params: Params) -> None: ...
+        # ...the methods of `Backend`
+
+ctu ships `skyrl` (`ctu.runners.skyrl.backend`) and `tinker` (`ctu.runners.tinker.backend`); the README's "Add a
+backend" walks through a toy one (`tests/support/toy_backend.py`). The split follows what a user does with a spec:
+check it, see what it would launch, launch or resume it, and evaluate what it trained.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ctu.spec.backend_rules import BackendRules
+
+if TYPE_CHECKING:
+    from ctu.rollout.sampling import Sampler
+    from ctu.runners.rundir import RunDir
+    from ctu.spec.models import Spec
+
+__all__ = ["Backend", "LaunchPlan", "PolicyHandle", "backend_of", "run_backend"]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What `ctu run --dry-run` prints for a spec.
+
+    Attributes:
+        title: the heading of `config` (e.g. "SkyRL config (accepted by SkyRL's validate_cfg)").
+        config: the backend's resolved config as text (YAML).
+        steps: what a launch would do, in order, one readable line each.
+    """
+
+    title: str
+    config: str
+    steps: list[str]
+
+
+PolicyHandle = tuple["Sampler", Any]
+"""A policy ready for the agent loop: ``(sampler, tokenizer)`` (a Hugging Face tokenizer)."""
+
+
+class Backend(BackendRules, Protocol):
+    """The `backends` kind's contract: one training backend (its `BackendRules` plus what follows).
+
+    Every method but `run` returns quickly; `deep_check` and `plan` may import the backend's own packages.
+    """
+
+    def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:
+        """``(errors, warnings)`` of `ctu validate --deep`: the backend's own checks beyond `spec_errors` (e.g.
+        SkyRL's validation of the resolved config, and the GPU packages missing on this machine), as messages."""
+        ...
+
+    def plan(self, spec: Spec, run_dir: RunDir) -> LaunchPlan:
+        """The resolved config and launch steps of `spec` in `run_dir` (`ctu run --dry-run`); runs nothing.
+
+        Raises:
+            SpecError: the backend rejects the resolved config.
+        """
+        ...
+
+    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool) -> int:
+        """Train `spec` in `run_dir` (fresh, or from its newest checkpoint with `resume`); returns the last step
+        trained. Writes ``spec.resolved.yaml`` and ``state.json`` (with ``"backend": <its registered name>``) so
+        `ctu run --resume` and `ctu eval --run-dir` find the run.
+
+        Raises:
+            RunError: nothing to resume. PreflightError and the like: the backend cannot start.
+        """
+        ...
+
+    def policies(self, run_dir: RunDir) -> dict[int, str]:
+        """The policies a run in `run_dir` saved, by step: a Hugging Face folder or a backend-specific locator
+        (e.g. ``tinker://...``), as `open_policy` takes them; {} when there is none."""
+        ...
+
+    def open_policy(self, spec: Spec, policy: str | None, home: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+        """`policy` (one of `policies`' values, or None for the spec's own base model; a Tinker backend also takes
+        a ``tinker://`` checkpoint) as a sampler and tokenizer for `ctu eval`. What serves it (e.g. a local server)
+        runs until the context exits and keeps its state under `home`: the run directory for one of its policies
+        (where its checkpoints live), else the evaluation's folder.
+
+        Raises:
+            EvalError: the policy does not exist.
+        """
+        ...
+
+
+def backend_of(spec: Spec) -> Backend:
+    """`spec`'s backend, built from its ``backend`` section.
+
+    Raises:
+        ComponentError: the backend is no longer registered.
+    """
+    backend: Backend = spec.backend.build()
+    return backend
+
+
+def run_backend(run_dir: RunDir) -> Backend:
+    """The backend that wrote the run in `run_dir`, built from the ``backend`` section of the run's own
+    ``spec.resolved.yaml``: enough to list and open the run's policies.
+
+    Raises:
+        ComponentError: the folder holds no run's spec, or its backend is not registered here (e.g. a user's
+            backend whose spec `imports:` were not loaded).
+    """
+    import yaml
+    from pydantic import ValidationError
+
+    from ctu.errors import ComponentError
+    from ctu.registry import populate_registry
+    from ctu.registry.config import ComponentMarker
+
+    populate_registry()
+    if not run_dir.spec_file.exists():
+        raise ComponentError(f"{run_dir.path} holds no run (no {run_dir.spec_file.name})")
+    section = (yaml.safe_load(run_dir.spec_file.read_text(encoding="utf-8")) or {}).get("backend", "skyrl")
+    try:
+        backend: Backend = ComponentMarker("backends").validate(section).build()
+    except ValidationError as error:
+        raise ComponentError(f"the backend of the run in {run_dir.path}: {error.errors()[0]['msg']}") from None
+    return backend

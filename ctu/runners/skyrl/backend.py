@@ -1,0 +1,157 @@
+"""The `skyrl` backend, as ctu's commands see it (`ctu.runners.backend.Backend`); the work is in `config`,
+`preflight`, `cluster` and `experiment`. Importing this module imports neither SkyRL nor Ray."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import ClassVar
+
+from ctu.errors import did_you_mean
+from ctu.registry import registry
+from ctu.runners.backend import LaunchPlan, PolicyHandle
+from ctu.runners.rundir import RunDir
+from ctu.runners.skyrl.params import SkyRLParams
+from ctu.spec.errors import SpecIssue
+from ctu.spec.models import Spec
+from ctu.spec.skyrl_keys import is_skyrl_config_key, skyrl_config_keys
+
+SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
+"""SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
+
+
+def skyrl_params(spec: Spec) -> SkyRLParams:
+    """The spec's ``backend`` section, which must be `skyrl`'s.
+
+    Raises:
+        ValueError: the spec's backend is another.
+    """
+    params = spec.backend.params
+    if not isinstance(params, SkyRLParams):
+        raise ValueError(f"a spec with backend type `skyrl` is needed; this one's is `{spec.backend.type}`")
+    return params
+
+
+@registry.backends.register("skyrl", params=SkyRLParams)
+class SkyRLBackend:
+    """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer. The run joins the Ray cluster at
+    `RAY_ADDRESS` when it is set (started with `ray start` on each node), else starts one on this machine."""
+
+    skyrl_schedule: ClassVar[bool] = True
+
+    def __init__(self, params: SkyRLParams) -> None:
+        self.params = params
+
+    def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
+        """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`), colocated engines that
+        do not fill them, and `skyrl_overrides` naming no SkyRL field or setting what ctu keeps or ignores."""
+        yield from _placement_errors(spec, self.params)
+        yield from _override_errors(self.params)
+
+    def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
+        """Many more full-model exports than `hf_save_interval` says: SkyRL exports the policy at every epoch's end
+        too, and each is a full model (16 GB for an 8B one in bf16)."""
+        from ctu.spec.schedule import schedule
+
+        plan = schedule(spec)
+        if plan is None or not plan.steps_per_epoch:
+            return
+        interval = spec.trainer.hf_save_interval or plan.total_steps
+        exports = len({step for step in range(1, plan.total_steps + 1)
+                       if step % plan.steps_per_epoch == 0 or step % interval == 0 or step == plan.total_steps})
+        if exports > 2 * (plan.total_steps // interval + 1):
+            yield SpecIssue(
+                "trainer.hf_save_interval",
+                f"SkyRL exports the policy at every epoch's end too: {plan.steps_per_epoch} GRPO step(s) an epoch here, "
+                f"so {exports} full-model exports in {plan.total_steps} steps, not {plan.total_steps // interval + 1}; "
+                "fewer, longer epochs (a larger task set per epoch) mean fewer exports",
+            )
+
+    def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:
+        """SkyRL's own `validate_cfg` on the resolved config (imports skyrl); a warning for GPU packages missing
+        here (expected on a machine without GPUs)."""
+        from ctu.runners.skyrl.config import resolve_skyrl_config
+        from ctu.runners.skyrl.preflight import INSTALL_GPU, missing_gpu_packages
+
+        try:
+            resolve_skyrl_config(spec, run_dir / "data", run_dir)
+        except (ValueError, AssertionError, TypeError) as error:
+            return [f"SkyRL rejects the resolved config: {type(error).__name__}: {error}"], []
+        missing = missing_gpu_packages()
+        return [], [f"{', '.join(missing)} not installed here; on the GPU machine, {INSTALL_GPU}"] if missing else []
+
+    def plan(self, spec: Spec, run_dir: RunDir) -> LaunchPlan:
+        """SkyRL's resolved config (accepted by its `validate_cfg`) and the launch steps.
+
+        Raises:
+            SpecError: SkyRL rejects the resolved config.
+        """
+        from ctu.runners.skyrl.config import config_yaml, launch_plan, resolve_skyrl_config
+        from ctu.spec import SpecError
+
+        try:
+            config = resolve_skyrl_config(spec, run_dir.path / "data", run_dir.path)
+        except (ValueError, AssertionError, TypeError) as error:
+            raise SpecError([SpecIssue("backend", f"SkyRL rejects the resolved config: {error}")], spec.experiment.name) from None
+        return LaunchPlan("SkyRL config (accepted by SkyRL's validate_cfg)", config_yaml(config),
+                          launch_plan(spec, run_dir.path / "data", run_dir.path))
+
+    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool) -> int:
+        """`ctu.runners.skyrl.config.run_skyrl` (SkyRL prints its own progress; `progress` is not used)."""
+        from ctu.runners.skyrl.config import run_skyrl
+
+        return int(run_skyrl(spec, run_dir.path, resume=resume)["step"])
+
+    def policies(self, run_dir: RunDir) -> dict[int, str]:
+        """The run's Hugging Face exports (``exports/global_step_N/policy``, every `hf_save_interval` steps, at
+        each epoch's end and after the last step)."""
+        return run_dir.hf_exports()
+
+    def open_policy(self, spec: Spec, policy: str | None, home: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+        """The policy served by a local Tinker server (SkyRL's, JAX backend: what runs without a GPU)."""
+        from ctu.runners.tinker.policy import serve_policy
+
+        return serve_policy(spec, None, policy, home)
+
+
+def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
+    trainer = spec.trainer
+    world = params.num_nodes * params.num_gpus_per_node
+    sequences = trainer.policy_mini_batch_size * spec.rollout.n_samples_per_prompt
+    if sequences % world:
+        yield SpecIssue(
+            "trainer.policy_mini_batch_size",
+            f"policy_mini_batch_size x n_samples_per_prompt ({sequences}) must be divisible by the "
+            f"number of policy GPUs ({world})",
+        )
+    elif (sequences // world) % trainer.micro_train_batch_size_per_gpu:
+        yield SpecIssue(
+            "trainer.micro_train_batch_size_per_gpu",
+            f"must divide the sequences per GPU per mini-batch ({sequences // world}); "
+            f"got {trainer.micro_train_batch_size_per_gpu}",
+        )
+    engines_gpus = params.num_inference_engines * params.inference_engine_tensor_parallel_size
+    if params.colocate_all and engines_gpus != world:
+        yield SpecIssue(
+            "backend.num_inference_engines",
+            f"with colocate_all, inference engines x tensor-parallel size ({engines_gpus}) must equal the "
+            f"policy GPUs ({world})",
+        )
+
+
+def _override_errors(params: SkyRLParams) -> Iterator[SpecIssue]:
+    """The raw SkyRL escape hatch names only fields of SkyRL's config, cannot switch on what ctu guarantees off,
+    nor set what ctu would ignore."""
+    for key, value in params.skyrl_overrides.items():
+        where = f"backend.skyrl_overrides.{key}"
+        if not is_skyrl_config_key(key):
+            yield SpecIssue(where, f"not a field of SkyRL's config{did_you_mean(key, skyrl_config_keys())}")
+            continue
+        if key.split(".")[-1] == "zero_reward_on_non_stop" and value:
+            yield SpecIssue(where, "ctu keeps SkyRL's zero_reward_on_non_stop false; add the `zero_on_non_stop` reward instead")
+        if key.startswith(SAMPLING_OVERRIDES):
+            yield SpecIssue(where, "ctu's generator samples with the spec's `rollout` settings (temperature, top_p, "
+                                   "repetition_penalty, frequency_penalty, presence_penalty, max_tokens_per_turn, "
+                                   "eval_temperature), never SkyRL's sampling params: set it there")
+

@@ -1,0 +1,101 @@
+"""The `tinker` backend, as ctu's commands see it (`ctu.runners.backend.Backend`); the work is in `runner`.
+Importing this module imports neither tinker nor JAX."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import ClassVar
+
+from ctu.registry import registry
+from ctu.runners.backend import LaunchPlan, PolicyHandle
+from ctu.runners.rundir import RunDir
+from ctu.runners.tinker.params import TinkerParams
+from ctu.spec.errors import SpecIssue
+from ctu.spec.models import Spec
+
+UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
+"""Sampling settings Tinker's sampling params lack, with the value that means "off"."""
+
+
+def tinker_params(spec: Spec) -> TinkerParams:
+    """The spec's ``backend`` section, which must be `tinker`'s.
+
+    Raises:
+        ValueError: the spec's backend is another.
+    """
+    params = spec.backend.params
+    if not isinstance(params, TinkerParams):
+        raise ValueError(f"a spec with backend type `tinker` is needed; this one's is `{spec.backend.type}`")
+    return params
+
+
+@registry.backends.register("tinker", params=TinkerParams)
+class TinkerBackend:
+    """Any Tinker API server, or SkyRL's Tinker API server with its JAX backend started locally (the CPU path)."""
+
+    skyrl_schedule: ClassVar[bool] = False
+
+    def __init__(self, params: TinkerParams) -> None:
+        self.params = params
+
+    def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
+        """What the Tinker path cannot honour: a KL loss or reference model, sampling penalties, no server."""
+        if spec.algorithm.use_kl_loss and spec.algorithm.kl_loss_coef > 0:
+            yield SpecIssue("algorithm.use_kl_loss",
+                            "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false")
+        for name, off in UNSUPPORTED_SAMPLING:
+            if getattr(spec.rollout, name) != off:
+                yield SpecIssue(f"rollout.{name}", f"Tinker's sampling params have no {name}: set it to {off}, or "
+                                                   "use the skyrl backend")
+        if spec.model.reference_path is not None:
+            yield SpecIssue("model.reference_path", "the tinker backend has no reference model: remove it")
+        if not self.params.local and not self.params.base_url:
+            yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
+
+    def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
+        """None."""
+        return iter(())
+
+    def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:
+        """Nothing more: the Tinker loop is ctu's own, fully checked by `spec_errors`."""
+        return [], []
+
+    def plan(self, spec: Spec, run_dir: RunDir) -> LaunchPlan:
+        """The resolved spec (ctu's loop has no other config) and the launch steps."""
+        from ctu.spec import dump_spec
+
+        params = self.params
+        server = ("start SkyRL's Tinker API server (JAX backend) on 127.0.0.1" if params.local
+                  else f"use the Tinker server at {params.base_url}")
+        return LaunchPlan("resolved spec", dump_spec(spec), [
+            server,
+            f"model {spec.model.path}, LoRA rank {params.lora_rank}, loss {params.loss}",
+            f"up to {spec.trainer.max_steps or 'all'} step(s) of {spec.trainer.train_batch_size} tasks x "
+            f"{spec.rollout.n_samples_per_prompt} samples",
+            f"evaluate {', '.join(spec.data.test_sets) or 'no test sets'} every {spec.trainer.eval_interval} step(s)",
+            f"write results under {run_dir.path}",
+        ])
+
+    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool) -> int:
+        """`ctu.runners.tinker.runner.TinkerRunner`'s GRPO loop."""
+        from ctu.runners.tinker.runner import TinkerRunner
+
+        return int(TinkerRunner(spec, run_dir, resume=resume, progress=progress).run().get("step", 0))
+
+    def policies(self, run_dir: RunDir) -> dict[int, str]:
+        """The run's Tinker checkpoints (``tinker://...``, from ``checkpoints/step_NNNNNN.json``), and where a step
+        has one, its Hugging Face export instead (every `hf_save_interval` steps and after the last step)."""
+        found = {int(record["step"]): str(record["path"])
+                 for record in (json.loads(path.read_text()) for path in sorted(run_dir.checkpoints.glob("step_*.json")))}
+        return {**found, **run_dir.hf_exports()}
+
+    def open_policy(self, spec: Spec, policy: str | None, home: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+        """The policy sampled through the spec's Tinker server (a remote one when the spec names it), else a local
+        one over `home`."""
+        from ctu.runners.tinker.policy import serve_policy
+
+        params = spec.backend.params
+        return serve_policy(spec, params if isinstance(params, TinkerParams) else None, policy, home)

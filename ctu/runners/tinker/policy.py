@@ -1,0 +1,68 @@
+"""A policy served for sampling through Tinker: the spec's base model, a Hugging Face folder (an export of either
+backend) or a Tinker checkpoint, sampled through a Tinker server (the spec's remote one, or SkyRL's Tinker API
+server with its JAX backend started here: what runs on a CPU). Both built-in backends evaluate their policies so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ctu.runners.backend import PolicyHandle
+from ctu.runners.tinker.params import TinkerParams
+from ctu.spec.models import Spec
+
+TINKER_PREFIX = "tinker://"
+
+
+@contextlib.asynccontextmanager
+async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | None, home: Path) -> AsyncIterator[PolicyHandle]:
+    """`policy` as ``(sampler, tokenizer)``; a local Tinker server it needs runs until the context exits.
+
+    Args:
+        spec: the spec (its `model.path` is the base model; ``builtin:tiny-qwen3`` is built if needed).
+        params: the spec's Tinker backend section, whose server samples (`local: false`); None (or `local: true`): a
+            local server, with LoRA rank 8 when None.
+        policy: None (the base model), a Hugging Face folder (served as the local server's base model), or a
+            ``tinker://`` checkpoint of the base model.
+        home: the folder whose ``tinker/`` a local server keeps its database in: a run's own folder for its
+            checkpoints (where they live), else any work folder.
+
+    Raises:
+        TinkerServerError: a local server did not start.
+    """
+    import tinker
+    from transformers import AutoTokenizer
+
+    from ctu.models.tiny_qwen3 import resolve
+    from ctu.runners.tinker.sampler import TinkerSampler
+
+    checkpoint = policy if policy is not None and policy.startswith(TINKER_PREFIX) else None
+    model_path = policy if policy is not None and checkpoint is None else await asyncio.to_thread(resolve, spec.model.path)
+    tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_path)
+    async with _tinker_url(params, model_path, Path(home) / "tinker") as base_url:
+        api_key = os.environ.get(params.api_key_env, "") if params is not None and params.api_key_env else ""
+        service = tinker.ServiceClient(base_url=base_url, api_key=api_key or "tml-local")
+        if checkpoint is None:
+            client = await service.create_sampling_client_async(base_model=model_path)
+        else:
+            training = await service.create_training_client_from_state_async(checkpoint)
+            client = await training.save_weights_and_get_sampling_client_async()
+        yield TinkerSampler(client, tokenizer.decode), tokenizer
+
+
+@contextlib.asynccontextmanager
+async def _tinker_url(params: TinkerParams | None, model_path: str, folder: Path) -> AsyncIterator[str]:
+    """The spec's remote Tinker server, else a local one over `folder`, started here and stopped on exit."""
+    if params is not None and not params.local:
+        yield str(params.base_url)
+        return
+    from ctu.runners.tinker.server import LocalTinkerServer
+
+    lora_rank = params.lora_rank if params is not None else 8
+    with LocalTinkerServer(model_path, folder, lora_rank=lora_rank) as server:
+        await asyncio.to_thread(server.wait_healthy)
+        yield server.base_url
