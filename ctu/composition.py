@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctu.components.chat_templates.huggingface import DefaultChatTemplate
+from ctu.components.chat_templates.base import ChatTemplate
 from ctu.components.generators.base import GeneratorComponent
 from ctu.components.judges.base import Judge
 from ctu.components.rewards.base import Phase, Reward
@@ -50,7 +50,7 @@ class Components:
     """
 
     spec: Spec
-    chat_template: DefaultChatTemplate
+    chat_template: ChatTemplate
     parser: Parser
     native_parser: Parser
     user_simulator: UserSimulator
@@ -100,9 +100,9 @@ def build_components(spec: Spec) -> Components:
         ComponentError: a component is no longer registered (the spec was validated in another process).
         ValueError: a reward that needs a judge has none (the spec check `check_judges` prevents it).
     """
-    judges: dict[ComponentConfig, Judge] = {}
+    judges: dict[ComponentConfig[Judge], Judge] = {}
 
-    def judge_for(config: ComponentConfig) -> Judge:
+    def judge_for(config: ComponentConfig[Judge]) -> Judge:
         if config not in judges:
             judges[config] = config.build()
         return judges[config]
@@ -121,12 +121,11 @@ def build_components(spec: Spec) -> Components:
         for phase in PHASES
     }
     native = NATIVE_TOOL_PARSERS.get(model_family(spec), "hermes")
-    info = registry.parsers.get(native if native in registry.parsers else "auto")
     return Components(
         spec=spec,
         chat_template=spec.model.chat_template.build(),
         parser=spec.rollout.parser.build(),
-        native_parser=info.build(info.params_model()),
+        native_parser=ComponentConfig[Parser].named("parsers", native if native in registry.parsers else "auto").build(),
         user_simulator=spec.environment.user_simulator.build(),
         rewards=rewards,
         generator=spec.rollout.generator.build(),

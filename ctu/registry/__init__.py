@@ -138,7 +138,7 @@ class ComponentInfo:
 
     kind: str
     name: str
-    factory: Callable[..., Any]
+    factory: Callable[..., object]
     params_model: type[ComponentParams]
     origin: str
 
@@ -148,7 +148,7 @@ class ComponentInfo:
         doc = inspect.getdoc(self.factory) or ""
         return " ".join(doc.split("\n\n", 1)[0].split())
 
-    def build(self, params: ComponentParams, **dependencies: Any) -> Any:
+    def build(self, params: ComponentParams, **dependencies: object) -> object:
         """Build the component from validated params and what the composition root hands it:
         ``factory(params, **dependencies)`` (e.g. ``judge=`` for a reward that `needs_judge`).
 
@@ -293,8 +293,9 @@ class _Registries:
     """The registries, one attribute per kind: ``registry.parsers``, ``registry.rewards``, ..."""
 
     def __init__(self) -> None:
-        for kind in KINDS:
-            setattr(self, kind, ComponentRegistry(kind))
+        self._by_kind = {kind: ComponentRegistry(kind) for kind in KINDS}
+        for kind, kind_registry in self._by_kind.items():
+            setattr(self, kind, kind_registry)
 
     generators: ComponentRegistry
     parsers: ComponentRegistry
@@ -309,10 +310,10 @@ class _Registries:
     def __getitem__(self, kind: str) -> ComponentRegistry:
         if kind not in KINDS:
             raise ComponentError(f"unknown component kind {kind!r}{did_you_mean(kind, KINDS)}; kinds: {', '.join(KINDS)}")
-        return getattr(self, kind)
+        return self._by_kind[kind]
 
     def __iter__(self) -> Iterator[ComponentRegistry]:
-        return (getattr(self, kind) for kind in KINDS)
+        return iter(self._by_kind.values())
 
 
 registry = _Registries()

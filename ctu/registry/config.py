@@ -9,7 +9,8 @@ at its own dotted path, like any other. The JSON schema lists every registered c
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Self, cast
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
@@ -17,8 +18,9 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 from ctu.registry import ComponentParams, registry
 
 
-class ComponentConfig:
-    """A validated component reference: its `kind`, its registered `type` name and its validated `params`.
+class ComponentConfig[T]:
+    """A validated component reference: its `kind`, its registered `type` name and its validated `params`;
+    generic over what it builds (the kind's Protocol: ``ComponentConfig[Parser]``, as the spec's fields declare).
 
     Equal when kind, type and params are equal; dumps as ``{"type": type, **params}``.
     """
@@ -30,17 +32,28 @@ class ComponentConfig:
         self.type = type
         self.params = params
 
-    def build(self, **dependencies: Any) -> Any:
+    def build(self, **dependencies: object) -> T:
         """Build the component: the registered factory called with the validated params and `dependencies` (what
-        the composition root hands it, e.g. ``judge=``).
+        the composition root hands it, e.g. ``judge=``). It is a `T`: the registry checked the kind's contract
+        when the class was registered (and checks a factory function's result in `ComponentInfo.build`).
 
         Raises:
             ComponentError: the component is no longer registered.
         """
-        return registry[self.kind].get(self.type).build(self.params, **dependencies)
+        return cast(T, registry[self.kind].get(self.type).build(self.params, **dependencies))
+
+    @classmethod
+    def named(cls, kind: str, name: str, params: Mapping[str, object] | None = None) -> Self:
+        """A reference to the registered component `name` of `kind`, `params` validated by its params model (the
+        same check as a spec's); ``ComponentConfig[Parser].named("parsers", "hermes")`` builds a `Parser`.
+
+        Raises:
+            ComponentError: no such component. pydantic.ValidationError: bad params.
+        """
+        return cls(kind, name, registry[kind].get(name).params_model.model_validate(dict(params or {})))
 
     @property
-    def factory(self) -> Any:
+    def factory(self) -> Callable[..., object]:
         """The registered class (or function) the component is built with.
 
         Raises:
@@ -76,7 +89,7 @@ class ComponentMarker:
         registry[kind]  # fail early on a misspelt kind
         self.kind = kind
 
-    def validate(self, value: Any) -> ComponentConfig:
+    def validate(self, value: Any) -> ComponentConfig[object]:
         """Turn a name or a ``{type: ..., ...}`` mapping into a `ComponentConfig`.
 
         Raises:
@@ -104,7 +117,7 @@ class ComponentMarker:
             raise _error("unknown_component", kind_registry.unknown_message(name), ("type",), name)
         info = kind_registry.get(name)
         params = info.params_model.model_validate({k: v for k, v in value.items() if k != "type"})
-        return ComponentConfig(self.kind, name, params)
+        return ComponentConfig[object](self.kind, name, params)
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(
@@ -114,7 +127,7 @@ class ComponentMarker:
             ),
         )
 
-    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict:
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
         options: list[dict[str, Any]] = []
         names = registry[self.kind].names()
         for info in registry[self.kind]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 
-from ctu.components.chat_templates.huggingface import DefaultChatTemplate
+from ctu.components.chat_templates.base import ChatTemplate
 from ctu.components.parsers.base import ParsedTurn, Parser
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.components.rewards.chain import RewardChain
@@ -60,7 +60,7 @@ class RolloutSetup:
     """
 
     tokenizer: Any
-    chat_template: DefaultChatTemplate
+    chat_template: ChatTemplate
     sampler: Sampler
     env: EnvSetup
     rewards: dict[Phase, RewardChain]

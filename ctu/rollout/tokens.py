@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 from cachetools import LRUCache
 
-from ctu.components.chat_templates.huggingface import DefaultChatTemplate
+from ctu.components.chat_templates.base import ChatTemplate
 
 MARKER = "ctu-base-assistant-turn"
 CONTEXT = [
@@ -58,7 +58,7 @@ BATCH_MEMO_TOKENS = 1_000_000  # ids held by the memo of one batch's prompts, ob
 class TokenAccount:
     """Tokenisation of one rollout's conversation with a chat-template `policy` over `tokenizer`."""
 
-    policy: DefaultChatTemplate
+    policy: ChatTemplate
     tokenizer: Any
 
     def __post_init__(self) -> None:

@@ -107,8 +107,10 @@ def backend_of(spec: Spec) -> Backend:
     Raises:
         ComponentError: the backend is no longer registered.
     """
-    backend: Backend = spec.backend.build()
-    return backend
+    from ctu.registry.config import ComponentConfig
+
+    config = spec.backend
+    return ComponentConfig[Backend](config.kind, config.type, config.params).build()
 
 
 def run_backend(run_dir: RunDir) -> Backend:
@@ -124,14 +126,14 @@ def run_backend(run_dir: RunDir) -> Backend:
 
     from ctu.errors import ComponentError
     from ctu.registry import populate_registry
-    from ctu.registry.config import ComponentMarker
+    from ctu.registry.config import ComponentConfig
 
     populate_registry()
     if not run_dir.spec_file.exists():
         raise ComponentError(f"{run_dir.path} holds no run (no {run_dir.spec_file.name})")
     section = (yaml.safe_load(run_dir.spec_file.read_text(encoding="utf-8")) or {}).get("backend", "skyrl")
+    params = dict(section) if isinstance(section, dict) else {"type": section}
     try:
-        backend: Backend = ComponentMarker("backends").validate(section).build()
+        return ComponentConfig[Backend].named("backends", str(params.pop("type")), params).build()
     except ValidationError as error:
         raise ComponentError(f"the backend of the run in {run_dir.path}: {error.errors()[0]['msg']}") from None
-    return backend

@@ -7,7 +7,7 @@ Names follow SkyRL's config where a field maps onto it (``train_batch_size``, ``
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
@@ -40,15 +40,35 @@ def by_name(name: str) -> Any:
     return name
 
 
-ChatTemplateRef = Annotated[ComponentConfig, ComponentMarker("chat_templates")]
-DomainRef = Annotated[ComponentConfig, ComponentMarker("domains")]
-UserSimulatorRef = Annotated[ComponentConfig, ComponentMarker("user_simulators")]
-GeneratorRef = Annotated[ComponentConfig, ComponentMarker("generators")]
-ParserRef = Annotated[ComponentConfig, ComponentMarker("parsers")]
-RewardRef = Annotated[ComponentConfig, ComponentMarker("rewards")]
-JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
-TrackerRef = Annotated[ComponentConfig, ComponentMarker("trackers")]
-BackendRef = Annotated[ComponentConfig, ComponentMarker("backends")]
+if TYPE_CHECKING:  # what each field builds, for the type checker: the kind's Protocol (or base class)
+    from ctu.components.chat_templates.base import ChatTemplate
+    from ctu.components.generators.base import GeneratorComponent
+    from ctu.components.judges.base import Judge
+    from ctu.components.rewards.base import Reward
+    from ctu.components.trackers.base import Tracker
+    from ctu.spec.backend_rules import BackendRules
+    from tau_bench_env.domains import Domain
+    from tau_bench_env.interfaces import Parser, UserSimulator
+
+    ChatTemplateRef = ComponentConfig[ChatTemplate]
+    DomainRef = ComponentConfig[Domain]
+    UserSimulatorRef = ComponentConfig[UserSimulator]
+    GeneratorRef = ComponentConfig[GeneratorComponent]
+    ParserRef = ComponentConfig[Parser]
+    RewardRef = ComponentConfig[Reward]
+    JudgeRef = ComponentConfig[Judge]
+    TrackerRef = ComponentConfig[Tracker]
+    BackendRef = ComponentConfig[BackendRules]
+else:  # what pydantic validates: a name or a mapping, looked up in the kind's registry
+    ChatTemplateRef = Annotated[ComponentConfig, ComponentMarker("chat_templates")]
+    DomainRef = Annotated[ComponentConfig, ComponentMarker("domains")]
+    UserSimulatorRef = Annotated[ComponentConfig, ComponentMarker("user_simulators")]
+    GeneratorRef = Annotated[ComponentConfig, ComponentMarker("generators")]
+    ParserRef = Annotated[ComponentConfig, ComponentMarker("parsers")]
+    RewardRef = Annotated[ComponentConfig, ComponentMarker("rewards")]
+    JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
+    TrackerRef = Annotated[ComponentConfig, ComponentMarker("trackers")]
+    BackendRef = Annotated[ComponentConfig, ComponentMarker("backends")]
 
 
 class Experiment(Section):

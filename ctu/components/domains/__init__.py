@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctu.registry import ComponentParams, registry
+from ctu.registry.config import ComponentConfig
 from tau_bench_env import domains as environment_domains
 
 
@@ -52,8 +53,7 @@ def build_domain(name: str, params: dict[str, Any]) -> environment_domains.Domai
     Raises:
         ComponentError: no such domain. pydantic.ValidationError: bad params.
     """
-    info = registry.domains.get(name)
-    domain = info.build(info.params_model.model_validate(params))
+    domain = ComponentConfig[environment_domains.Domain].named("domains", name, params).build()
     domain.name = name
     return domain
 

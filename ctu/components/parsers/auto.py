@@ -8,6 +8,8 @@ from pydantic import Field
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.registry import ComponentParams, registry
+from ctu.registry.config import ComponentConfig
+from tau_bench_env.interfaces import Parser
 
 ParserName = Literal["hermes", "json", "openai", "python_call", "react"]
 DEFAULT_ORDER: tuple[ParserName, ...] = ("hermes", "openai", "json", "react", "python_call")
@@ -25,12 +27,11 @@ class AutoParser:
 
     def __init__(self, params: Params | None = None) -> None:
         self.params = params or self.Params()
-        self.parsers = []
+        self.parsers: list[Parser] = []
         for name in self.params.order:
-            info = registry.parsers.get(name)
-            model = info.params_model
+            model = registry.parsers.get(name).params_model
             fields = {"repair_truncated_json": self.params.repair_truncated_json} if "repair_truncated_json" in model.model_fields else {}
-            self.parsers.append(info.build(model(**fields)))
+            self.parsers.append(ComponentConfig[Parser].named("parsers", name, fields).build())
 
     def render_tools(self, tools: list[dict[str, Any]]) -> str:
         """The first parser's rendering."""

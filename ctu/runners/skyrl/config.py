@@ -189,7 +189,7 @@ def config_yaml(config: Any) -> str:
     """SkyRL's config as YAML (SkyRL's own rendering)."""
     from skyrl.train.config import get_config_as_yaml_str
 
-    return get_config_as_yaml_str(config)
+    return str(get_config_as_yaml_str(config))
 
 
 def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:

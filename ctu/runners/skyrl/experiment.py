@@ -110,7 +110,8 @@ class CtuPPOTrainer(RayPPOTrainer):
     def train_critic_and_policy(self, data: Any) -> dict[str, float]:
         if not self._skip_step:
             self.all_metrics[metric(TRAIN, "skipped_steps")] = 0.0
-            return super().train_critic_and_policy(data)
+            trained: dict[str, float] = super().train_critic_and_policy(data)
+            return trained
         from ctu.runners.grpo import skipped_step_message
 
         logger.warning(skipped_step_message(self.global_step, [r.infra_error for r in self.generator.last_records],
@@ -122,7 +123,7 @@ class CtuPPOTrainer(RayPPOTrainer):
         from ctu.rollout.generator import rollout_metrics
 
         self.generator.pop_eval_records()
-        metrics = await super().eval(*args, **kwargs)
+        metrics: dict[str, float] = await super().eval(*args, **kwargs)
         records = self.generator.pop_eval_records()
         metrics.update({f"eval/all/{name}": value for name, value in rollout_metrics(records).items()})
         groups: dict[str, list[Any]] = defaultdict(list)

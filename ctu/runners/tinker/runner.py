@@ -292,5 +292,5 @@ class TinkerRunner:
         result = await (await training.save_state_async(name=f"step_{step:06d}", overwrite=True)).result_async()
         self.run_dir.checkpoints.mkdir(parents=True, exist_ok=True)
         (self.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": result.path}) + "\n")
-        return result.path
+        return str(result.path)
 

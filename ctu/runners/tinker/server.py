@@ -32,7 +32,7 @@ def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 class LocalTinkerServer:
@@ -106,7 +106,7 @@ class LocalTinkerServer:
         """Whether the server answers its health check."""
         try:
             with urllib.request.urlopen(f"{self.base_url}/api/v1/healthz", timeout=2) as response:
-                return response.status == 200
+                return bool(response.status == 200)
         except OSError:
             return False
 
