@@ -13,7 +13,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tau_bench_env.domains import Domain
 from tau_bench_env.env import ENV_CLASS, key_of
@@ -38,7 +37,7 @@ class TaskRow:
     own). The one row type of both backends: the Tinker runner hands rows to the generator, the skyrl backend writes
     them to parquet (`parquet_rows`)."""
 
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
 
     @property
     def prompt(self) -> list[dict[str, str]]:
@@ -55,13 +54,13 @@ def task_rows(domain: Domain, split: str, max_tasks: int | None = None, test_set
     if max_tasks is not None:
         tasks = tasks[:max_tasks]
     name, params = key_of(domain)
-    extras: dict[str, Any] = {"domain": name, "split": split, "domain_params": json.loads(params)}
+    extras: dict[str, object] = {"domain": name, "split": split, "domain_params": json.loads(params)}
     if test_set is not None:
         extras["test_set"] = test_set
     return [TaskRow({**extras, "task_id": task.id}) for task in tasks]
 
 
-def parquet_rows(domain: Domain, rows: Sequence[TaskRow], data_source: str | None = None) -> list[dict[str, Any]]:
+def parquet_rows(domain: Domain, rows: Sequence[TaskRow], data_source: str | None = None) -> list[dict[str, object]]:
     """`rows` (of `domain`) as SkyRL's dataset loader reads them: the agent's system prompt with the domain's policy
     (SkyRL filters prompts by length), ``env_class``, ``data_source`` (SkyRL groups evaluation metrics by it;
     default the domain) and the extras, ``domain_params`` as JSON."""
@@ -80,7 +79,7 @@ def parquet_rows(domain: Domain, rows: Sequence[TaskRow], data_source: str | Non
     ]
 
 
-def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
+def write_rows(rows: list[dict[str, object]], path: Path) -> Path:
     """Write rows as zstd-compressed parquet with columns of fixed types and no timestamps (deterministic: the same
     rows give the same bytes)."""
     import pyarrow as pa
@@ -117,7 +116,7 @@ def prepare_datasets(
         ValueError: a domain lacks a split.
     """
     written: list[Path] = []
-    pooled: list[dict[str, Any]] = []
+    pooled: list[dict[str, object]] = []
     for domain in domains:
         for split in splits:
             rows = parquet_rows(domain, task_rows(domain, split, max_tasks_per_domain))

@@ -198,7 +198,7 @@ class Domain:
         )
 
     @cached_property
-    def tool_schemas(self) -> list[dict[str, Any]]:
+    def tool_schemas(self) -> list[dict[str, object]]:
         """The agent's tools as OpenAI tool schemas, built once (the same for every episode; do not mutate).
         The template's tau2 `Tool` objects themselves are not exposed: they would run on the shared base."""
         return [tool.openai_schema for tool in self._template.get_tools()]
@@ -363,7 +363,7 @@ TAU2_DOMAINS: dict[str, type[Domain]] = {
 """tau2's domains by name."""
 
 
-def tau2_domain(name: str, params: dict[str, Any] | None = None) -> Domain:
+def tau2_domain(name: str, params: dict[str, object] | None = None) -> Domain:
     """tau2's own domain `name` (`TAU2_DOMAINS`) built with `params` (validated by its params model).
 
     Raises:

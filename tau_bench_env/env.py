@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from pydantic import BaseModel
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -95,6 +95,15 @@ def run_sync(coroutine: Awaitable[T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()  # type: ignore[arg-type]
 
 
+class StartInfo(TypedDict):
+    """What an episode's start tells the agent loop besides the prompt."""
+
+    tools: list[dict[str, object]]
+    """The domain's tools as OpenAI schemas."""
+    done: bool
+    """Whether the episode is over already (the user hung up at once)."""
+
+
 class TauBenchEnv(BaseTextEnv):
     """One tau-bench episode as a SkyRL-gym `BaseTextEnv`.
 
@@ -129,11 +138,11 @@ class TauBenchEnv(BaseTextEnv):
         self.max_turns = setup.config.max_turns
 
     @property
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[dict[str, object]]:
         """OpenAI tool schemas of the domain (after `init`): what native tool calling sends as `tools`."""
         return self.episode.tools
 
-    async def ainit(self, prompt: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def ainit(self, prompt: list[dict[str, object]] | None = None) -> tuple[list[dict[str, object]], StartInfo]:
         """Start the episode. The dataset's prompt is replaced by the episode's own (system prompt with the
         domain policy, and tools in text mode; tau2's greeting; the user's opening message).
 
@@ -155,7 +164,7 @@ class TauBenchEnv(BaseTextEnv):
             postprocessed_action=None,
         )
 
-    def init(self, prompt: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def init(self, prompt: list[dict[str, object]] | None = None) -> tuple[list[dict[str, object]], StartInfo]:
         """Synchronous `ainit`."""
         return run_sync(self.ainit(prompt))
 
@@ -163,10 +172,10 @@ class TauBenchEnv(BaseTextEnv):
         """Synchronous `astep`."""
         return run_sync(self.astep(action))
 
-    def get_metrics(self) -> dict[str, Any]:
+    def get_metrics(self) -> dict[str, object]:
         """Per-episode numbers for `environment/*` metrics."""
         episode = self.episode
-        metrics: dict[str, Any] = {
+        metrics: dict[str, object] = {
             "turns": episode.turns,
             "tool_errors": episode.tool_errors,
             "parse_failures": episode.parse_failures,

@@ -125,8 +125,8 @@ class EpisodeResult:
     empty_turns: int = 0
     user_error: str | None = None
     evaluation_error: str | None = None
-    conversation: list[dict[str, Any]] = field(default_factory=list)
-    tools: list[dict[str, Any]] = field(default_factory=list)
+    conversation: list[dict[str, object]] = field(default_factory=list)
+    tools: list[dict[str, object]] = field(default_factory=list)
     trajectory: list[Any] = field(default_factory=list)
 
     @property
@@ -134,7 +134,7 @@ class EpisodeResult:
         """Policy turns that sent nothing: parse failures and empty turns."""
         return self.parse_failures + self.empty_turns
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The fields as a shallow mapping (SkyRL-gym's step metadata)."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
@@ -150,7 +150,7 @@ class StepResult:
         result: the episode's `EpisodeResult` when done, else None.
     """
 
-    observations: list[dict[str, Any]]
+    observations: list[dict[str, object]]
     done: bool
     reward: float = 0.0
     result: EpisodeResult | None = None
@@ -175,8 +175,8 @@ class Episode:
         self.parser = parser
         self.config = config
         self.trajectory: list[Message] = []
-        self.conversation: list[dict[str, Any]] = []
-        self.tools: list[dict[str, Any]] = []
+        self.conversation: list[dict[str, object]] = []
+        self.tools: list[dict[str, object]] = []
         self.turns = 0
         self.tool_errors = 0
         self.user_tool_errors = 0
@@ -219,7 +219,7 @@ class Episode:
             prompt += "\n\n" + self.parser.render_tools(self.tools)
         return prompt
 
-    async def reset(self) -> list[dict[str, Any]]:
+    async def reset(self) -> list[dict[str, object]]:
         """Build a fresh environment, apply the task's initial state and get the user's opening message.
 
         Returns:
@@ -273,7 +273,7 @@ class Episode:
             return function(*args, **kwargs)
         return await asyncio.to_thread(function, *args, **kwargs)
 
-    async def _user_turn(self, message: Message) -> list[dict[str, Any]]:
+    async def _user_turn(self, message: Message) -> list[dict[str, object]]:
         """Send `message` to the user; run the user's own tool calls; return the user's text as observations."""
         from tau2.data_model.message import MultiToolMessage
 
@@ -328,7 +328,7 @@ class Episode:
         self.conversation += observations
         return StepResult(observations, False)
 
-    async def _play(self, turn: ParsedTurn, raw: str | None) -> list[dict[str, Any]]:
+    async def _play(self, turn: ParsedTurn, raw: str | None) -> list[dict[str, object]]:
         from tau2.data_model.message import AssistantMessage
         from tau2.data_model.message import ToolCall as Tau2ToolCall
 
@@ -370,7 +370,7 @@ class Episode:
         return await self._user_turn(message)
 
     @staticmethod
-    def _policy_message(message: Message, raw: str | None) -> dict[str, Any]:
+    def _policy_message(message: Message, raw: str | None) -> dict[str, object]:
         """The assistant turn as the policy wrote it: its raw text (text mode) or structured calls (native)."""
         if raw is not None:
             return {"role": "assistant", "content": raw}

@@ -19,15 +19,24 @@ import json
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 LIMITS_FILE = Path(__file__).with_name("gold_limits.json.gz")
 DOMAINS = ("retail", "airline", "telecom", "mock")
 """The domains the file covers (tau2's, with their default params)."""
 
 
+class DomainLimits(TypedDict):
+    """One domain's entry of the limits file."""
+
+    tasks: dict[str, list[int]]
+    """task id -> ``[turns, errors]`` its gold solution needs."""
+    splits: dict[str, list[str]]
+    """split -> its task ids, in tau2's order."""
+
+
 @lru_cache(maxsize=1)
-def gold_limits() -> dict[str, Any]:
+def gold_limits() -> dict[str, DomainLimits]:
     """The file's content: ``{domain: {"tasks": {task_id: [turns, errors]}, "splits": {split: [task_id, ...]}}}``."""
     return json.loads(gzip.decompress(LIMITS_FILE.read_bytes()))
 
@@ -39,7 +48,12 @@ def gold_needs(domain: str, split: str, max_tasks: int | None = None) -> list[tu
     if data is None or split not in data["splits"]:
         return None
     ids = data["splits"][split][:max_tasks]
-    return [(task_id, *data["tasks"][task_id]) for task_id in ids]
+    return [(task_id, *_turns_errors(data["tasks"][task_id])) for task_id in ids]
+
+
+def _turns_errors(limits: list[int]) -> tuple[int, int]:
+    turns, errors = limits
+    return turns, errors
 
 
 def gold_solution(domain: Any, task: Any) -> tuple[int, int]:
@@ -62,11 +76,11 @@ def gold_solution(domain: Any, task: Any) -> tuple[int, int]:
     return turns, errors
 
 
-def live_gold_limits(domains: tuple[str, ...] = DOMAINS) -> dict[str, Any]:
+def live_gold_limits(domains: tuple[str, ...] = DOMAINS) -> dict[str, object]:
     """What `gold_limits` holds, computed from the installed tau2 for `domains` (slow: every task's gold run)."""
     from tau_bench_env.env import shared_domain
 
-    limits: dict[str, Any] = {}
+    limits: dict[str, object] = {}
     for name in domains:
         domain = shared_domain(name)
         tasks: dict[str, list[int]] = {}

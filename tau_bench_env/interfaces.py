@@ -22,7 +22,7 @@ class ToolCall:
     """One tool call: the tool's `name` and its `arguments` as a JSON object."""
 
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Parser(Protocol):
         """Parse one turn of policy text."""
         ...
 
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+    def render_tools(self, tools: list[dict[str, object]]) -> str:
         """System-prompt text presenting `tools` (OpenAI schemas) and this parser's call format (text mode)."""
         ...
 

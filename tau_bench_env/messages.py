@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from tau2.data_model.message import Message, ToolCall
 
 
-def tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
+def tool_call_to_openai(call: ToolCall) -> dict[str, object]:
     """``{"id", "type": "function", "function": {"name", "arguments": <JSON string>}}``."""
     return {
         "id": call.id,
@@ -18,7 +18,7 @@ def tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def to_openai(message: Message) -> list[dict[str, Any]]:
+def to_openai(message: Message) -> list[dict[str, object]]:
     """One tau2 message as OpenAI chat messages (a `MultiToolMessage` becomes several ``tool`` messages).
 
     Roles are kept as they are (no flipping): system, user, assistant (with ``tool_calls``), tool (with
@@ -29,7 +29,7 @@ def to_openai(message: Message) -> list[dict[str, Any]]:
         return [item for tool_message in message.tool_messages for item in to_openai(tool_message)]
     if role == "tool":
         return [{"role": "tool", "tool_call_id": message.id, "content": message.content or ""}]
-    converted: dict[str, Any] = {"role": role, "content": message.content}
+    converted: dict[str, object] = {"role": role, "content": message.content}
     tool_calls = getattr(message, "tool_calls", None)
     if tool_calls:
         converted["tool_calls"] = [tool_call_to_openai(call) for call in tool_calls]
@@ -38,7 +38,7 @@ def to_openai(message: Message) -> list[dict[str, Any]]:
     return [converted]
 
 
-def conversation_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
+def conversation_to_openai(messages: list[Message]) -> list[dict[str, object]]:
     """Every message of `messages`, converted with `to_openai`, in order."""
     return [item for message in messages for item in to_openai(message)]
 

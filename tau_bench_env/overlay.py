@@ -54,8 +54,8 @@ class BaseDatabase:
     def __init__(self, db: Any) -> None:
         self.db = db
         self.db_type = type(db)
-        self.tables: dict[str, dict[str, Any]] = {}
-        self.scalars: dict[str, Any] = {}
+        self.tables: dict[str, dict[str, object]] = {}
+        self.scalars: dict[str, object] = {}
         for name in type(db).model_fields:
             value = getattr(db, name)
             if isinstance(value, dict):
@@ -109,7 +109,7 @@ class OverlayTable(MutableMapping[str, Any]):
         self._base = base
         self._name = name
         self._table = base.tables[name]
-        self.own: dict[str, Any] = {}
+        self.own: dict[str, object] = {}
         """Records copied on access or added by the episode."""
         self.deleted: set[str] = set()
         """Base keys the episode removed."""
@@ -175,7 +175,7 @@ class OverlayTable(MutableMapping[str, Any]):
             return _MISSING
         return self._base.canonical(self._name, key)
 
-    def materialize(self) -> dict[str, Any]:
+    def materialize(self) -> dict[str, object]:
         """The whole table as a plain dict (base records shared, not copied), in tau2's key order."""
         return dict(self.items())
 
@@ -220,11 +220,11 @@ class OverlayDatabase:
         for name, value in base.scalars.items():
             object.__setattr__(self, name, copy.deepcopy(value))
 
-    def scalar_values(self) -> dict[str, Any]:
+    def scalar_values(self) -> dict[str, object]:
         """The non-table fields, as their current values."""
         return {name: getattr(self, name) for name in self.base.scalars}
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+    def model_dump(self, **kwargs: Any) -> dict[str, object]:
         """The whole database as tau2's `DB.model_dump` gives it (materialised; slow, off the hot path)."""
         db = self.base.db_type.model_construct(
             **{name: table.materialize() for name, table in self.tables.items()}, **self.scalar_values()

@@ -38,9 +38,12 @@ Key = tuple[str, str, int]
 """(test set, task id, sample index): one episode of the plan."""
 
 
-def episode_key(line: dict[str, Any]) -> Key:
+def episode_key(line: dict[str, object]) -> Key:
     """The plan key of a trajectory line."""
-    return str(line["test_set"]), str(line["task_id"]), int(line["sample"])
+    sample = line["sample"]
+    if not isinstance(sample, int):
+        raise ValueError(f"a trajectory line's sample is not an int: {sample!r}")
+    return str(line["test_set"]), str(line["task_id"]), sample
 
 
 @dataclass(frozen=True)
@@ -83,16 +86,16 @@ def plan_evaluation(components: Components, test_set: str | None = None, limit: 
 class EvalResult:
     """A finished evaluation: the report written to ``eval.json`` and where it is."""
 
-    report: dict[str, Any]
+    report: dict[str, object]
     out_dir: Path
     ran: int
     """Episodes run by this call (the rest were already in the trajectories file)."""
 
 
-def read_lines(path: Path) -> dict[Key, dict[str, Any]]:
+def read_lines(path: Path) -> dict[Key, dict[str, object]]:
     """The trajectory lines of an evaluation folder, the last line of each key winning (a truncated last line,
     from a process killed while writing, is ignored)."""
-    lines: dict[Key, dict[str, Any]] = {}
+    lines: dict[Key, dict[str, object]] = {}
     if not path.exists():
         return lines
     for text in path.read_text(encoding="utf-8").splitlines():
@@ -104,7 +107,7 @@ def read_lines(path: Path) -> dict[Key, dict[str, Any]]:
     return lines
 
 
-def _check_config(out_dir: Path, config: dict[str, Any], overwrite: bool) -> None:
+def _check_config(out_dir: Path, config: dict[str, object], overwrite: bool) -> None:
     path = out_dir / CONFIG
     if overwrite:
         for name in (TRAJECTORIES, CONFIG, RESULT):

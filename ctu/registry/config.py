@@ -61,7 +61,7 @@ class ComponentConfig[T]:
         """
         return registry[self.kind].get(self.type).factory
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """``{"type": ..., **params}`` in JSON-compatible form (nested components as mappings too)."""
         return {"type": self.type, **self.params.model_dump(mode="json")}
 
@@ -127,8 +127,8 @@ class ComponentMarker:
             ),
         )
 
-    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
-        options: list[dict[str, Any]] = []
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, object]:
+        options: list[dict[str, object]] = []
         names = registry[self.kind].names()
         for info in registry[self.kind]:
             params_schema = handler.resolve_ref_schema(handler(info.params_model.__pydantic_core_schema__))

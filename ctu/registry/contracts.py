@@ -73,7 +73,7 @@ def _import(dotted: str) -> Any:
 
 
 def _runtime_type(annotation: Any) -> type | tuple[type, ...]:
-    """What `isinstance` checks for an annotation: ``ClassVar[X]`` -> X, ``dict[str, Any]`` -> dict,
+    """What `isinstance` checks for an annotation: ``ClassVar[X]`` -> X, ``dict[str, object]`` -> dict,
     ``str | None`` -> (str, NoneType)."""
     origin = typing.get_origin(annotation)
     if origin is ClassVar:
@@ -110,7 +110,7 @@ def contract(kind: str) -> Contract:
                   if typing.get_origin(hint) is ClassVar and not name.startswith("_")}
     if not getattr(source, "_is_protocol", False):  # a base class: subclassing it is the contract
         return Contract(attributes=attributes, base=CONTRACTS[kind])
-    members: dict[str, Any] = {}
+    members: dict[str, object] = {}
     for protocol in reversed(source.__mro__):  # a Protocol's own methods and those of the Protocols it extends
         if getattr(protocol, "_is_protocol", False) and protocol is not typing.Protocol:
             members.update((name, member) for name, member in vars(protocol).items()

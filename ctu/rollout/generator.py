@@ -102,14 +102,14 @@ class TrajectoryRecord:
     stop_reason: str
     result: EpisodeResult
     reward_metrics: dict[str, float] = field(default_factory=dict)
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
     policy_turns: int = 0
     error: str | None = None
     seconds: float = 0.0
     infra_error: str | None = None
     """Why the episode says nothing about the policy (see `infrastructure_error`), else None. Such an episode is
     left out of its GRPO group, the loss, success rates and pass^k."""
-    verdict: dict[str, Any] | None = None
+    verdict: dict[str, object] | None = None
     rerendered_turns: int = 0
     """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
@@ -182,7 +182,7 @@ class TauGenerator(GeneratorInterface):
         if notify is not None:
             notify(len(prompts), False)
 
-        async def one(prompt: Any, extra: dict[str, Any], repetition: int) -> TrajectoryRecord:
+        async def one(prompt: Any, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
             async with limit:
                 record = await self.run_episode(prompt, extra, phase, repetition)
             if notify is not None:
@@ -224,7 +224,7 @@ class TauGenerator(GeneratorInterface):
             image_grid_thw=None,
         )
 
-    async def run_episode(self, prompt: Any, extras: dict[str, Any], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
+    async def run_episode(self, prompt: Any, extras: dict[str, object], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
         """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set.
 
         A phase sampled with a fixed seed (evaluation) samples repetition k of a task with seed + k, so a
@@ -243,7 +243,7 @@ class TauGenerator(GeneratorInterface):
         record.seconds = time.perf_counter() - started
         return record
 
-    async def _episode(self, prompt: Any, extras: dict[str, Any], phase: Phase, repetition: int) -> TrajectoryRecord:
+    async def _episode(self, prompt: Any, extras: dict[str, object], phase: Phase, repetition: int) -> TrajectoryRecord:
         setup = self.setup
         account = self.account
         env = TauBenchEnv(setup.env, extras)
@@ -315,7 +315,7 @@ def unfinished(action: str | ParsedTurn, episode: Any) -> str | ParsedTurn:
     return ParsedTurn(content=action if isinstance(action, str) else turn.content, parse_errors=(CUT_OFF,))
 
 
-def episode_row(record: TrajectoryRecord) -> dict[str, Any]:
+def episode_row(record: TrajectoryRecord) -> dict[str, object]:
     """The per-trajectory facts SkyRL keeps with eval dumps (`env_metrics`)."""
     return {
         "domain": record.result.domain,

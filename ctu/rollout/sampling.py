@@ -43,7 +43,7 @@ class SampleResult:
     text: str
     stop_reason: str = "stop"
     logprobs: list[float] | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, object]] | None = None
 
 
 class Sampler(Protocol):
@@ -57,17 +57,17 @@ class Sampler(Protocol):
         """Continue `prompt_ids`."""
         ...
 
-    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, params: SamplingParams) -> SampleResult:
+    async def chat(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None, params: SamplingParams) -> SampleResult:
         """Answer an OpenAI-style chat request (only when `supports_chat`)."""
         ...
 
 
-def tool_results_as_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tool_results_as_user_turns(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """A text-mode conversation for a chat endpoint: each run of ``tool`` messages (results of calls the policy
     wrote as text, which the endpoint never saw as structured calls) becomes one ``user`` message holding them
     in ``<tool_response>`` blocks, as Qwen's and Hermes' chat templates render tool results. Other messages are
     kept as they are."""
-    converted: list[dict[str, Any]] = []
+    converted: list[dict[str, object]] = []
     for message in messages:
         if message.get("role") != "tool":
             converted.append(message)
@@ -75,7 +75,7 @@ def tool_results_as_user_turns(messages: list[dict[str, Any]]) -> list[dict[str,
         block = f"<tool_response>\n{message.get('content') or ''}\n</tool_response>"
         previous = converted[-1] if converted else None
         if previous is not None and previous.get("role") == "user" and previous.get("_tool_results"):
-            previous["content"] += "\n" + block
+            previous["content"] = f"{previous['content']}\n{block}"
         else:
             converted.append({"role": "user", "content": block, "_tool_results": True})
     return [{k: v for k, v in m.items() if k != "_tool_results"} for m in converted]
@@ -108,7 +108,7 @@ class OpenAIChatSampler:
             EndpointError: no usable answer after the endpoint's retries (the episode becomes an infrastructure
                 error).
         """
-        extra: dict[str, Any] = {"max_tokens": params.max_tokens, "top_p": params.top_p, "temperature": params.temperature}
+        extra: dict[str, object] = {"max_tokens": params.max_tokens, "top_p": params.top_p, "temperature": params.temperature}
         if params.seed is not None:
             extra["seed"] = params.seed
         for name in ("frequency_penalty", "presence_penalty"):  # OpenAI's own parameters, sent only when on

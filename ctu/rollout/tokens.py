@@ -139,12 +139,12 @@ class TokenAccount:
             self._encoded[text] = array("I", encoded)
         return list(encoded)
 
-    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+    def prompt_ids(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None) -> list[int]:
         """Ids of the prompt, ending with the generation prompt (memoised in the batch, and the system block's
         ids cached, see above)."""
         return self._memoised(("prompt", messages, tools), lambda: self._prompt_ids(messages, tools))
 
-    def _prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+    def _prompt_ids(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None) -> list[int]:
         text = self.policy.render(self.tokenizer, messages, tools, add_generation_prompt=True)
         if len(messages) < 2:
             return self.policy.encode_text(self.tokenizer, text)
@@ -165,7 +165,7 @@ class TokenAccount:
             self._system_blocks[block] = cached
         return cached + rest
 
-    def _system_block(self, first: dict[str, Any], tools: list[dict[str, Any]] | None, fresh: bool = False) -> str:
+    def _system_block(self, first: dict[str, object], tools: list[dict[str, object]] | None, fresh: bool = False) -> str:
         """The rendered text of the conversation's first message with `tools`, cached by their JSON (the same
         for every episode of a domain, and a full render of the tool schemas costs ~0.3 ms); `fresh`: render
         it again and replace the cached text."""
@@ -193,19 +193,19 @@ class TokenAccount:
             position += len(self.eos_text)
         return text[position:]
 
-    def observation_ids(self, observations: list[dict[str, Any]], turn_closed: bool) -> list[int]:
+    def observation_ids(self, observations: list[dict[str, object]], turn_closed: bool) -> list[int]:
         """Ids that follow a policy turn: the rest of the turn's closing (plus the end-of-turn token itself if
         the turn was cut by the length limit, `turn_closed` False), the observations, and the next generation
         prompt (memoised in the batch)."""
         return self._memoised(("observation", observations, turn_closed), lambda: self._observation_ids(observations, turn_closed))
 
-    def _observation_ids(self, observations: list[dict[str, Any]], turn_closed: bool) -> list[int]:
-        text = self._after_base(self.policy.render(self.tokenizer, BASE + observations, None, add_generation_prompt=True))
+    def _observation_ids(self, observations: list[dict[str, object]], turn_closed: bool) -> list[int]:
+        text = self._after_base(self.policy.render(self.tokenizer, [*BASE, *observations], None, add_generation_prompt=True))
         if not turn_closed:
             text = self.eos_text + text
         return self.encode_text(text)
 
-    def assistant_ids(self, message: dict[str, Any]) -> list[int]:
+    def assistant_ids(self, message: dict[str, object]) -> list[int]:
         """Ids of a structured assistant turn (native tool calling), ending with the end-of-turn token: the
         re-tokenisation of a chat-completion answer, i.e. what the policy would have generated after the
         generation prompt (memoised in the batch; keyed without tool-call ids when the template does not
@@ -220,14 +220,15 @@ class TokenAccount:
             ValueError: the template renders the context differently once an assistant turn follows it.
         """
         key = message
-        if not self.renders_call_ids and message.get("tool_calls"):
+        calls = message.get("tool_calls")
+        if not self.renders_call_ids and isinstance(calls, list) and calls:
             key = {**message, "tool_calls": [
                 {name: value for name, value in call.items() if name != "id"} if isinstance(call, dict) else call
-                for call in message["tool_calls"]
+                for call in calls
             ]}
         return self._memoised(("assistant", key), lambda: self._assistant_ids(message))
 
-    def _assistant_ids(self, message: dict[str, Any]) -> list[int]:
+    def _assistant_ids(self, message: dict[str, object]) -> list[int]:
         after = self.policy.render(self.tokenizer, [*CONTEXT, message], None, add_generation_prompt=False)
         if not after.startswith(self._context_text):  # the context renders differently now (a date in it)?
             self._render_context()

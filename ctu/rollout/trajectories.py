@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-def trajectory_line(record: Any, phase: str, step: int) -> dict[str, Any]:
+def trajectory_line(record: Any, phase: str, step: int) -> dict[str, object]:
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
     tau2's reward, domain, task id, turns (the episode's, and the policy's with their generated tokens),
     termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out

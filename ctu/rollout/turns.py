@@ -4,7 +4,6 @@ logprobs and the action the environment gets), and the trajectory's tokens as th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
 from ctu.components.rewards.base import Phase
@@ -34,13 +33,13 @@ class PolicyTurn:
     rendered: bool = False
 
 
-async def chat_turn(sampler: Sampler, account: TokenAccount, conversation: list[dict[str, Any]],
-                    tools: list[dict[str, Any]] | None, params: SamplingParams) -> PolicyTurn:
+async def chat_turn(sampler: Sampler, account: TokenAccount, conversation: list[dict[str, object]],
+                    tools: list[dict[str, object]] | None, params: SamplingParams) -> PolicyTurn:
     """Ask a chat sampler for the next turn of `conversation`; with `tools` (native tool calling) its tool calls
     are the action, otherwise its text is, for the spec's parser. A server that returns no ids or no logprobs for
     them: the turn as the chat template renders it (`rendered`)."""
     result = await sampler.chat(conversation, tools, params)
-    message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+    message: dict[str, object] = {"role": "assistant", "content": result.text or None}
     if tools is not None and result.tool_calls:
         message["tool_calls"] = result.tool_calls
     action: str | ParsedTurn = result.text or ""

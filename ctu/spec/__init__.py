@@ -56,7 +56,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSpec:
     return _finish(data, sources, overrides, str(path))
 
 
-def spec_from_dict(data: dict[str, Any], overrides: Sequence[str] = (), source: str = "<dict>") -> LoadedSpec:
+def spec_from_dict(data: dict[str, object], overrides: Sequence[str] = (), source: str = "<dict>") -> LoadedSpec:
     """Like `load_spec`, from an already-parsed mapping (no `extends`; no line numbers).
 
     Raises:
@@ -71,7 +71,7 @@ def spec_from_dict(data: dict[str, Any], overrides: Sequence[str] = (), source: 
     return _finish(data, Sources({(): Location(source)}), overrides, source)
 
 
-def _finish(data: dict[str, Any], sources: Sources, overrides: Sequence[str], source: str) -> LoadedSpec:
+def _finish(data: dict[str, object], sources: Sources, overrides: Sequence[str], source: str) -> LoadedSpec:
     issues = check_plain_data(data, (), sources)
     if issues:
         raise SpecError(issues, source)
@@ -135,7 +135,7 @@ def _locate(issue: SpecIssue, sources: Sources) -> SpecIssue:
     return SpecIssue(issue.path, issue.message, sources.find(path))
 
 
-def spec_to_dict(spec: Spec) -> dict[str, Any]:
+def spec_to_dict(spec: Spec) -> dict[str, object]:
     """The resolved spec as plain JSON-compatible data (no `extends`; every default filled in)."""
     return spec.model_dump(mode="json")
 
@@ -147,7 +147,7 @@ def dump_spec(spec: Spec) -> str:
     from ctu.registry.imports import is_file_import
 
     data = spec_to_dict(spec)
-    data["imports"] = [str(Path(entry).resolve()) if is_file_import(entry) else entry for entry in data["imports"]]
+    data["imports"] = [str(Path(entry).resolve()) if is_file_import(entry) else entry for entry in spec.imports]
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 

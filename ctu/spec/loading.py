@@ -158,8 +158,8 @@ def check_plain_data(data: Any, path: PathKey, sources: Sources) -> list[SpecIss
     return issues
 
 
-def deep_merge(base: dict[str, Any], top: dict[str, Any], sources: Sources, top_sources: dict[PathKey, Location],
-               prefix: PathKey = ()) -> dict[str, Any]:
+def deep_merge(base: dict[str, object], top: dict[str, object], sources: Sources, top_sources: dict[PathKey, Location],
+               prefix: PathKey = ()) -> dict[str, object]:
     """`top` merged over `base` (neither is modified): mappings merge key by key, anything else is replaced. A
     mapping that names another `type` than the one it lands on replaces it whole: a component's params belong to
     its type, and a child switching the type (or an override ``backend.type=skyrl``) would otherwise inherit
@@ -174,14 +174,14 @@ def deep_merge(base: dict[str, Any], top: dict[str, Any], sources: Sources, top_
         retyped = isinstance(value, dict) and isinstance(below, dict) and "type" in value and "type" in below and value["type"] != below["type"]
         if isinstance(value, dict) and isinstance(below, dict) and not retyped:
             sources.locations[path] = top_sources.get(path, sources.locations.get(path))  # type: ignore[assignment]
-            merged[key] = deep_merge(merged[key], value, sources, top_sources, path)
+            merged[key] = deep_merge(below, value, sources, top_sources, path)
         else:
             merged[key] = value
             sources.replace_subtree(path, top_sources)
     return merged
 
 
-def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Sources]:
+def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ()) -> tuple[dict[str, object], Sources]:
     """Load one spec file with its `extends` chain, merged. Problems are appended to `issues`.
 
     Returns:
@@ -208,7 +208,7 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
         issues.append(SpecIssue("", f"a spec must be a mapping, got {type(data).__name__}", Location(file, 1)))
         return {}, Sources()
 
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     sources = Sources()
     imports: list[tuple[str, Location | None]] = []
     extends = data.pop("extends", None)
@@ -229,7 +229,8 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
                 continue
             base_data, base_sources = load_file(base_path, issues, (*stack, path.resolve()))
             base_imports = base_data.pop("imports", [])
-            imports += [(entry, base_sources.locations.get(("imports", i))) for i, entry in enumerate(base_imports)]
+            imports += [(entry, base_sources.locations.get(("imports", i)))
+                        for i, entry in enumerate(base_imports if isinstance(base_imports, list) else [])]
             merged = deep_merge(merged, base_data, sources, base_sources.locations)
     imports += _own_imports(data.pop("imports", None), path, locations, issues)
     locations = {key: loc for key, loc in locations.items() if not key or key[0] not in ("extends", "imports")}
@@ -288,7 +289,7 @@ def parse_override(item: str) -> tuple[PathKey, Any] | SpecIssue:
     return path, value
 
 
-def apply_override(data: dict[str, Any], path: PathKey, value: Any, item: str) -> SpecIssue | None:
+def apply_override(data: dict[str, object], path: PathKey, value: Any, item: str) -> SpecIssue | None:
     """Set `path` in `data` (in place), creating missing mappings; list items are addressed by index.
 
     Returns:
@@ -338,7 +339,7 @@ def _set(data: Any, path: PathKey, value: Any) -> None:
     data[path[-1]] = value
 
 
-def resolve_interpolations(data: dict[str, Any], sources: Sources) -> list[SpecIssue]:
+def resolve_interpolations(data: dict[str, object], sources: Sources) -> list[SpecIssue]:
     """Resolve every ``${...}`` in `data` in place with OmegaConf; one issue per value that fails.
 
     Secrets are never written into a spec: an ``${oc.env:...}`` of a variable whose name looks secret (KEY,

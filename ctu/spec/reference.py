@@ -64,7 +64,7 @@ def type_label(annotation: Any, metadata: typing.Iterable[Any] = ()) -> str:
         return f"mapping of name to {type_label(value)}{suffix}"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return f"section `{annotation.__name__}`"
-    if annotation is Any:
+    if annotation is Any or annotation is object:
         return "any"
     return f"{getattr(annotation, '__name__', str(annotation))}{suffix}"
 
@@ -161,7 +161,7 @@ def render_reference() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_json_schema() -> dict[str, Any]:
+def render_json_schema() -> dict[str, object]:
     """The spec's JSON schema (draft 2020-12), with every registered component's params, for editors."""
     populate_registry()
     schema = Spec.model_json_schema()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 
@@ -10,9 +11,9 @@ class ChatTemplate(Protocol):
     ctu's token accounting (`ctu.rollout.tokens`) makes, and the template's own arguments (e.g.
     ``{"enable_thinking": False}``), which SkyRL's generator and vLLM's chat endpoint are given too."""
 
-    template_kwargs: ClassVar[dict[str, Any]]
+    template_kwargs: ClassVar[dict[str, object]]
 
-    def render(self, tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+    def render(self, tokenizer: Any, messages: Sequence[Mapping[str, object]], tools: Sequence[Mapping[str, object]] | None, *,
                add_generation_prompt: bool = False) -> str:
         """The conversation (OpenAI-format messages; `tools` rendered by the template, None for none) as the model's
         prompt text, ending with the assistant header when `add_generation_prompt`."""

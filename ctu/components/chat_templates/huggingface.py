@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from ctu.registry import ComponentParams, registry
 class DefaultChatTemplate:
     """The tokenizer's own chat template, called as the model's authors ship it."""
 
-    template_kwargs: dict[str, Any] = {}
+    template_kwargs: dict[str, object] = {}
 
     class Params(ComponentParams):
         pass
@@ -29,8 +30,8 @@ class DefaultChatTemplate:
     def render(
         self,
         tokenizer: Any,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = False,
     ) -> str:
         """The conversation as the model's prompt text.
@@ -53,8 +54,8 @@ class DefaultChatTemplate:
     def encode(
         self,
         tokenizer: Any,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = False,
     ) -> list[int]:
         """Token ids of `render(...)`'s text (no special tokens added beyond the template's own)."""
@@ -76,10 +77,10 @@ class DefaultChatTemplate:
         """Text of `ids` (special tokens dropped by default: what a parser should see)."""
         return tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
-    def server_kwargs(self) -> dict[str, Any]:
+    def server_kwargs(self) -> dict[str, object]:
         """What a server-side chat-template call (vLLM's OpenAI endpoint) needs to render as this policy does:
         ``chat_template_kwargs`` (e.g. ``enable_thinking``) and, for a custom template, ``chat_template``."""
-        kwargs: dict[str, Any] = {"chat_template_kwargs": dict(self.template_kwargs)}
+        kwargs: dict[str, object] = {"chat_template_kwargs": dict(self.template_kwargs)}
         template = self.chat_template()
         if template is not None:
             kwargs["chat_template"] = template

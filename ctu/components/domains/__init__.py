@@ -23,8 +23,6 @@ A custom domain is a `Domain` subclass registered under its own name; specs then
 
 from __future__ import annotations
 
-from typing import Any
-
 from ctu.registry import ComponentParams, registry
 from ctu.registry.config import ComponentConfig
 from tau_bench_env import domains as environment_domains
@@ -47,7 +45,7 @@ for _name, _domain in environment_domains.TAU2_DOMAINS.items():
     registry.domains.register(_name, params=TaskSetParams)(_domain)
 
 
-def build_domain(name: str, params: dict[str, Any]) -> environment_domains.Domain:
+def build_domain(name: str, params: dict[str, object]) -> environment_domains.Domain:
     """The registered domain `name` built with `params`, named as registered.
 
     Raises:

@@ -23,7 +23,7 @@ class Verdict:
     score: float | None
     categories: tuple[str, ...] = ()
     error: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -111,7 +111,7 @@ class RuleTaxonomyJudge:
             found.add("tool_error")
         if result.termination == "max_turns":
             found.add("max_turns_reached")
-        known = {tool["function"]["name"] for tool in result.tools}
+        known = {function_name(tool) for tool in result.tools}
         last_user = ""
         writes = 0
         for message in result.trajectory:  # tau2's messages: the agent's calls alike in text and native mode
@@ -156,16 +156,22 @@ Conversation:
 {transcript}"""
 
 
-def transcript(conversation: list[dict[str, Any]]) -> str:
+def function_name(schema: dict[str, object]) -> str:
+    """The name of an OpenAI tool schema (``{"type": "function", "function": {"name": ...}}``); "" if it has none."""
+    function = schema.get("function")
+    return str(function.get("name", "")) if isinstance(function, dict) else ""
+
+def transcript(conversation: list[dict[str, object]]) -> str:
     """A readable transcript of an OpenAI-format conversation (system prompt left out)."""
     lines = []
     for message in conversation:
         if message["role"] == "system":
             continue
-        content = message.get("content") or ""
-        calls = message.get("tool_calls") or []
-        for call in calls:
-            content += f"\n[tool call] {call['function']['name']}({call['function']['arguments']})"
+        content = str(message.get("content") or "")
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            function = call.get("function", {}) if isinstance(call, dict) else {}
+            content += f"\n[tool call] {function.get('name')}({function.get('arguments')})"
         lines.append(f"{message['role']}: {content.strip()}")
     return "\n".join(lines)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -33,7 +33,7 @@ class AutoParser:
             fields = {"repair_truncated_json": self.params.repair_truncated_json} if "repair_truncated_json" in model.model_fields else {}
             self.parsers.append(ComponentConfig[Parser].named("parsers", name, fields).build())
 
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+    def render_tools(self, tools: list[dict[str, object]]) -> str:
         """The first parser's rendering."""
         return self.parsers[0].render_tools(tools)
 

@@ -63,7 +63,7 @@ class HermesParser(ParserBase):
 
     params: Params
 
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+    def render_tools(self, tools: list[dict[str, object]]) -> str:
         """The tools as Qwen's chat template presents them: JSON schemas in <tools>, calls in <tool_call>."""
         shown = tools if self.params.tool_descriptions else compact_tool_schemas(tools)
         schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in shown)

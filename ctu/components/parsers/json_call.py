@@ -15,7 +15,7 @@ _FENCE = re.compile(r"```(?:json)?\s*|```")
 _CALL_START = re.compile(r'\{\s*"name"\s*:')
 
 
-def calls_in_json(value: Any) -> list[dict[str, Any]] | None:
+def calls_in_json(value: Any) -> list[dict[str, object]] | None:
     """The call objects in a parsed JSON value (an object with `name`, or a list of them); None if not calls."""
     items = value if isinstance(value, list) else [value]
     if items and all(isinstance(item, dict) and "name" in item for item in items):
@@ -23,7 +23,7 @@ def calls_in_json(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
-def render_json_tools(tools: list[dict[str, Any]], example: str) -> str:
+def render_json_tools(tools: list[dict[str, object]], example: str) -> str:
     """System-prompt text listing `tools` and showing the call format `example`."""
     return render_tool_list(tools, f"To call a function, reply with only:\n{example}\nTo talk to the user, reply with plain text.")
 
@@ -37,7 +37,7 @@ class JsonParser(ParserBase):
 
     params: JsonCallParams
 
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+    def render_tools(self, tools: list[dict[str, object]]) -> str:
         """The tools and the bare-JSON call format."""
         return render_json_tools(tools, '{"name": "<function-name>", "arguments": {<args>}}')
 

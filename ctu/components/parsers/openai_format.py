@@ -21,7 +21,7 @@ class OpenAIFormatParser(ParserBase):
 
     params: JsonCallParams
 
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+    def render_tools(self, tools: list[dict[str, object]]) -> str:
         """The tools and OpenAI's `tool_calls` format."""
         example = '{"tool_calls": [{"type": "function", "function": {"name": "<function-name>", "arguments": "<args as JSON>"}}]}'
         return render_json_tools(tools, example)

@@ -32,7 +32,7 @@ def call_from_line(line: str) -> ToolCall | str | None:
         return None
     if node.args:
         return f"call {node.func.id!r} must use keyword arguments"
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, object] = {}
     for keyword in node.keywords:
         if keyword.arg is None:
             return f"call {node.func.id!r} cannot use **kwargs"
@@ -51,7 +51,7 @@ def call_from_line(line: str) -> ToolCall | str | None:
 class PythonCallParser(ParserBase):
     """Python-style calls with keyword literals, ``get_order_details(order_id="#W1")``, one per line or in a block."""
 
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+    def render_tools(self, tools: list[dict[str, object]]) -> str:
         """The tools and the call format."""
         return render_tool_list(
             tools,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.jsonutil import loads_lenient
@@ -36,7 +35,7 @@ class ReactParser(ParserBase):
 
     params: JsonCallParams
 
-    def render_tools(self, tools: list[dict[str, Any]]) -> str:
+    def render_tools(self, tools: list[dict[str, object]]) -> str:
         """The tools and the ReAct format."""
         return render_tool_list(
             tools,

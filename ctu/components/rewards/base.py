@@ -35,7 +35,7 @@ class RewardContext:
     stop_reason: str = "stop"
     metrics: dict[str, float] = field(default_factory=dict)
     fatal_error: str | None = None
-    verdict: dict[str, Any] | None = None
+    verdict: dict[str, object] | None = None
 
 
 

@@ -101,7 +101,7 @@ class SkyRLBackend:
         """`ctu.runners.skyrl.config.run_skyrl` (SkyRL prints its own progress; `progress` is not used)."""
         from ctu.runners.skyrl.config import run_skyrl
 
-        return int(run_skyrl(spec, run_dir.path, resume=resume)["step"])
+        return run_skyrl(spec, run_dir.path, resume=resume).get("step", 0)
 
     def policies(self, run_dir: RunDir) -> dict[int, str]:
         """The run's Hugging Face exports (``exports/global_step_N/policy``, every `hf_save_interval` steps, at

@@ -17,7 +17,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ctu.runners.skyrl.params import SkyRLParams
 from ctu.runners.skyrl.preflight import INSTALL_GPU, gpus_needed
@@ -40,13 +40,28 @@ def driver_environment() -> dict[str, str]:
     return {"UV_PROJECT_ENVIRONMENT": sys.prefix, "UV_NO_SYNC": "1"}
 
 
-def runtime_env(config: Any, backend: SkyRLParams) -> dict[str, Any]:
+class NodeReport(TypedDict):
+    """What `node_report` finds on one node."""
+
+    host: str
+    python: str
+    import_errors: dict[str, str]
+    cuda_devices: int
+    torch_cuda: str | None
+
+
+def env_vars_of(env: dict[str, object]) -> dict[str, str]:
+    """The ``env_vars`` of a Ray runtime env made by `runtime_env`."""
+    found = env.get("env_vars")
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+def runtime_env(config: Any, backend: SkyRLParams) -> dict[str, object]:
     """Ray's job-wide runtime env for a run: SkyRL's own variables (`prepare_runtime_environment`), then
     `driver_environment`, then the spec's `backend.runtime_env` (its variables last, and its setup hook)."""
     from skyrl.train.utils.utils import prepare_runtime_environment
 
-    env_vars = {**prepare_runtime_environment(config), **driver_environment(), **backend.runtime_env.env_vars}
-    env: dict[str, Any] = {"env_vars": env_vars}
+    env_vars: dict[str, str] = {**prepare_runtime_environment(config), **driver_environment(), **backend.runtime_env.env_vars}
+    env: dict[str, object] = {"env_vars": env_vars}
     if backend.runtime_env.worker_process_setup_hook:
         env["worker_process_setup_hook"] = backend.runtime_env.worker_process_setup_hook
     return env
@@ -65,12 +80,13 @@ def init_ray(config: Any, backend: SkyRLParams) -> None:
         log_dir = Path(config.trainer.log_path).resolve()
         log_dir.mkdir(parents=True, exist_ok=True)
         log_file = str(log_dir / f"infra-{datetime.now():%y%m%d_%H%M%S}.log")
-        os.environ["SKYRL_LOG_FILE"] = env["env_vars"]["SKYRL_LOG_FILE"] = log_file
+        os.environ["SKYRL_LOG_FILE"] = log_file
+        env["env_vars"] = {**env_vars_of(env), "SKYRL_LOG_FILE": log_file}
     ray.init(runtime_env=env, log_to_driver=True)
     sync_registries()
 
 
-def node_report(modules: tuple[str, ...]) -> dict[str, Any]:
+def node_report(modules: tuple[str, ...]) -> NodeReport:
     """What a Ray worker on one node sees (run there as a task): its interpreter, why each of `modules` does
     not import (absent when it does), how many CUDA devices torch can use, and the CUDA version torch is built for
     (None for a CPU build)."""

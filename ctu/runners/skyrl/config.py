@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ctu.composition import Components, build_components
-from ctu.runners.rundir import RunDir
+from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.skyrl.backend import skyrl_params
 from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
@@ -24,7 +24,7 @@ NEVER = 2**31 - 1
 any positive interval (it saves at each epoch's end and evaluates after the last step)."""
 
 
-def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resume: bool = False) -> dict[str, Any]:
+def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resume: bool = False) -> dict[str, object]:
     """SkyRL config overrides (dotted keys) for the spec of `components` (its chat template gives SkyRL's
     `chat_template_kwargs`); `data_dir` holds the prepared parquet files.
 
@@ -55,7 +55,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
     }
 
 
-def _models_and_placement(spec: Spec, backend: SkyRLParams) -> dict[str, Any]:
+def _models_and_placement(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
     """The policy and reference models (a ``builtin:`` one by its cache folder), their offload, and where they run."""
     from ctu.models.tiny_qwen3 import local_path
 
@@ -74,7 +74,7 @@ def _models_and_placement(spec: Spec, backend: SkyRLParams) -> dict[str, Any]:
     }
 
 
-def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, Any]:
+def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, object]:
     """The run's name and folders, its batches, and when it evaluates, saves, exports and resumes."""
     trainer = spec.trainer
     return {
@@ -103,7 +103,7 @@ def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, Any]
     }
 
 
-def _algorithm(spec: Spec) -> dict[str, Any]:
+def _algorithm(spec: Spec) -> dict[str, object]:
     """The loss (advantages, clipping, KL and entropy terms) and the optimizer."""
     algorithm, optimizer = spec.algorithm, spec.trainer.optimizer
     return {
@@ -125,7 +125,7 @@ def _algorithm(spec: Spec) -> dict[str, Any]:
     }
 
 
-def _generator(spec: Spec, template_kwargs: Any) -> dict[str, Any]:
+def _generator(spec: Spec, template_kwargs: Any) -> dict[str, object]:
     """Samples per prompt, turns and lengths, and the sampling parameters of training and evaluation."""
     rollout = spec.rollout
     return {
@@ -148,11 +148,11 @@ def _generator(spec: Spec, template_kwargs: Any) -> dict[str, Any]:
     }
 
 
-def _inference_engine(spec: Spec, backend: SkyRLParams) -> dict[str, Any]:
+def _inference_engine(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
     """SkyRL's vLLM engines: how many, their size, and vLLM's own settings (keys set one by one under
     ``engine_init_kwargs``, so `backend.skyrl_overrides` may add more)."""
     engine = "generator.inference_engine.engine_init_kwargs"
-    overrides: dict[str, Any] = {
+    overrides: dict[str, object] = {
         "generator.inference_engine.backend": "vllm",
         "generator.inference_engine.num_engines": backend.num_inference_engines,
         "generator.inference_engine.tensor_parallel_size": backend.inference_engine_tensor_parallel_size,
@@ -248,7 +248,7 @@ def restart_finished_epoch(run_dir: Path, step: int, train_data: Path, batch_siz
     return True
 
 
-def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]:
+def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
     """Launch `spec` through SkyRL on the Ray cluster at ``RAY_ADDRESS`` (or a one-node cluster started here),
     after the preflight checks; returns the final state.
 
@@ -301,7 +301,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> dict[str, Any]
     try:
         ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step))
     finally:
-        state = {"backend": "skyrl", "step": latest_checkpoint_step(run.path) or 0}
+        state: RunState = {"backend": "skyrl", "step": latest_checkpoint_step(run.path) or 0}
         run.write_state(state)
         run.plot_rewards()
     return state

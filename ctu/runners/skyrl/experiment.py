@@ -37,7 +37,7 @@ class CtuTracking:
     def __init__(self, trackers: Trackers) -> None:
         self.trackers = trackers
 
-    def log(self, data: dict[str, Any], step: int, commit: bool = False) -> None:
+    def log(self, data: dict[str, object], step: int, commit: bool = False) -> None:
         """Log the numeric entries of `data` at `step`."""
         numbers = {k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         self.trackers.log(numbers, step)
@@ -180,7 +180,7 @@ class CtuPPOExp(BasePPOExp):
 
 
 @ray.remote(num_cpus=1)
-def skyrl_entrypoint(cfg: Any, spec_data: dict[str, Any], run_dir: str, resume_step: int | None = None) -> None:
+def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resume_step: int | None = None) -> None:
     """Ray entrypoint: register ctu's components and environment in this worker, then run the experiment
     (resumed from `resume_step`'s checkpoint when given: trackers drop the lines of later steps first)."""
     from tau_bench_env.env import register_with_skyrl_gym

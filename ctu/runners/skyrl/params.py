@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, PositiveInt
 
@@ -52,5 +52,5 @@ class SkyRLParams(ComponentParams):
     """Keep the reference model's FSDP parameters in CPU memory (SkyRL's `trainer.ref.fsdp_config.cpu_offload`)."""
     runtime_env: RayRuntimeEnv = RayRuntimeEnv()
     """The Ray workers' environment variables and setup hook."""
-    skyrl_overrides: dict[str, Any] = {}
+    skyrl_overrides: dict[str, object] = {}
     """Raw SkyRL config overrides (dotted keys, e.g. `trainer.policy.sequence_parallel_size: 2`), applied last."""

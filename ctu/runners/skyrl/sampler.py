@@ -19,7 +19,7 @@ class SkyRLSampler:
     supports_chat: bool = False
     supports_tokens: bool = True
 
-    def _vllm_params(self, params: SamplingParams) -> dict[str, Any]:
+    def _vllm_params(self, params: SamplingParams) -> dict[str, object]:
         """vLLM's sampling params for `params` (the end-of-turn ids as ``stop_token_ids``, so a template whose
         turns end with a token other than the tokenizer's EOS still stops there)."""
         return {

@@ -83,7 +83,7 @@ class TinkerBackend:
         """`ctu.runners.tinker.runner.TinkerRunner`'s GRPO loop."""
         from ctu.runners.tinker.runner import TinkerRunner
 
-        return int(TinkerRunner(spec, run_dir, resume=resume, progress=progress).run().get("step", 0))
+        return TinkerRunner(spec, run_dir, resume=resume, progress=progress).run().get("step", 0)
 
     def policies(self, run_dir: RunDir) -> dict[int, str]:
         """The run's Tinker checkpoints (``tinker://...``, from ``checkpoints/step_NNNNNN.json``), and where a step

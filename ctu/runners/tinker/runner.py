@@ -30,7 +30,7 @@ from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
-from ctu.runners.rundir import RunDir
+from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
 from ctu.runners.tinker.backend import tinker_params
 from ctu.runners.tinker.export import export_policy
@@ -70,7 +70,7 @@ class StepPlan:
         return [self.rows[i] for i in chosen]
 
 
-def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) -> dict[str, Any]:
+def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) -> dict[str, object]:
     """A SkyRL `GeneratorInput` with each row repeated `samples` times, consecutively (one GRPO group)."""
     from skyrl.train.generators.base import BatchMetadata
 
@@ -107,8 +107,8 @@ class TinkerRunner:
         self.resume = resume
         self.progress = progress
 
-    def run(self) -> dict[str, Any]:
-        """Train; returns the final state (last step, checkpoints, last metrics). A built-in model is built
+    def run(self) -> RunState:
+        """Train; returns the final state (`RunState`: the last step and its checkpoint). A built-in model is built
         first if it is not cached, before the training loop starts."""
         return asyncio.run(self._run(resolve(self.spec.model.path)))
 
@@ -124,10 +124,10 @@ class TinkerRunner:
         with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
             yield server.wait_healthy
 
-    async def _run(self, model_path: str) -> dict[str, Any]:
+    async def _run(self, model_path: str) -> RunState:
         spec = self.spec
-        state = self.run_dir.read_state() if self.resume else {}
-        start_step = int(state.get("step", 0))
+        state: RunState = self.run_dir.read_state() if self.resume else {}
+        start_step = state.get("step", 0)
         self.run_dir.write_spec(spec)
         with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
             import tinker
@@ -147,12 +147,12 @@ class TinkerRunner:
                            resume_step=start_step if self.resume else None)
             trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
                                       spec.tracking.trajectories.train_samples, spec.experiment.seed)
-            last_metrics: dict[str, float] = {}
             try:
                 base_url = await asyncio.to_thread(server_url)
                 service = tinker.ServiceClient(base_url=base_url, api_key=os.environ.get(self.backend.api_key_env) or "tml-local")
-                if start_step and state.get("checkpoint"):
-                    training = await service.create_training_client_from_state_with_optimizer_async(state["checkpoint"])
+                resume_from = state.get("checkpoint")
+                if start_step and resume_from:
+                    training = await service.create_training_client_from_state_with_optimizer_async(resume_from)
                 else:
                     start_step = 0
                     training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
@@ -160,8 +160,7 @@ class TinkerRunner:
                 with self._progress(plan.total_steps, start_step) as (advance, on_episode):
                     generator = build_generator(components, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
                     if start_step == 0 and spec.trainer.eval_before_train and tests:
-                        last_metrics = await self._evaluate(generator, tests, 0)
-                        trackers.log(last_metrics, 0)
+                        trackers.log(await self._evaluate(generator, tests, 0), 0)
                     for step in range(start_step + 1, plan.total_steps + 1):
                         started = time.perf_counter()
                         metrics = await self._train_step(generator, training, plan.batch(step), step)
@@ -179,7 +178,6 @@ class TinkerRunner:
                         if last or (hf_interval and step % hf_interval == 0):
                             await export_policy(service, training, model_path, step, self.run_dir.hf_export(step))
                         trackers.log(metrics, step)
-                        last_metrics = metrics
                         state = {"backend": "tinker", "step": step, "checkpoint": checkpoint or state.get("checkpoint"),
                                  "total_steps": plan.total_steps}
                         self.run_dir.write_state(state)
@@ -187,7 +185,7 @@ class TinkerRunner:
             finally:
                 trackers.finish()
                 self.run_dir.plot_rewards()
-        return {**state, "metrics": last_metrics}
+        return state
 
     @contextlib.contextmanager
     def _progress(self, total: int, done: int) -> Iterator[Any]:
