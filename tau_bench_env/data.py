@@ -40,7 +40,7 @@ class TaskRow:
     extras: dict[str, object] = field(default_factory=dict)
 
     @property
-    def prompt(self) -> list[dict[str, str]]:
+    def prompt(self) -> list[dict[str, object]]:
         return [{"role": "system", "content": ""}]
 
 

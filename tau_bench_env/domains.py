@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from tau2.data_model.simulation import RewardInfo, SimulationRun
     from tau2.data_model.tasks import Task
     from tau2.environment.environment import Environment
+    from tau2.environment.tool import Tool
 
 _tau2_registry_lock = threading.Lock()
 
@@ -204,7 +205,7 @@ class Domain:
         return [tool.openai_schema for tool in self._template.get_tools()]
 
     @cached_property
-    def user_tools(self) -> list[Any] | None:
+    def user_tools(self) -> list[Tool] | None:
         """The user's own tools (tau2 `Tool`s, telecom), built once, or None: descriptions for user simulators
         (their schemas and prompts). Bound to the template environment: never call them; an episode runs the
         user's calls on its own environment."""

@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, TypedDict, TypeVar
+from typing import TypedDict, TypeVar
 
 from pydantic import BaseModel
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -33,9 +33,10 @@ DomainKey = tuple[str, str]
 """A domain as rows name it: ``(name, its params as sorted JSON)``."""
 
 
-def domain_key(name: str, params: Mapping[str, Any] | str | None = None) -> DomainKey:
-    """The key of domain `name` with `params` (a mapping, or its JSON as parquet rows carry it)."""
-    mapping = json.loads(params) if isinstance(params, str) else dict(params or {})
+def domain_key(name: str, params: object = None) -> DomainKey:
+    """The key of domain `name` with `params` (a mapping, or its JSON as parquet rows carry it; anything else, such
+    as None: no params)."""
+    mapping = json.loads(params) if isinstance(params, str) else dict(params) if isinstance(params, Mapping) else {}
     return name, json.dumps(mapping, sort_keys=True)
 
 
@@ -117,13 +118,14 @@ class TauBenchEnv(BaseTextEnv):
         KeyError: the extras name no domain or task, a domain the setup does not hold, or an unknown task.
     """
 
-    def __init__(self, env_config: EnvSetup, extras: Mapping[str, Any] | None = None):
+    def __init__(self, env_config: EnvSetup, extras: Mapping[str, object] | None = None):
         super().__init__()
         if not isinstance(env_config, EnvSetup):
             raise TypeError(f"TauBenchEnv needs an EnvSetup (user simulator, parser, episode config), got {type(env_config).__name__}")
         setup = env_config
         extras = dict(extras or {})
-        extras = {**dict(extras.get("extra_info") or {}), **extras}
+        extra_info = extras.get("extra_info")  # SkyRL's dataset rows nest the row's extras here
+        extras = {**(extra_info if isinstance(extra_info, dict) else {}), **extras}
         if "domain" not in extras or "task_id" not in extras:
             raise KeyError("TauBenchEnv needs extras with `domain` and `task_id` (see `ctu data prepare`)")
         key = domain_key(str(extras["domain"]), extras.get("domain_params"))

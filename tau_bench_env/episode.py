@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tau2.data_model.message import Message
     from tau2.data_model.simulation import RewardInfo, SimulationRun
     from tau2.data_model.tasks import Task
+    from tau2.environment.environment import Environment
 
     from tau_bench_env.domains import Domain
 
@@ -127,7 +128,7 @@ class EpisodeResult:
     evaluation_error: str | None = None
     conversation: list[dict[str, object]] = field(default_factory=list)
     tools: list[dict[str, object]] = field(default_factory=list)
-    trajectory: list[Any] = field(default_factory=list)
+    trajectory: list[Message] = field(default_factory=list)
 
     @property
     def failed_turns(self) -> int:
@@ -188,7 +189,7 @@ class Episode:
         self.reward_info: RewardInfo | None = None
         self.evaluation_error: str | None = None
         self.reward_path: str | None = None
-        self._env: Any = None
+        self._env: Environment | None = None
         self._session: Any = None
         self._started = 0.0
 
@@ -198,8 +199,14 @@ class Episode:
         return self.termination is not None
 
     @property
-    def environment(self) -> Any:
-        """The episode's own tau2 environment (None before `reset`)."""
+    def environment(self) -> Environment:
+        """The episode's own tau2 environment.
+
+        Raises:
+            RuntimeError: before `reset`.
+        """
+        if self._env is None:
+            raise RuntimeError("the episode has no environment before reset()")
         return self._env
 
     @property
@@ -213,7 +220,7 @@ class Episode:
         with the tools rendered by the parser in text mode."""
         from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
 
-        policy = self._env.get_policy() if self.config.domain_policy else ""
+        policy = self.environment.get_policy() if self.config.domain_policy else ""
         prompt = SYSTEM_PROMPT.format(domain_policy=policy, agent_instruction=AGENT_INSTRUCTION)
         if not self.config.native_tool_calling:
             prompt += "\n\n" + self.parser.render_tools(self.tools)
@@ -291,7 +298,7 @@ class Episode:
                     await self._finish(Termination.USER_STOP)
                     return []
                 return to_openai(reply)
-            results = [self._env.get_response(call) for call in reply.tool_calls]
+            results = [self.environment.get_response(call) for call in reply.tool_calls]
             self.user_tool_errors += sum(result.error for result in results)
             self.trajectory.extend(results)
             message = results[0] if len(results) == 1 else MultiToolMessage(role="tool", tool_messages=results)
@@ -357,7 +364,7 @@ class Episode:
                 return []
             self.trajectory.append(message)
             self.conversation.append(self._policy_message(message, raw))
-            results = [self._env.get_response(call) for call in calls]
+            results = [self.environment.get_response(call) for call in calls]
             self.tool_errors += sum(result.error for result in results)
             self.trajectory.extend(results)
             return [item for result in results for item in to_openai(result)]

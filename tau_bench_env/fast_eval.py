@@ -20,8 +20,12 @@ from typing import TYPE_CHECKING, Any
 from tau_bench_env.runtime import prepare
 
 if TYPE_CHECKING:
+    from tau2.data_model.message import Message
     from tau2.data_model.simulation import RewardInfo
     from tau2.data_model.tasks import Task
+    from tau2.environment.environment import Environment
+
+    from tau_bench_env.domains import Domain
 
 
 def checks_database(task: Task) -> bool:
@@ -47,7 +51,7 @@ class GoldOutcomes:
         with self._lock:
             self._states.clear()
 
-    def _gold_environment(self, domain: Any, task: Task, overlay: bool) -> Any:
+    def _gold_environment(self, domain: Domain, task: Task, overlay: bool) -> Environment:
         """An environment of the task's domain after its initial state and gold actions, as tau2's
         `EnvironmentEvaluator` builds its gold environment (gold actions that fail are skipped, as there)."""
         environment = domain.episode_environment(task)  # as an episode of the task starts
@@ -64,7 +68,7 @@ class GoldOutcomes:
                 pass
         return environment
 
-    def _state(self, domain: Any, task: Task, overlay: bool) -> Any:
+    def _state(self, domain: Domain, task: Task, overlay: bool) -> Any:
         key = (task.id, overlay)
         with self._lock:
             if key in self._states:
@@ -78,7 +82,7 @@ class GoldOutcomes:
             self._states[key] = result
         return result
 
-    def warm(self, domain: Any, task: Task, environment: Any) -> None:
+    def warm(self, domain: Domain, task: Task, environment: Environment) -> None:
         """Compute now the gold state that `matches` will compare `environment` with at the episode's end (a
         no-op when the task has no database criteria or the state is known). Called at an episode's reset,
         while its first requests are in flight: a batch's last wave (every episode's reward at once) then does
@@ -92,7 +96,7 @@ class GoldOutcomes:
             pass
 
     @staticmethod
-    def _compares_records(environment: Any) -> bool:
+    def _compares_records(environment: Environment) -> bool:
         """Whether `environment`'s final state is compared by touched records (a copy-on-access database and no
         user database) rather than by tau2's hashes."""
         from tau_bench_env.overlay import OverlayDatabase
@@ -100,11 +104,11 @@ class GoldOutcomes:
         database = environment.tools.db if environment.tools is not None else None
         return isinstance(database, OverlayDatabase) and environment.user_tools is None
 
-    def hashes(self, domain: Any, task: Task) -> tuple[str | None, str | None]:
+    def hashes(self, domain: Domain, task: Task) -> tuple[str | None, str | None]:
         """``(agent_db_hash, user_db_hash)`` of the task's gold final state (tau2's hashes)."""
         return self._state(domain, task, overlay=False)
 
-    def matches(self, domain: Any, task: Task, environment: Any) -> bool:
+    def matches(self, domain: Domain, task: Task, environment: Environment) -> bool:
         """Whether `environment` (an episode's, in its final state) holds the task's gold final state: its
         agent and user databases equal the gold ones, as tau2's hash comparison decides."""
         if self._compares_records(environment):
@@ -113,7 +117,7 @@ class GoldOutcomes:
         return environment.get_db_hash() == gold_agent and environment.get_user_db_hash() == gold_user
 
 
-def fast_reward(domain: Any, task: Task, environment: Any, messages: list[Any], finished: bool) -> RewardInfo:
+def fast_reward(domain: Domain, task: Task, environment: Environment, messages: list[Message], finished: bool) -> RewardInfo:
     """tau2's reward for an episode whose final state is `environment` and whose trajectory is `messages`.
 
     Args:

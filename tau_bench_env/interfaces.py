@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message, UserMessage
     from tau2.data_model.tasks import Task
+    from tau2.environment.tool import Tool
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class UserSession(Protocol):
 class UserSimulator(Protocol):
     """Makes sessions; one simulator object serves every episode of a run."""
 
-    def session(self, task: Task, user_tools: Sequence[Any] | None, trajectory: Sequence[Message]) -> UserSession:
+    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> UserSession:
         """A session for `task`.
 
         Args:

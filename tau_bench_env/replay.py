@@ -18,6 +18,7 @@ from tau_bench_env.interfaces import ParsedTurn, ToolCall
 
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Action, Task
+    from tau2.environment.environment import Environment
 
 ASK_USER = "Please do the next step on your phone and tell me when it is done."
 CLOSING = "Is there anything else I can help you with?"
@@ -51,7 +52,7 @@ def _spoil(value: Any) -> Any:
     return value
 
 
-def effective_writes(environment: Any, task: Task) -> tuple[int, ...]:
+def effective_writes(environment: Environment, task: Task) -> tuple[int, ...]:
     """Indices of the task's gold actions that change the agent's database when the gold actions are run in
     order in `environment` (a fresh tau2 environment of the task's domain, with the task's initial state)."""
     from tau2.data_model.message import ToolCall as Tau2ToolCall

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from ctu.errors import CtuError
 from ctu.registry import ComponentParams
+
+if TYPE_CHECKING:
+    from aiohttp import ClientSession
+    from openai.types.chat import ChatCompletionMessage
 
 
 class OpenAIEndpointParams(ComponentParams):
@@ -64,11 +68,11 @@ class ChatEndpoint:
 
     def __init__(self, params: OpenAIEndpointParams) -> None:
         self.params = params
-        self._sessions: dict[int, Any] = {}
-        self._closers: dict[int, Any] = {}
+        self._sessions: dict[int, ClientSession] = {}
+        self._closers: dict[int, AsyncIterator[None]] = {}
         self.url = params.base_url.rstrip("/") + "/chat/completions"
 
-    async def _session(self) -> Any:
+    async def _session(self) -> ClientSession:
         import asyncio
         import os
 
@@ -100,7 +104,7 @@ class ChatEndpoint:
         if session is not None:
             await session.close()
 
-    async def _attempt(self, body: bytes) -> Any:
+    async def _attempt(self, body: bytes) -> ChatCompletionMessage:
         """One request; returns the first choice's message. Raises `_Retryable` or `EndpointError`."""
 
         import aiohttp
@@ -132,7 +136,8 @@ class ChatEndpoint:
             raise _Retryable("the answer's message is empty")
         return answer
 
-    async def complete(self, messages: list[dict], tools: list[dict] | None = None, **extra: object) -> Any:
+    async def complete(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None,
+                       **extra: object) -> ChatCompletionMessage:
         """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`).
 
         Args:
@@ -148,7 +153,7 @@ class ChatEndpoint:
         import orjson
 
         params = self.params
-        request: dict = {"model": params.model, "messages": messages, "temperature": params.temperature, **extra}
+        request: dict[str, object] = {"model": params.model, "messages": messages, "temperature": params.temperature, **extra}
         if tools:
             request["tools"] = tools
         body = orjson.dumps(request)
@@ -163,7 +168,7 @@ class ChatEndpoint:
         raise EndpointError(f"{params.base_url} gave no usable answer after {params.max_retries + 1} attempts: {last}")
 
 
-async def _close_at_loop_shutdown(session: Any) -> AsyncIterator[None]:
+async def _close_at_loop_shutdown(session: ClientSession) -> AsyncIterator[None]:
     """Yields once and is never resumed: the event loop finalises it (closing `session`) when it shuts down."""
     try:
         yield

@@ -48,7 +48,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import catalogue
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -79,10 +79,10 @@ KINDS: tuple[str, ...] = (
 )
 """Every component kind, in the order `ctu components` and SPEC_REFERENCE.md list them."""
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Callable[..., object])
 
 
-def _is_number_type(annotation: Any) -> bool:
+def _is_number_type(annotation: object) -> bool:
     """Whether a field's annotation takes numbers and not booleans (``int``, ``float``, optional or in a union)."""
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
     kinds = {typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Annotated else kind
@@ -90,7 +90,7 @@ def _is_number_type(annotation: Any) -> bool:
     return bool(kinds & {int, float}) and bool not in kinds
 
 
-def booleans_as_numbers(model: type[BaseModel], data: Any) -> Any:
+def booleans_as_numbers(model: type[BaseModel], data: object) -> object:
     """A before-validator of a whole model: YAML's ``true``/``false`` given where a number belongs is an error at
     that field's path (pydantic would read 1 and 0). The model's other fields are then not checked in that pass.
 
@@ -116,7 +116,7 @@ class ComponentParams(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+    def _no_booleans_as_numbers(cls, data: object) -> object:
         return booleans_as_numbers(cls, data)
 
 
@@ -169,7 +169,7 @@ def _contract_message(kind: str, name: str, origin: str, problems: list[str]) ->
     return f"{kind} component {name!r} ({origin}) does not meet the contract of {kind}:\n{lines}"
 
 
-def _origin(obj: Any) -> str:
+def _origin(obj: Callable[..., object]) -> str:
     try:
         file = inspect.getsourcefile(obj) or "?"
         line = inspect.getsourcelines(obj)[1]
@@ -178,7 +178,7 @@ def _origin(obj: Any) -> str:
     return f"{file}:{line}"
 
 
-def _params_model_of(kind: str, name: str, obj: Any, params: type[BaseModel] | None) -> type[ComponentParams]:
+def _params_model_of(kind: str, name: str, obj: Callable[..., object], params: type[BaseModel] | None) -> type[ComponentParams]:
     model = params if params is not None else getattr(obj, "Params", NoParams)
     if not (isinstance(model, type) and issubclass(model, ComponentParams)):
         raise RegistryError(
@@ -221,7 +221,7 @@ class ComponentRegistry:
 
         return decorate
 
-    def _add(self, name: str, obj: Any, params: type[ComponentParams] | None, origin: str) -> None:
+    def _add(self, name: str, obj: Callable[..., object], params: type[ComponentParams] | None, origin: str) -> None:
         if not name or not all(c.isalnum() or c in "_-." for c in name) or name != name.lower():
             raise RegistryError(f"{self.kind} component name {name!r} ({origin}): use lowercase a-z, 0-9, _ - .")
         existing = self._infos.get(name)

@@ -77,7 +77,7 @@ class ComponentConfig[T]:
         return f"ComponentConfig({self.kind}:{self.type}, {self.params!r})"
 
 
-def _error(error_type: str, message: str, loc: tuple[str | int, ...], value: Any) -> ValidationError:
+def _error(error_type: str, message: str, loc: tuple[str | int, ...], value: object) -> ValidationError:
     details = InitErrorDetails(type=PydanticCustomError(error_type, message), loc=loc, input=value)
     return ValidationError.from_exception_data("component", [details])
 
@@ -89,7 +89,7 @@ class ComponentMarker:
         registry[kind]  # fail early on a misspelt kind
         self.kind = kind
 
-    def validate(self, value: Any) -> ComponentConfig[object]:
+    def validate(self, value: object) -> ComponentConfig[object]:
         """Turn a name or a ``{type: ..., ...}`` mapping into a `ComponentConfig`.
 
         Raises:
@@ -119,7 +119,7 @@ class ComponentMarker:
         params = info.params_model.model_validate({k: v for k, v in value.items() if k != "type"})
         return ComponentConfig[object](self.kind, name, params)
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    def __get_pydantic_core_schema__(self, source: object, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(
             self.validate,
             serialization=core_schema.plain_serializer_function_ser_schema(

@@ -21,6 +21,7 @@ import importlib
 import inspect
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar, Union
@@ -89,7 +90,7 @@ def _runtime_type(annotation: Any) -> type | tuple[type, ...]:
     return origin if isinstance(origin, type) else annotation
 
 
-def _method(name: str, function: Any) -> Method:
+def _method(name: str, function: Callable[..., object]) -> Method:
     parameters = list(inspect.signature(function).parameters.values())[1:]  # after self
     return Method(name,
                   args=tuple(p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD),
@@ -110,7 +111,7 @@ def contract(kind: str) -> Contract:
                   if typing.get_origin(hint) is ClassVar and not name.startswith("_")}
     if not getattr(source, "_is_protocol", False):  # a base class: subclassing it is the contract
         return Contract(attributes=attributes, base=CONTRACTS[kind])
-    members: dict[str, object] = {}
+    members: dict[str, Callable[..., object]] = {}
     for protocol in reversed(source.__mro__):  # a Protocol's own methods and those of the Protocols it extends
         if getattr(protocol, "_is_protocol", False) and protocol is not typing.Protocol:
             members.update((name, member) for name, member in vars(protocol).items()
@@ -124,12 +125,12 @@ DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {"rewards": {"needs_judge"
 the keyword arguments (a reward with ``needs_judge = True`` is built as ``cls(params, judge=...)``)."""
 
 
-def _flag(obj: Any, kind: str) -> str | None:
+def _flag(obj: object, kind: str) -> str | None:
     """The first of `kind`'s dependency flags `obj` sets to True, if any."""
     return next((flag for flag in DEPENDENCIES.get(kind, {}) if getattr(obj, flag, False) is True), None)
 
 
-def _method_problem(owner: Any, method: Method, is_class: bool) -> str | None:
+def _method_problem(owner: object, method: Method, is_class: bool) -> str | None:
     try:
         raw = inspect.getattr_static(owner, method.name)
     except AttributeError:
@@ -150,7 +151,7 @@ def _method_problem(owner: Any, method: Method, is_class: bool) -> str | None:
     return None
 
 
-def contract_problems(kind: str, obj: Any) -> list[str]:
+def contract_problems(kind: str, obj: object) -> list[str]:
     """What `obj` (a registered class, or an object a factory built) lacks of `kind`'s contract; [] if nothing.
 
     A class is also checked for a constructor ctu can call as ``cls(params)``. A plain function registered as a
@@ -165,13 +166,13 @@ def contract_problems(kind: str, obj: Any) -> list[str]:
     problems: list[str] = []
     if wanted.base is not None:
         base = _import(wanted.base)
-        if not (isinstance(obj, base) or (is_class and issubclass(obj, base))):
+        if not (isinstance(obj, base) or (isinstance(obj, type) and issubclass(obj, base))):
             problems.append(f"must subclass {wanted.base}")
         elif kind == "domains" and getattr(obj, "tau2_name", None) is None:  # the base's versions load tau2's
             cls = obj if is_class else type(obj)
             problems += [f"must define {name}() (the base's loads a tau2 domain; this one has no `tau2_name`)"
                          for name in ("make_environment", "load_tasks") if getattr(cls, name) is getattr(base, name)]
-    if is_class:
+    if isinstance(obj, type):
         flag = _flag(obj, kind)
         dependencies = dict.fromkeys(DEPENDENCIES[kind][flag]) if flag is not None else {}
         try:

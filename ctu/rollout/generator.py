@@ -34,7 +34,7 @@ from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.rollout.tokens import TokenAccount
 from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
 from tau_bench_env.env import EnvSetup, TauBenchEnv
-from tau_bench_env.episode import EpisodeResult, Termination
+from tau_bench_env.episode import Episode, EpisodeResult, Termination
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ class TauGenerator(GeneratorInterface):
         if notify is not None:
             notify(len(prompts), False)
 
-        async def one(prompt: Any, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
+        async def one(prompt: list[dict[str, object]] | None, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
             async with limit:
                 record = await self.run_episode(prompt, extra, phase, repetition)
             if notify is not None:
@@ -224,7 +224,7 @@ class TauGenerator(GeneratorInterface):
             image_grid_thw=None,
         )
 
-    async def run_episode(self, prompt: Any, extras: dict[str, object], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
+    async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
         """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set.
 
         A phase sampled with a fixed seed (evaluation) samples repetition k of a task with seed + k, so a
@@ -243,7 +243,7 @@ class TauGenerator(GeneratorInterface):
         record.seconds = time.perf_counter() - started
         return record
 
-    async def _episode(self, prompt: Any, extras: dict[str, object], phase: Phase, repetition: int) -> TrajectoryRecord:
+    async def _episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int) -> TrajectoryRecord:
         setup = self.setup
         account = self.account
         env = TauBenchEnv(setup.env, extras)
@@ -305,7 +305,7 @@ class TauGenerator(GeneratorInterface):
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
 
 
-def unfinished(action: str | ParsedTurn, episode: Any) -> str | ParsedTurn:
+def unfinished(action: str | ParsedTurn, episode: Episode) -> str | ParsedTurn:
     """A turn the token limit cut off: any tool call in it becomes a parse failure (tau2 never runs a call the
     model did not finish; a cut-off string argument would otherwise run as a truncated id). A cut-off turn
     without tool calls goes on as it is."""

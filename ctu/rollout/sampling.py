@@ -10,7 +10,10 @@ modes: with `tools` (native tool calling) or without, its text read by the spec'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ctu.components.endpoint import ChatEndpoint
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ class OpenAIChatSampler:
     and is not sent.
     """
 
-    endpoint: Any
+    endpoint: ChatEndpoint
     supports_chat: bool = True
     supports_tokens: bool = False
 

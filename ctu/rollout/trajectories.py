@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctu.rollout.generator import TrajectoryRecord
 
 
-def trajectory_line(record: Any, phase: str, step: int) -> dict[str, object]:
+def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str, object]:
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
     tau2's reward, domain, task id, turns (the episode's, and the policy's with their generated tokens),
     termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out
@@ -61,7 +64,7 @@ class TrajectoryLogger:
         self.train_samples = train_samples
         self.seed = seed
 
-    def __call__(self, records: list[Any], phase: str, step: int) -> Path | None:
+    def __call__(self, records: list[TrajectoryRecord], phase: str, step: int) -> Path | None:
         """Log `records` of `phase` at `step`; returns the file written, if any."""
         if phase == "train":
             if not self.every_n_steps or step % self.every_n_steps or not self.train_samples:

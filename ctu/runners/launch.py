@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctu.runners.backend import backend_of
 from ctu.runners.rundir import RunDir, RunError
 from ctu.spec import LoadedSpec, Spec, load_spec, spec_hash
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots", "tensorboard", "wandb", "tinker", "data",
            "exports", "logs")
 """What a run writes into its directory, on either backend (removed by `--overwrite`; SkyRL adds `exports`, `logs`)."""
 
 
-def _print_warnings(loaded: LoadedSpec, console: Any) -> None:
+def _print_warnings(loaded: LoadedSpec, console: Console) -> None:
     from rich.markup import escape
 
     for issue in loaded.warnings:
@@ -52,7 +55,7 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
 
 
 def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, dry_run: bool = False,
-           resume: Path | None = None, overwrite: bool = False, progress: bool = True, console: Any) -> None:
+           resume: Path | None = None, overwrite: bool = False, progress: bool = True, console: Console) -> None:
     """Run (or, with `dry_run`, describe) a spec on its backend.
 
     Raises:
@@ -78,7 +81,7 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     console.print(f"[green]done[/green] step {step}; results in {run_dir.path}")
 
 
-def build_builtin_model(model: str, console: Any, progress: bool = True) -> None:
+def build_builtin_model(model: str, console: Console, progress: bool = True) -> None:
     """Build a ``builtin:`` model that is not cached yet, saying so first and showing the build's progress (a
     rich bar, or a line per phase without `progress`); nothing for other models or a cached build."""
     from ctu.models.tiny_qwen3 import BUILD_MINUTES, is_built, is_builtin, resolve
@@ -103,7 +106,7 @@ def build_builtin_model(model: str, console: Any, progress: bool = True) -> None
         resolve(model, progress=lambda phase, done, total: bar.update(task, description=phase, completed=done, total=total))
 
 
-def _dry_run(spec: Spec, run_dir: RunDir, console: Any) -> None:
+def _dry_run(spec: Spec, run_dir: RunDir, console: Console) -> None:
     plan = backend_of(spec).plan(spec, run_dir)
     console.print(f"[bold]# {plan.title}[/bold]")
     console.print(plan.config, markup=False, highlight=False)

@@ -107,7 +107,7 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], limit: int) -> int:
     return total
 
 
-def read_yaml(text: str, file: str) -> tuple[Any, dict[PathKey, Location], list[SpecIssue]]:
+def read_yaml(text: str, file: str) -> tuple[object, dict[PathKey, Location], list[SpecIssue]]:
     """Safe-load one YAML document.
 
     Returns:
@@ -137,7 +137,7 @@ def read_yaml(text: str, file: str) -> tuple[Any, dict[PathKey, Location], list[
     return data, locations, issues
 
 
-def check_plain_data(data: Any, path: PathKey, sources: Sources) -> list[SpecIssue]:
+def check_plain_data(data: object, path: PathKey, sources: Sources) -> list[SpecIssue]:
     """Issues for anything a spec cannot hold: non-string keys, and values other than str, numbers, bools,
     null, lists and mappings (e.g. YAML's ``!!binary`` or ``!!set``)."""
     issues: list[SpecIssue] = []
@@ -266,7 +266,7 @@ def _own_imports(value: Any, path: Path, locations: dict[PathKey, Location],
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.([A-Za-z0-9_\-]+))*$")
 
 
-def parse_override(item: str) -> tuple[PathKey, Any] | SpecIssue:
+def parse_override(item: str) -> tuple[PathKey, object] | SpecIssue:
     """``"trainer.epochs=3"`` -> ``(("trainer", "epochs"), 3)``, the value parsed by OmegaConf's grammar
     (numbers, bools, null, ``[a,b]``, ``{k: v}``, quoted strings); or the `SpecIssue` saying why not."""
     from omegaconf import OmegaConf
@@ -289,14 +289,14 @@ def parse_override(item: str) -> tuple[PathKey, Any] | SpecIssue:
     return path, value
 
 
-def apply_override(data: dict[str, object], path: PathKey, value: Any, item: str) -> SpecIssue | None:
+def apply_override(data: dict[str, object], path: PathKey, value: object, item: str) -> SpecIssue | None:
     """Set `path` in `data` (in place), creating missing mappings; list items are addressed by index.
 
     Returns:
         A `SpecIssue` when the path runs through a scalar or past the end of a list; else None.
     """
     where = Location(f"override {item!r}")
-    node: Any = data
+    node: Any = data  # the YAML tree, walked and written
     for depth, part in enumerate(path):
         last = depth == len(path) - 1
         here = dotted(path[: depth + 1])
@@ -322,7 +322,7 @@ _ENV_INTERPOLATION = re.compile(r"\$\{oc\.env:\s*([^,}\s]+)")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
-def _string_leaves(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, str]]:
+def _string_leaves(data: object, path: PathKey = ()) -> Iterator[tuple[PathKey, str]]:
     if isinstance(data, dict):
         for key, value in data.items():
             yield from _string_leaves(value, (*path, key))
@@ -333,7 +333,7 @@ def _string_leaves(data: Any, path: PathKey = ()) -> Iterator[tuple[PathKey, str
         yield path, data
 
 
-def _set(data: Any, path: PathKey, value: Any) -> None:
+def _set(data: Any, path: PathKey, value: object) -> None:
     for part in path[:-1]:
         data = data[part]
     data[path[-1]] = value

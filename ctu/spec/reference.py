@@ -26,7 +26,7 @@ _CONSTRAINTS = {
 }
 
 
-def _constraints(metadata: typing.Iterable[Any]) -> list[str]:
+def _constraints(metadata: typing.Iterable[object]) -> list[str]:
     found = []
     for item in metadata:
         for cls, (label, attr) in _CONSTRAINTS.items():
@@ -38,7 +38,7 @@ def _constraints(metadata: typing.Iterable[Any]) -> list[str]:
     return found
 
 
-def type_label(annotation: Any, metadata: typing.Iterable[Any] = ()) -> str:
+def type_label(annotation: object, metadata: typing.Iterable[object] = ()) -> str:
     """A short, readable type: ``int (> 0)``, ``list of trackers component``, ``"fsdp" | "fsdp2"``."""
     metadata = list(metadata)
     marker = next((m for m in metadata if isinstance(m, ComponentMarker)), None)
@@ -46,7 +46,7 @@ def type_label(annotation: Any, metadata: typing.Iterable[Any] = ()) -> str:
         return f"{marker.kind} component"
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
-        return type_label(annotation.__origin__, [*annotation.__metadata__, *metadata])
+        return type_label(typing.get_args(annotation)[0], [*typing.get_args(annotation)[1:], *metadata])
     extra = _constraints(metadata)
     suffix = f" ({', '.join(extra)})" if extra else ""
     if origin is Literal:
@@ -97,11 +97,11 @@ def fields_table(model: type[BaseModel]) -> list[str]:
     return rows
 
 
-def _nested_models(annotation: Any) -> list[tuple[str, type[BaseModel]]]:
+def _nested_models(annotation: object) -> list[tuple[str, type[BaseModel]]]:
     """(suffix, model) for every section model inside `annotation` ("" direct, "[]" list item, ".<name>" dict)."""
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
-        return _nested_models(annotation.__origin__)
+        return _nested_models(typing.get_args(annotation)[0])
     if origin in (Union, types.UnionType):
         return [item for arg in typing.get_args(annotation) for item in _nested_models(arg)]
     if origin is list:

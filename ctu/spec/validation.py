@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal, Union
+from typing import Literal, Union
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,14 +17,14 @@ from ctu.spec.loading import PathKey, Sources, dotted
 _NONE = type(None)
 
 
-def _unwrap(annotation: Any, metadata: list[Any] | None = None) -> tuple[Any, ComponentMarker | None]:
+def _unwrap(annotation: object, metadata: list[object] | None = None) -> tuple[object, ComponentMarker | None]:
     """Strip Annotated and Optional; return the core type and its component marker, if any."""
     marker = next((m for m in metadata or () if isinstance(m, ComponentMarker)), None)
     while True:
         if typing.get_origin(annotation) is typing.Annotated:
-            extra = annotation.__metadata__
+            extra = typing.get_args(annotation)[1:]
             marker = marker or next((m for m in extra if isinstance(m, ComponentMarker)), None)
-            annotation = annotation.__origin__
+            annotation = typing.get_args(annotation)[0]
             continue
         origin = typing.get_origin(annotation)
         if origin in (Union, types.UnionType):
@@ -35,7 +35,7 @@ def _unwrap(annotation: Any, metadata: list[Any] | None = None) -> tuple[Any, Co
         return annotation, marker
 
 
-def _union_member_for(members: list[Any], tag: Any) -> type[BaseModel] | None:
+def _union_member_for(members: list[object], tag: object) -> type[BaseModel] | None:
     for member in members:
         member, _ = _unwrap(member)
         if isinstance(member, type) and issubclass(member, BaseModel) and "type" in member.model_fields:
@@ -45,7 +45,7 @@ def _union_member_for(members: list[Any], tag: Any) -> type[BaseModel] | None:
     return None
 
 
-def _child(value: Any, part: str | int) -> Any:
+def _child(value: object, part: str | int) -> object:
     if isinstance(value, dict):
         return value.get(part)
     if isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
@@ -53,14 +53,14 @@ def _child(value: Any, part: str | int) -> Any:
     return None
 
 
-def walk_error_location(model: type[BaseModel], data: Any, loc: tuple[str | int, ...]) -> tuple[PathKey, list[str]]:
+def walk_error_location(model: type[BaseModel], data: object, loc: tuple[str | int, ...]) -> tuple[PathKey, list[str]]:
     """Map a pydantic error location onto the spec.
 
     Returns:
         ``(path, keys)``: the path without pydantic's internal segments (union tags, ``[key]``), and the keys
         allowed in the mapping that holds the last segment ("" where unknown), for "did you mean".
     """
-    annotation: Any = model
+    annotation: object = model
     marker: ComponentMarker | None = None
     value = data
     path: list[str | int] = []
@@ -124,7 +124,7 @@ _MESSAGES = {
 
 
 def issues_from_validation_error(
-    error: ValidationError, model: type[BaseModel], data: Any, sources: Sources
+    error: ValidationError, model: type[BaseModel], data: object, sources: Sources
 ) -> list[SpecIssue]:
     """One `SpecIssue` per distinct path in `error` (a union's alternatives are joined with "or")."""
     by_path: dict[PathKey, list[str]] = {}

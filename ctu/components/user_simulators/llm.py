@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
 from ctu.components.user_simulators.base import UserSimulatorError
@@ -13,6 +13,7 @@ from ctu.registry import registry
 if TYPE_CHECKING:
     from tau2.data_model.message import Message, UserMessage
     from tau2.data_model.tasks import Task
+    from tau2.environment.tool import Tool
 
 REACT_INSTRUCTIONS = (
     "\n\nBefore each reply, think privately. Write exactly two parts:\n"
@@ -49,7 +50,7 @@ class LLMUserSimulator:
         self.params = params
         self.endpoint = ChatEndpoint(params)
 
-    def session(self, task: Task, user_tools: Sequence[Any] | None, trajectory: Sequence[Message]) -> LLMUserSession:
+    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> LLMUserSession:
         """A session prompted with tau2's guidelines (with the user-tools variant when `user_tools`) and the task."""
         return LLMUserSession(self, task, user_tools)
 
@@ -57,7 +58,7 @@ class LLMUserSimulator:
 class LLMUserSession:
     """One LLM-played customer: keeps the conversation as the customer sees it (roles flipped, as tau2 does)."""
 
-    def __init__(self, simulator: LLMUserSimulator, task: Task, user_tools: Sequence[Any] | None) -> None:
+    def __init__(self, simulator: LLMUserSimulator, task: Task, user_tools: Sequence[Tool] | None) -> None:
         from tau_bench_env.runtime import prepare
 
         prepare()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -11,7 +11,8 @@ from ctu.registry import ComponentParams, registry
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message, ToolCall, UserMessage
-    from tau2.data_model.tasks import Task
+    from tau2.data_model.tasks import Action, Task
+    from tau2.environment.tool import Tool
 
 STOP = "###STOP###"
 """tau2's user stop token (tau2.user.base.STOP)."""
@@ -35,7 +36,7 @@ class ScriptedUserSimulator:
     def __init__(self, params: Params | None = None) -> None:
         self.params = params or self.Params()
 
-    def session(self, task: Task, user_tools: Sequence[Any] | None, trajectory: Sequence[Message]) -> ScriptedUserSession:
+    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> ScriptedUserSession:
         """A deterministic session for `task` (see the class docstring)."""
         return ScriptedUserSession(task, trajectory, self.params.turn_budget)
 
@@ -52,7 +53,7 @@ def opening_line(task: Task) -> str:
     return "Hi. " + " ".join(" ".join(str(p).split()) for p in parts if p)
 
 
-def pending_user_actions(task: Task, trajectory: Sequence[Message]) -> list[Any]:
+def pending_user_actions(task: Task, trajectory: Sequence[Message]) -> list[Action]:
     """The gold user-side actions that are due: the run of ``requestor="user"`` actions starting at the first
     gold action the trajectory has not performed yet (each trajectory tool call satisfies one gold action)."""
     criteria = task.evaluation_criteria
@@ -91,7 +92,7 @@ class ScriptedUserSession:
 
         return UserMessage(role="user", content=content, tool_calls=tool_calls)
 
-    def _actions(self, actions: list[Any]) -> UserMessage:
+    def _actions(self, actions: list[Action]) -> UserMessage:
         from tau2.data_model.message import ToolCall
 
         calls = []

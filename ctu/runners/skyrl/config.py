@@ -8,6 +8,7 @@ on the driver are empty in Ray workers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +126,7 @@ def _algorithm(spec: Spec) -> dict[str, object]:
     }
 
 
-def _generator(spec: Spec, template_kwargs: Any) -> dict[str, object]:
+def _generator(spec: Spec, template_kwargs: Mapping[str, object]) -> dict[str, object]:
     """Samples per prompt, turns and lengths, and the sampling parameters of training and evaluation."""
     rollout = spec.rollout
     return {

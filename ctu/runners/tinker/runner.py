@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
@@ -36,6 +36,9 @@ from ctu.runners.tinker.backend import tinker_params
 from ctu.runners.tinker.export import export_policy
 from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
+
+if TYPE_CHECKING:
+    from ctu.rollout.generator import TauGenerator, TrajectoryRecord
 
 logger = logging.getLogger(__name__)
 
@@ -207,14 +210,14 @@ class TinkerRunner:
 
             yield (lambda: bar.advance(steps)), on_episode
 
-    async def _evaluate(self, generator: Any, tests: dict[str, list[TaskRow]], step: int) -> dict[str, float]:
+    async def _evaluate(self, generator: TauGenerator, tests: dict[str, list[TaskRow]], step: int) -> dict[str, float]:
         """Every test set, in `eval_batch_size` chunks, in the eval phase."""
         samples = self.spec.rollout.eval_n_samples_per_prompt
         metrics: dict[str, float] = {}
-        all_records: list[Any] = []
+        all_records: list[TrajectoryRecord] = []
         episodes = 0
         for name, rows in tests.items():
-            records: list[Any] = []
+            records: list[TrajectoryRecord] = []
             for start in range(0, len(rows), self.spec.trainer.eval_batch_size):
                 chunk = rows[start : start + self.spec.trainer.eval_batch_size]
                 await generator.generate(generator_input(chunk, samples, "eval", step))
@@ -227,7 +230,7 @@ class TinkerRunner:
         metrics[metric(EVAL, "num_episodes")] = float(episodes)
         return metrics
 
-    async def _train_step(self, generator: Any, training: Any, rows: list[TaskRow], step: int) -> dict[str, float]:
+    async def _train_step(self, generator: TauGenerator, training: Any, rows: list[TaskRow], step: int) -> dict[str, float]:
         import numpy as np
         import tinker
 
