@@ -34,3 +34,43 @@ def test_every_run_gets_a_metrics_file_tracker(minimal):
     trackers = build_components(spec_from_dict(minimal).spec).trackers.trackers
     assert [type(t).__name__ for t in trackers] == ["ConsoleTracker", "JsonlTracker"]
     assert isinstance(trackers[-1], JsonlTracker) and trackers[-1].params.filename == "metrics.jsonl"
+
+
+def test_a_generator_component_must_build_what_the_runners_use(minimal):
+    """`build_generator` checks the built object against `Rollout`: ctu's own loop passes, a bare SkyRL-style
+    generator (only `generate`) is refused naming what it lacks."""
+    import pytest
+
+    from ctu.errors import ComponentError
+    from ctu.registry import registry
+    from ctu.rollout.build import build_generator
+    from ctu.rollout.generator import Rollout
+
+    class OnlyGenerate:
+        async def generate(self, input_batch):
+            return {}
+
+    @registry.generators.register("only_generate_test")
+    class OnlyGenerateComponent:
+        """Builds a generator with SkyRL's `generate` and nothing more."""
+
+        def __init__(self, params):
+            self.params = params
+
+        def build(self, setup):
+            return OnlyGenerate()
+
+    from transformers import AutoTokenizer
+
+    from ctu.models.tiny_qwen3 import tokenizer_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path()))
+    try:
+        own = build_components(spec_from_dict(minimal).spec)
+        assert isinstance(build_generator(own, tokenizer, sampler=None), Rollout)
+        minimal["rollout"] = {"generator": "only_generate_test"}
+        components = build_components(spec_from_dict(minimal).spec)
+        with pytest.raises(ComponentError, match=r"lacks what ctu's runners use.*last_records, pop_eval_records, run_episode"):
+            build_generator(components, tokenizer, sampler=None)
+    finally:
+        registry.generators.unregister("only_generate_test")

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ctu.composition import PHASES, Components
-from ctu.rollout.generator import RolloutSetup, TauGenerator
+from ctu.errors import ComponentError
+from ctu.rollout.generator import Rollout, RolloutSetup
 from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.spec.models import Spec
 from tau_bench_env.env import EnvSetup
@@ -48,8 +49,12 @@ def build_generator(
     sampler: Sampler,
     on_records: Callable[..., object] | None = None,
     on_episode: Callable[[int, bool], None] | None = None,
-) -> TauGenerator:
-    """The generator of `components` (the spec's `rollout.generator`) over `sampler` and `tokenizer`."""
+) -> Rollout:
+    """The generator of `components` (the spec's `rollout.generator`) over `sampler` and `tokenizer`.
+
+    Raises:
+        ComponentError: the generator component built something without the `Rollout` interface.
+    """
     spec = components.spec
     eos = tokenizer.eos_token_id
     setup = RolloutSetup(
@@ -65,4 +70,10 @@ def build_generator(
         on_records=on_records,
         on_episode=on_episode,
     )
-    return components.generator.build(setup)
+    built = components.generator.build(setup)
+    if not isinstance(built, Rollout):
+        missing = [name for name in ("generate", "last_records", "pop_eval_records", "run_episode") if not hasattr(built, name)]
+        raise ComponentError(f"generator component {spec.rollout.generator.type!r} built a {type(built).__name__}, which "
+                             f"lacks what ctu's runners use of a generator (`ctu.rollout.generator.Rollout`): "
+                             f"{', '.join(missing)}")
+    return built

@@ -20,7 +20,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 
@@ -143,8 +143,35 @@ def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) 
     return None
 
 
+@runtime_checkable
+class Rollout(Protocol):
+    """What a built generator is to ctu's runners: the whole interface they use (`ctu.rollout.build.build_generator`
+    checks it). SkyRL's trainer calls `generate` (SkyRL's `GeneratorInterface`); ctu's runners read the records
+    behind each batch (`last_records`: infrastructure errors are excluded from the update, and the SkyRL experiment
+    adds its metrics), gather the evaluation records of several batches (`pop_eval_records`), and `ctu eval` and
+    the toy backend run single episodes (`run_episode`). `TauGenerator` is ctu's; a generator component of one's
+    own returns it wrapped, or another object with this interface.
+    """
+
+    last_records: list[TrajectoryRecord]
+    """The records of the most recent `generate` batch, in its input order."""
+
+    async def generate(self, input_batch: GeneratorInput) -> GeneratorOutput:
+        """One batch of episodes (SkyRL's `GeneratorInterface.generate`)."""
+        ...
+
+    def pop_eval_records(self) -> list[TrajectoryRecord]:
+        """The evaluation-phase records gathered since the last call, and forget them."""
+        ...
+
+    async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase,
+                          repetition: int = 0) -> TrajectoryRecord:
+        """One episode of the task `extras` names; never raises for the episode's own failure."""
+        ...
+
+
 class TauGenerator(GeneratorInterface):
-    """Multi-turn tau-bench rollouts for SkyRL (see the module docstring)."""
+    """Multi-turn tau-bench rollouts for SkyRL (see the module docstring); a `Rollout`."""
 
     def __init__(self, setup: RolloutSetup) -> None:
         self.setup = setup

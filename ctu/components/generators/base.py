@@ -18,5 +18,7 @@ class GeneratorComponent(Protocol):
     """A built generator component (the `generators` kind's contract)."""
 
     def build(self, setup: LoopSetup) -> Any:
-        """A SkyRL `GeneratorInterface` over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own)."""
+        """A generator over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own): SkyRL's
+        `GeneratorInterface` with what ctu's runners use besides, `ctu.rollout.generator.Rollout` (checked by
+        `ctu.rollout.build.build_generator`)."""
         ...

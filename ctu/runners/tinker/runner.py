@@ -38,7 +38,7 @@ from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
 
 if TYPE_CHECKING:
-    from ctu.rollout.generator import TauGenerator, TrajectoryRecord
+    from ctu.rollout.generator import Rollout, TrajectoryRecord
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ class TinkerRunner:
 
             yield (lambda: bar.advance(steps)), on_episode
 
-    async def _evaluate(self, generator: TauGenerator, tests: dict[str, list[TaskRow]], step: int) -> dict[str, float]:
+    async def _evaluate(self, generator: Rollout, tests: dict[str, list[TaskRow]], step: int) -> dict[str, float]:
         """Every test set, in `eval_batch_size` chunks, in the eval phase."""
         samples = self.spec.rollout.eval_n_samples_per_prompt
         metrics: dict[str, float] = {}
@@ -230,7 +230,7 @@ class TinkerRunner:
         metrics[metric(EVAL, "num_episodes")] = float(episodes)
         return metrics
 
-    async def _train_step(self, generator: TauGenerator, training: Any, rows: list[TaskRow], step: int) -> dict[str, float]:
+    async def _train_step(self, generator: Rollout, training: Any, rows: list[TaskRow], step: int) -> dict[str, float]:
         import numpy as np
         import tinker
 
