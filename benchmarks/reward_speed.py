@@ -36,8 +36,9 @@ from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from ctu.registry import populate_registry
 from tau_bench_env.env import shared_domain
-from tau_bench_env.episode import Episode, EpisodeConfig
+from tau_bench_env.episode import Episode
 from tau_bench_env.fast_eval import fast_reward
+from tau_bench_env.outcome import EpisodeConfig
 from tau_bench_env.replay import GoldReplayAgent, play
 from tau_bench_env.runtime import prepare
 

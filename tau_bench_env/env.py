@@ -20,8 +20,9 @@ from pydantic import BaseModel
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from tau_bench_env.domains import Domain
-from tau_bench_env.episode import Episode, EpisodeConfig
+from tau_bench_env.episode import Episode
 from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator
+from tau_bench_env.outcome import EpisodeConfig
 
 ENV_CLASS = "tau_bench"
 """The environment's id in skyrl-gym's registry and the `env_class` column of prepared datasets."""

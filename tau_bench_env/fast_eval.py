@@ -14,15 +14,17 @@ NL assertions need tau2's LLM judge: episodes that ask for them take tau2's own 
 
 from __future__ import annotations
 
+import math
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tau_bench_env.runtime import prepare
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message
-    from tau2.data_model.simulation import RewardInfo
-    from tau2.data_model.tasks import Task
+    from tau2.data_model.simulation import DBCheck, EnvAssertionCheck, RewardInfo
+    from tau2.data_model.tasks import RewardType, Task
     from tau2.environment.environment import Environment
 
     from tau_bench_env.domains import Domain
@@ -127,9 +129,12 @@ def fast_reward(domain: Domain, task: Task, environment: Environment, messages: 
             running the task's environment assertions, which tau2 also runs on its replayed environment).
         messages: the episode's tau2 messages.
         finished: the episode ended by the agent's or the user's stop (otherwise the reward is 0, as in tau2).
+
+    Raises:
+        ValueError: NL assertions are part of the task's reward basis (tau2's evaluator must judge them).
     """
     prepare()
-    from tau2.data_model.simulation import DBCheck, EnvAssertionCheck, RewardInfo
+    from tau2.data_model.simulation import RewardInfo
     from tau2.data_model.tasks import RewardType
     from tau2.evaluator.evaluator_action import ActionEvaluator
     from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
@@ -139,50 +144,63 @@ def fast_reward(domain: Domain, task: Task, environment: Environment, messages: 
     criteria = task.evaluation_criteria
     if criteria is None:
         return RewardInfo(reward=1.0, reward_basis=None, info={"note": "No evaluation criteria"})
-    if not checks_database(task):
-        assertion_checks: list[Any] = []
-        env_breakdown: dict[Any, float] = {}
-        env_reward, db_check = 1.0, DBCheck(db_match=True, db_reward=1.0)
-    else:
-        db_match = domain.gold_outcomes.matches(domain, task, environment)
-        db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)
-        assertion_checks = []
-        assertion_reward = 1.0
-        for assertion in criteria.env_assertions or []:
-            met = environment.run_env_assertion(assertion, raise_assertion_error=False)
-            check = EnvAssertionCheck(env_assertion=assertion, met=met, reward=1.0 if met else 0.0)
-            assertion_checks.append(check)
-            assertion_reward *= check.reward
-        env_reward, env_breakdown = 1.0, {}
-        if RewardType.DB in criteria.reward_basis:
-            env_breakdown[RewardType.DB] = db_check.db_reward
-            env_reward *= db_check.db_reward
-        if RewardType.ENV_ASSERTION in criteria.reward_basis:
-            env_breakdown[RewardType.ENV_ASSERTION] = assertion_reward
-            env_reward *= assertion_reward
+    state = _state_reward(domain, task, environment)
     action = ActionEvaluator.calculate_reward(task=task, full_trajectory=messages)
     communicate = CommunicateEvaluator.calculate_reward(task=task, full_trajectory=messages)
     basis = set(criteria.reward_basis)
-    reward = 1.0
-    breakdown: dict[Any, float] = {}
-    if basis & {RewardType.DB, RewardType.ENV_ASSERTION}:
-        breakdown.update(env_breakdown)
-        reward *= env_reward
-    if RewardType.ACTION in basis:
-        breakdown.update(action.reward_breakdown or {})
-        reward *= action.reward
     if RewardType.NL_ASSERTION in basis:
         raise ValueError("NL assertions are part of the reward basis; use tau2's evaluator (evaluate_nl_assertions)")
-    if RewardType.COMMUNICATE in basis:
-        breakdown.update(communicate.reward_breakdown or {})
-        reward *= communicate.reward
+    reward, breakdown = 1.0, dict[RewardType, float]()
+    for kinds, part, part_breakdown in (({RewardType.DB, RewardType.ENV_ASSERTION}, state.reward, state.breakdown),
+                                        ({RewardType.ACTION}, action.reward, action.reward_breakdown),
+                                        ({RewardType.COMMUNICATE}, communicate.reward, communicate.reward_breakdown)):
+        if basis & kinds:  # tau2's `evaluate_simulation`: the product of the basis's parts, their breakdowns merged
+            breakdown.update(part_breakdown or {})
+            reward *= part
     return RewardInfo(
         reward=reward,
-        db_check=db_check,
-        env_assertions=assertion_checks,
+        db_check=state.db_check,
+        env_assertions=state.assertion_checks,
         action_checks=action.action_checks,
         communicate_checks=communicate.communicate_checks,
         reward_basis=criteria.reward_basis,
         reward_breakdown=breakdown,
         info={"path": "fast"},
     )
+
+
+@dataclass
+class _StateReward:
+    """The environment part of tau2's reward: the database check, the environment assertions, their product over
+    the task's reward basis and its breakdown."""
+
+    reward: float
+    breakdown: dict[RewardType, float]
+    db_check: DBCheck
+    assertion_checks: list[EnvAssertionCheck]
+
+
+def _state_reward(domain: Domain, task: Task, environment: Environment) -> _StateReward:
+    """As tau2's `EnvironmentEvaluator`, with the database compared against the cached gold state."""
+    from tau2.data_model.simulation import DBCheck, EnvAssertionCheck
+    from tau2.data_model.tasks import RewardType
+
+    if not checks_database(task):
+        return _StateReward(1.0, {}, DBCheck(db_match=True, db_reward=1.0), [])
+    criteria = task.evaluation_criteria
+    assert criteria is not None
+    db_match = domain.gold_outcomes.matches(domain, task, environment)
+    db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)
+    checks = []
+    for assertion in criteria.env_assertions or []:
+        met = environment.run_env_assertion(assertion, raise_assertion_error=False)
+        checks.append(EnvAssertionCheck(env_assertion=assertion, met=met, reward=1.0 if met else 0.0))
+    assertion_reward = math.prod((check.reward for check in checks), start=1.0)
+    reward, breakdown = 1.0, {}
+    if RewardType.DB in criteria.reward_basis:
+        breakdown[RewardType.DB] = db_check.db_reward
+        reward *= db_check.db_reward
+    if RewardType.ENV_ASSERTION in criteria.reward_basis:
+        breakdown[RewardType.ENV_ASSERTION] = assertion_reward
+        reward *= assertion_reward
+    return _StateReward(reward, breakdown, db_check, checks)

@@ -44,7 +44,7 @@ def test_a_generator_component_must_build_what_the_runners_use(minimal):
     from ctu.errors import ComponentError
     from ctu.registry import registry
     from ctu.rollout.build import build_generator
-    from ctu.rollout.generator import Rollout
+    from ctu.rollout.records import Rollout
 
     class OnlyGenerate:
         async def generate(self, input_batch):

@@ -19,7 +19,6 @@ process, inside a running event loop, a Ray worker), and processes that ask for 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -48,22 +47,6 @@ CALL_SCAFFOLD_TOKENS = ['<tool_call>\n{"name": "', '", "arguments": {', '}}\n</t
 (decoded text is unchanged: parsers see ordinary Hermes calls). Each tool name of tau2's domains, and each
 argument key as ``"key": ``, is a single token too (`call_tokens`)."""
 
-
-def call_tokens() -> list[str]:
-    """`CALL_SCAFFOLD_TOKENS`, then every tool name and ``"<argument>": `` of tau2's retail, airline and telecom
-    tools, sorted (a fixed order)."""
-    from ctu.registry import populate_registry
-    from tau_bench_env.env import shared_domain
-
-    populate_registry()
-    names: set[str] = set()
-    keys: set[str] = set()
-    for domain in ("retail", "airline", "telecom"):
-        for tool in shared_domain(domain).make_environment().get_tools():
-            schema = tool.openai_schema["function"]
-            names.add(schema["name"])
-            keys.update(f'"{key}": ' for key in (schema.get("parameters") or {}).get("properties", {}))
-    return CALL_SCAFFOLD_TOKENS + sorted(names) + sorted(keys)
 
 CHAT_TEMPLATE = r"""{%- set enable_thinking = enable_thinking if enable_thinking is defined else true %}
 {%- if tools %}
@@ -115,55 +98,12 @@ def is_builtin(model_path: str) -> bool:
     return model_path.startswith(BUILTIN_PREFIX)
 
 
-def agent_turns() -> list[str]:
-    """Gold agent turns of tau2's retail and airline training tasks, as Qwen writes them: a Hermes tool call
-    per gold assistant action, and the replay agent's closing message. In a fixed order."""
-    from ctu.registry import populate_registry
-    from tau_bench_env.env import shared_domain
-    from tau_bench_env.replay import GoldReplayAgent
-
-    populate_registry()
-    turns: list[str] = []
-    for name in ("retail", "airline"):
-        for task in shared_domain(name).tasks("train"):
-            for turn in GoldReplayAgent(task).turns():
-                if turn.tool_calls:
-                    call = turn.tool_calls[0]
-                    turns.append(f'<tool_call>\n{json.dumps({"name": call.name, "arguments": call.arguments})}\n</tool_call>')
-                else:
-                    turns.append(turn.content)
-    return turns
-
-
-def training_corpus() -> list[str]:
-    """The tokenizer's training text, in a fixed order: the chat template, tau2's domain policies, user
-    scenarios and tool schemas, and gold agent turns."""
-    from tau_bench_env.runtime import prepare
-
-    prepare()
-    from tau2.utils import DATA_DIR
-
-    from tau_bench_env.env import shared_domain
-
-    texts: list[str] = [CHAT_TEMPLATE]
-    root = Path(DATA_DIR) / "tau2" / "domains"
-    for path in sorted(root.glob("*/*.md")) + sorted(root.glob("*/tasks.json")):
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".json":
-            tasks = json.loads(text)[:200]
-            text = "\n".join(json.dumps(task.get("user_scenario"), sort_keys=True) for task in tasks)
-        texts.append(text)
-    for name in ("retail", "airline", "telecom"):
-        tools = shared_domain(name).make_environment().get_tools()
-        texts.append("\n".join(json.dumps(tool.openai_schema, ensure_ascii=False) for tool in tools))
-    texts.append("\n".join(agent_turns()))
-    return texts
-
-
 def build_tokenizer(path: Path) -> None:
     """Train the byte-level BPE on `training_corpus()` and save it with the chat template to `path`."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
+    from ctu.models.tiny_qwen3_data import call_tokens, training_corpus
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -200,73 +140,6 @@ The context (~5k tokens) is run without gradients and kept as a KV cache; the tu
 a step costs ~0.2 s of CPU instead of ~1.1 s for a full backward pass through the context (measured here)."""
 
 
-def gold_examples(limit: int = CONTEXT_TASKS) -> list[tuple[list[dict], list[dict], int]]:
-    """Gold replays of the first `limit` retail training tasks with the scripted user, as
-    ``(conversation, tools, policy_turn_index)`` triples: every policy turn of every replay.
-
-    Callable from any context: inside a running event loop the replays run on a loop of their own in a new
-    thread (`tau_bench_env.env.run_sync`).
-    """
-    from ctu.components.parsers.hermes import HermesParser
-    from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-    from ctu.registry import populate_registry
-    from tau_bench_env.env import run_sync, shared_domain
-    from tau_bench_env.episode import Episode, EpisodeConfig
-    from tau_bench_env.replay import GoldReplayAgent, play
-
-    populate_registry()
-    domain = shared_domain("retail")
-    tasks = domain.tasks("train")[:limit]
-
-    async def replays() -> list[Any]:
-        config = EpisodeConfig(max_turns=40, native_tool_calling=True)
-        return [await play(Episode(domain, task, ScriptedUserSimulator(), HermesParser(), config), GoldReplayAgent(task))
-                for task in tasks]
-
-    examples = []
-    for result in run_sync(replays()):
-        conversation = result.conversation
-        turns = [i for i, m in enumerate(conversation) if m["role"] == "assistant" and i > 1]
-        examples += [(conversation, result.tools, i) for i in turns]
-    return examples
-
-
-def _as_text_mode(messages: list[dict], tools: list[dict]) -> list[dict]:
-    """The conversation as text mode shows it: tools in the system prompt, calls as Hermes text."""
-    from ctu.components.parsers.base import ToolCall
-    from ctu.components.parsers.hermes import HermesParser, format_hermes_calls
-
-    converted = []
-    for message in messages:
-        message = dict(message)
-        if message["role"] == "system":
-            message["content"] = message["content"] + "\n\n" + HermesParser().render_tools(tools)
-        if message.get("tool_calls"):
-            calls = [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.pop("tool_calls")]
-            message["content"] = format_hermes_calls(calls)
-        converted.append(message)
-    return converted
-
-
-def context_example(tokenizer, example: tuple[list[dict], list[dict], int], native: bool, thinking: bool) -> tuple[list[int], list[int]]:
-    """``(prompt_ids, target_ids)``: the conversation before a gold policy turn as the sampler sees it, and the
-    turn itself ended by the end-of-turn token."""
-    from ctu.components.parsers.base import ToolCall
-    from ctu.components.parsers.hermes import format_hermes_calls
-
-    conversation, tools, index = example
-    history = conversation[:index] if native else _as_text_mode(conversation[:index], tools)
-    prompt = tokenizer.apply_chat_template(history, tools=tools if native else None, add_generation_prompt=True,
-                                           tokenize=False, enable_thinking=thinking)
-    turn = conversation[index]
-    if turn.get("tool_calls"):
-        calls = [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in turn["tool_calls"]]
-        content = format_hermes_calls(calls)
-    else:
-        content = turn.get("content") or ""
-    return (tokenizer.encode(prompt, add_special_tokens=False), tokenizer.encode(content + tokenizer.eos_token, add_special_tokens=False))
-
-
 def build_model(path: Path, seed: int = 0, progress: Progress | None = None) -> None:
     """Save a tiny Qwen3 (hidden 64, 2 layers), warmed up on `agent_turns()` and trained on `gold_examples()`
     in context, next to the tokenizer in `path`. `progress` is told of each step.
@@ -275,6 +148,8 @@ def build_model(path: Path, seed: int = 0, progress: Progress | None = None) -> 
     """
     import torch
     from transformers import AutoTokenizer, Qwen3ForCausalLM
+
+    from ctu.models import tiny_qwen3_data
 
     report = progress or (lambda phase, done, total: None)
     tokenizer = AutoTokenizer.from_pretrained(str(path))
@@ -288,7 +163,7 @@ def build_model(path: Path, seed: int = 0, progress: Progress | None = None) -> 
     try:
         _warm_up(model, optimizer, tokenizer, rng, report)
         report("replaying gold episodes", 0, 1)
-        examples = gold_examples()
+        examples = tiny_qwen3_data.gold_examples()
         for group in optimizer.param_groups:
             group["lr"] = CONTEXT_LR
         _train_in_context(model, optimizer, tokenizer, examples, rng, report)
@@ -326,6 +201,8 @@ def _warm_up(model: Any, optimizer: Any, tokenizer: Any, rng: random.Random, rep
     turn only, at random position offsets (below `MAX_POSITION_OFFSET`) so that any place in a context works."""
     import torch
 
+    from ctu.models.tiny_qwen3_data import agent_turns
+
     header = tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False)
     turns = [tokenizer.encode(turn + tokenizer.eos_token, add_special_tokens=False)[:96] for turn in agent_turns()]
     for step in range(WARMUP_STEPS):
@@ -352,6 +229,8 @@ def _train_in_context(model: Any, optimizer: Any, tokenizer: Any, examples: list
     """`CONTEXT_STEPS` steps on gold turns (`examples`) after their episode's context, rendered in native or text
     mode and with or without thinking at random; the loss on the turn only."""
     import torch
+
+    from ctu.models.tiny_qwen3_data import context_example
 
     for step in range(CONTEXT_STEPS):
         report("gold turns in their context", step, CONTEXT_STEPS)

@@ -8,11 +8,12 @@ from typing import Any
 
 from ctu.composition import PHASES, Components
 from ctu.errors import ComponentError
-from ctu.rollout.generator import Rollout, RolloutSetup
+from ctu.rollout.generator import RolloutSetup
+from ctu.rollout.records import Rollout
 from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.spec.models import Spec
 from tau_bench_env.env import EnvSetup
-from tau_bench_env.episode import EpisodeConfig
+from tau_bench_env.outcome import EpisodeConfig
 
 
 def sampling_params(spec: Spec, phase: str, eos_id: int | None) -> SamplingParams:
@@ -74,6 +75,6 @@ def build_generator(
     if not isinstance(built, Rollout):
         missing = [name for name in ("generate", "last_records", "pop_eval_records", "run_episode") if not hasattr(built, name)]
         raise ComponentError(f"generator component {spec.rollout.generator.type!r} built a {type(built).__name__}, which "
-                             f"lacks what ctu's runners use of a generator (`ctu.rollout.generator.Rollout`): "
+                             f"lacks what ctu's runners use of a generator (`ctu.rollout.records.Rollout`): "
                              f"{', '.join(missing)}")
     return built

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ctu.rollout.generator import TrajectoryRecord
+    from ctu.rollout.records import TrajectoryRecord
 
 
 def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str, object]:

@@ -23,8 +23,9 @@ from pydantic import ValidationError
 
 from ctu.registry import populate_registry
 from ctu.spec.errors import Location, SpecError, SpecIssue
-from ctu.spec.loading import Sources, apply_override, check_plain_data, load_file, parse_override, resolve_interpolations
+from ctu.spec.loading import Sources, check_plain_data, load_file
 from ctu.spec.models import Spec
+from ctu.spec.overrides import apply_override, parse_override, resolve_interpolations
 
 __all__ = ["LoadedSpec", "Location", "Spec", "SpecError", "SpecIssue", "dump_spec", "import_spec_code", "load_spec", "spec_from_dict", "spec_hash"]
 

@@ -4,16 +4,13 @@ Order: each file is safe-loaded (dates stay strings, duplicate keys are errors);
 first, relative to it, and deep-merged in order under it (mappings merge, lists and scalars are replaced, except
 `imports`, which accumulate: a base's imports, then the file's own, each file path resolved against the file
 that names it);
-`key=value` overrides are applied (values parsed by OmegaConf's grammar; list items by index,
-``rewards.0.weight=0.2``); then `${...}` interpolations are resolved by OmegaConf (`${oc.env:VAR}`,
-`${oc.env:VAR,default}`, `${experiment.name}`). Every problem is collected as a `SpecIssue`; the caller
-raises one `SpecError` for all of them.
+then `ctu.spec.overrides` applies `key=value` overrides and resolves `${...}` interpolations. Every problem is
+collected as a `SpecIssue`; the caller raises one `SpecError` for all of them.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,51 +184,11 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
     Returns:
         ``(data, sources)``; data is ``{}`` where the file could not be read.
     """
-    file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        issues.append(SpecIssue("", f"cannot read spec file: {exc.strerror or exc}", Location(file)))
+    read = _read_mapping(path, issues)
+    if read is None:
         return {}, Sources()
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        issues.append(SpecIssue("", f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} "
-                                    "(save the spec as UTF-8)", Location(file, line)))
-        return {}, Sources()
-    data, locations, read_issues = read_yaml(text, file)
-    issues += read_issues
-    if data is None:
-        if not read_issues:
-            issues.append(SpecIssue("", "the spec file is empty", Location(file)))
-        return {}, Sources()
-    if not isinstance(data, dict):
-        issues.append(SpecIssue("", f"a spec must be a mapping, got {type(data).__name__}", Location(file, 1)))
-        return {}, Sources()
-
-    merged: dict[str, object] = {}
-    sources = Sources()
-    imports: list[tuple[str, Location | None]] = []
-    extends = data.pop("extends", None)
-    if extends is not None:
-        bases = [extends] if isinstance(extends, str) else extends
-        if not isinstance(bases, list) or not all(isinstance(base, str) for base in bases):
-            issues.append(SpecIssue("extends", "must be a file name or a list of file names", locations.get(("extends",))))
-            bases = []
-        for index, base in enumerate(bases):
-            where = locations.get(("extends", index)) or locations.get(("extends",))
-            base_path = (path.parent / base).resolve()
-            if base_path in stack or base_path == path.resolve():
-                chain = " -> ".join(str(p) for p in (*stack, base_path))
-                issues.append(SpecIssue("extends", f"circular extends: {chain}", where))
-                continue
-            if not base_path.is_file():
-                issues.append(SpecIssue("extends", f"base spec not found: {base} (looked for {base_path})", where))
-                continue
-            base_data, base_sources = load_file(base_path, issues, (*stack, path.resolve()))
-            base_imports = base_data.pop("imports", [])
-            imports += [(entry, base_sources.locations.get(("imports", i)))
-                        for i, entry in enumerate(base_imports if isinstance(base_imports, list) else [])]
-            merged = deep_merge(merged, base_data, sources, base_sources.locations)
+    data, locations = read
+    merged, sources, imports = _load_bases(data.pop("extends", None), path, stack, locations, issues)
     imports += _own_imports(data.pop("imports", None), path, locations, issues)
     locations = {key: loc for key, loc in locations.items() if not key or key[0] not in ("extends", "imports")}
     merged = deep_merge(merged, data, sources, locations)
@@ -244,8 +201,64 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
         for index, where in enumerate(kept.values()):
             if where is not None:
                 sources.locations[("imports", index)] = where
-    sources.locations[()] = Location(file, 1)
+    sources.locations[()] = Location(str(path), 1)
     return merged, sources
+
+
+def _read_mapping(path: Path, issues: list[SpecIssue]) -> tuple[dict[str, object], dict[PathKey, Location]] | None:
+    """One file's YAML mapping and where each value is, or None (the problem appended to `issues`)."""
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        issues.append(SpecIssue("", f"cannot read spec file: {exc.strerror or exc}", Location(file)))
+        return None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        issues.append(SpecIssue("", f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} "
+                                    "(save the spec as UTF-8)", Location(file, line)))
+        return None
+    data, locations, read_issues = read_yaml(text, file)
+    issues += read_issues
+    if data is None:
+        if not read_issues:
+            issues.append(SpecIssue("", "the spec file is empty", Location(file)))
+        return None
+    if not isinstance(data, dict):
+        issues.append(SpecIssue("", f"a spec must be a mapping, got {type(data).__name__}", Location(file, 1)))
+        return None
+    return data, locations
+
+
+def _load_bases(extends: object, path: Path, stack: tuple[Path, ...], locations: dict[PathKey, Location],
+                issues: list[SpecIssue]) -> tuple[dict[str, object], Sources, list[tuple[str, Location | None]]]:
+    """The bases `extends` names (relative to `path`), loaded and merged in order: ``(data, sources, imports)``,
+    their `imports:` entries with where each is written. A missing base or a cycle is an issue."""
+    merged: dict[str, object] = {}
+    sources = Sources()
+    imports: list[tuple[str, Location | None]] = []
+    if extends is None:
+        return merged, sources, imports
+    bases = [extends] if isinstance(extends, str) else extends
+    if not isinstance(bases, list) or not all(isinstance(base, str) for base in bases):
+        issues.append(SpecIssue("extends", "must be a file name or a list of file names", locations.get(("extends",))))
+        bases = []
+    for index, base in enumerate(bases):
+        where = locations.get(("extends", index)) or locations.get(("extends",))
+        base_path = (path.parent / base).resolve()
+        if base_path in stack or base_path == path.resolve():
+            chain = " -> ".join(str(p) for p in (*stack, base_path))
+            issues.append(SpecIssue("extends", f"circular extends: {chain}", where))
+            continue
+        if not base_path.is_file():
+            issues.append(SpecIssue("extends", f"base spec not found: {base} (looked for {base_path})", where))
+            continue
+        base_data, base_sources = load_file(base_path, issues, (*stack, path.resolve()))
+        base_imports = base_data.pop("imports", [])
+        imports += [(entry, base_sources.locations.get(("imports", i)))
+                    for i, entry in enumerate(base_imports if isinstance(base_imports, list) else [])]
+        merged = deep_merge(merged, base_data, sources, base_sources.locations)
+    return merged, sources, imports
 
 
 def _own_imports(value: Any, path: Path, locations: dict[PathKey, Location],
@@ -261,127 +274,3 @@ def _own_imports(value: Any, path: Path, locations: dict[PathKey, Location],
         return []
     return [(resolve_file_import(entry.strip(), path.parent), locations.get(("imports", index)))
             for index, entry in enumerate(value)]
-
-
-_OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.([A-Za-z0-9_\-]+))*$")
-
-
-def parse_override(item: str) -> tuple[PathKey, object] | SpecIssue:
-    """``"trainer.epochs=3"`` -> ``(("trainer", "epochs"), 3)``, the value parsed by OmegaConf's grammar
-    (numbers, bools, null, ``[a,b]``, ``{k: v}``, quoted strings); or the `SpecIssue` saying why not."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    where = Location(f"override {item!r}")
-    key, sep, raw = item.partition("=")
-    key = key.strip()
-    if not sep or not _OVERRIDE_KEY.match(key):
-        return SpecIssue(key or item, "an override must look like dotted.key=value", where)
-    if key.split(".")[0] == "extends":
-        return SpecIssue("extends", "`extends` cannot be overridden; name the base in the spec file", where)
-    try:
-        container: Any = OmegaConf.to_container(OmegaConf.from_dotlist([f"value={raw}"]), resolve=False)
-        value = container["value"]
-    except (OmegaConfBaseException, yaml.YAMLError, ValueError, TypeError) as exc:
-        reason = " ".join(str(exc).split())
-        return SpecIssue(key, f"cannot parse the override's value {raw!r}: {reason}", where)
-    path = tuple(int(part) if part.isdigit() else part for part in key.split("."))
-    return path, value
-
-
-def apply_override(data: dict[str, object], path: PathKey, value: object, item: str) -> SpecIssue | None:
-    """Set `path` in `data` (in place), creating missing mappings; list items are addressed by index.
-
-    Returns:
-        A `SpecIssue` when the path runs through a scalar or past the end of a list; else None.
-    """
-    where = Location(f"override {item!r}")
-    node: Any = data  # the YAML tree, walked and written
-    for depth, part in enumerate(path):
-        last = depth == len(path) - 1
-        here = dotted(path[: depth + 1])
-        if isinstance(node, list):
-            if not isinstance(part, int) or not 0 <= part < len(node):
-                return SpecIssue(here, f"no item {part} in a list of {len(node)}", where)
-        elif isinstance(node, dict):
-            part = str(part)
-            if not last and not isinstance(node.get(part), (dict, list)):
-                if part in node and node[part] is not None:
-                    return SpecIssue(here, f"cannot set a key inside {type(node[part]).__name__} value", where)
-                node[part] = {}
-        else:
-            return SpecIssue(here, "cannot set a key inside a scalar value", where)
-        if last:
-            node[part] = value
-        else:
-            node = node[part]
-    return None
-
-
-_ENV_INTERPOLATION = re.compile(r"\$\{oc\.env:\s*([^,}\s]+)")
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-
-
-def _string_leaves(data: object, path: PathKey = ()) -> Iterator[tuple[PathKey, str]]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _string_leaves(value, (*path, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from _string_leaves(value, (*path, index))
-    elif isinstance(data, str):
-        yield path, data
-
-
-def _set(data: Any, path: PathKey, value: object) -> None:
-    for part in path[:-1]:
-        data = data[part]
-    data[path[-1]] = value
-
-
-def resolve_interpolations(data: dict[str, object], sources: Sources) -> list[SpecIssue]:
-    """Resolve every ``${...}`` in `data` in place with OmegaConf; one issue per value that fails.
-
-    Secrets are never written into a spec: an ``${oc.env:...}`` of a variable whose name looks secret (KEY,
-    TOKEN, SECRET, PASSWORD) is an error; components name such variables in an ``*_env`` field instead.
-    """
-    leaves = [(path, text) for path, text in _string_leaves(data) if "${" in text]
-    if not leaves:
-        return []
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    issues: list[SpecIssue] = []
-    for path, text in leaves:
-        for name in _ENV_INTERPOLATION.findall(text):
-            if _SECRET_NAME.search(name):
-                issues.append(
-                    SpecIssue(
-                        dotted(path),
-                        f"${{oc.env:{name}}} would write a secret into the resolved spec; "
-                        "name the variable in the component's `api_key_env` instead",
-                        sources.find(path),
-                    )
-                )
-    if issues:
-        return issues
-    try:
-        config = OmegaConf.create(data)
-    except OmegaConfBaseException as exc:
-        return [SpecIssue("", f"cannot interpolate: {exc}", sources.find(()))]
-    resolved: list[tuple[PathKey, Any]] = []
-    for path, _ in leaves:
-        try:
-            value = config  # walked key by key: keys may hold dots (`backend.skyrl_overrides` has dotted keys)
-            for key in path:
-                value = value[key]
-        except (OmegaConfBaseException, ValueError, TypeError, KeyError) as exc:
-            message = str(exc).split("\n")[0]
-            issues.append(SpecIssue(dotted(path), f"cannot resolve interpolation: {message}", sources.find(path)))
-            continue
-        if OmegaConf.is_config(value):
-            value = OmegaConf.to_container(value, resolve=True)  # type: ignore[assignment]
-        resolved.append((path, value))
-    for path, value in resolved:
-        _set(data, path, value)
-    return issues

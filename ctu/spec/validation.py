@@ -72,12 +72,8 @@ def walk_error_location(model: type[BaseModel], data: object, loc: tuple[str | i
         annotation, found = _unwrap(annotation)
         marker = found or marker
         if marker is not None:
-            name = value.get("type") if isinstance(value, dict) else value if isinstance(value, str) else None
-            if isinstance(name, str) and name in registry[marker.kind]:
-                annotation = registry[marker.kind].get(name).params_model
-                in_component = True
-            else:
-                annotation = None
+            annotation = _component_params(marker, value)
+            in_component = annotation is not None
             marker = None
             if part == "type":
                 path.append(part)
@@ -95,26 +91,34 @@ def walk_error_location(model: type[BaseModel], data: object, loc: tuple[str | i
                 continue  # a union member's label, e.g. "list[str]"
             annotation = _union_member_for(members, value.get("type") if isinstance(value, dict) else None)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            fields = annotation.model_fields
-            allowed = sorted(fields) + (["type"] if in_component else [])
+            allowed = sorted(annotation.model_fields) + (["type"] if in_component else [])
             in_component = False
-            path.append(part)
-            if isinstance(part, str) and part in fields:
-                info = fields[part]
-                annotation, marker = _unwrap(info.annotation, info.metadata)
-            else:
-                annotation = None
-        elif origin in (list, tuple) or origin is dict:
-            path.append(part)
-            args = typing.get_args(annotation)
-            annotation = args[-1] if args else None
-            allowed = []
         else:
-            path.append(part)
-            annotation = None
             allowed = []
+        path.append(part)
+        annotation, marker = _child_annotation(annotation, part)
         value = _child(value, part)
     return tuple(path), allowed
+
+
+def _component_params(marker: ComponentMarker, value: object) -> type[BaseModel] | None:
+    """The params model of the component `value` names (a name, or a mapping with `type`), if registered."""
+    name = value.get("type") if isinstance(value, dict) else value if isinstance(value, str) else None
+    if isinstance(name, str) and name in registry[marker.kind]:
+        return registry[marker.kind].get(name).params_model
+    return None
+
+
+def _child_annotation(annotation: object, part: str | int) -> tuple[object, ComponentMarker | None]:
+    """The annotation (and component marker) of `part` inside a value of `annotation`: a model's field, a
+    collection's item; None where unknown."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        info = annotation.model_fields.get(part) if isinstance(part, str) else None
+        return _unwrap(info.annotation, info.metadata) if info is not None else (None, None)
+    if typing.get_origin(annotation) in (list, tuple, dict):
+        args = typing.get_args(annotation)
+        return (args[-1] if args else None), None
+    return None, None
 
 
 _MESSAGES = {

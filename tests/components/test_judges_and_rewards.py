@@ -11,7 +11,7 @@ from ctu.components.judges.base import JudgeInput
 from ctu.components.rewards.base import RewardContext
 from ctu.registry import registry
 from tau_bench_env.env import shared_domain
-from tau_bench_env.episode import EpisodeResult
+from tau_bench_env.outcome import EpisodeResult
 from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 RETAIL = shared_domain("retail")
@@ -159,8 +159,9 @@ def test_rewards_and_the_rule_judge_see_the_calls_of_a_text_mode_turn_as_of_a_na
     text-mode turns are raw text)."""
     from ctu.components.parsers.hermes import HermesParser
     from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-    from tau_bench_env.episode import Episode, EpisodeConfig
+    from tau_bench_env.episode import Episode
     from tau_bench_env.interfaces import ParsedTurn, ToolCall
+    from tau_bench_env.outcome import EpisodeConfig
 
     gold = TASK.evaluation_criteria.actions[0]
     calls = [ToolCall(gold.name, dict(gold.arguments)), ToolCall("cancel_pending_order", {"order_id": "#W0000000", "reason": "x"})]

@@ -10,9 +10,9 @@ import pytest
 from ctu.components.trackers.combined import Trackers
 from ctu.components.trackers.wandb import WandbTracker
 from ctu.registry import registry
-from ctu.rollout.generator import TrajectoryRecord
+from ctu.rollout.records import TrajectoryRecord
 from ctu.rollout.trajectories import TrajectoryLogger
-from tau_bench_env.episode import EpisodeResult
+from tau_bench_env.outcome import EpisodeResult
 
 
 def build(name: str, **params):

@@ -12,7 +12,8 @@ from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from ctu.registry import registry
 from tau_bench_env.domains import tau2_domain
-from tau_bench_env.episode import Episode, EpisodeConfig
+from tau_bench_env.episode import Episode
+from tau_bench_env.outcome import EpisodeConfig
 from tau_bench_env.replay import GoldReplayAgent, play
 
 

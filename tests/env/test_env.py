@@ -12,7 +12,7 @@ from ctu.components.parsers.base import ParsedTurn, ToolCall
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv, tau2_domains
-from tau_bench_env.episode import EpisodeConfig
+from tau_bench_env.outcome import EpisodeConfig
 
 RETAIL_TASK = {"domain": "retail", "task_id": "0"}
 

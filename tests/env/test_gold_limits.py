@@ -34,7 +34,8 @@ def test_airline_task_44_needs_21_turns_which_its_gold_replay_confirms():
     from ctu.components.parsers.hermes import HermesParser
     from ctu.components.user_simulators.scripted import ScriptedUserSimulator
     from tau_bench_env.env import shared_domain
-    from tau_bench_env.episode import Episode, EpisodeConfig
+    from tau_bench_env.episode import Episode
+    from tau_bench_env.outcome import EpisodeConfig
     from tau_bench_env.replay import GoldReplayAgent, play
 
     assert ("44", 21, 0) in gold_needs("airline", "test")

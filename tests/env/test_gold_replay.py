@@ -93,7 +93,8 @@ async def _run_case(domain_name, task, variant, corruption, writes, max_turns, a
     from ctu.components.parsers.hermes import HermesParser
     from ctu.components.user_simulators.scripted import ScriptedUserSimulator
     from tau_bench_env.env import shared_domain
-    from tau_bench_env.episode import Episode, EpisodeConfig
+    from tau_bench_env.episode import Episode
+    from tau_bench_env.outcome import EpisodeConfig
     from tau_bench_env.replay import GoldReplayAgent, play
 
     domain = shared_domain(domain_name)

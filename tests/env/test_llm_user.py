@@ -11,7 +11,8 @@ from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.llm import LLMUserSimulator
 from tau_bench_env.env import shared_domain
-from tau_bench_env.episode import Episode, EpisodeConfig
+from tau_bench_env.episode import Episode
+from tau_bench_env.outcome import EpisodeConfig
 from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 

@@ -14,7 +14,8 @@ from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from ctu.spec import SpecError, spec_from_dict
 from ctu.spec.schedule import schedule
 from tau_bench_env.env import shared_domain
-from tau_bench_env.episode import Episode, EpisodeConfig
+from tau_bench_env.episode import Episode
+from tau_bench_env.outcome import EpisodeConfig
 from tau_bench_env.replay import GoldReplayAgent, play
 
 

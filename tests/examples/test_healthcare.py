@@ -15,8 +15,9 @@ from ctu.components.rewards.base import RewardContext
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
 from ctu.registry import registry
 from ctu.spec import load_spec
-from tau_bench_env.episode import Episode, EpisodeConfig
+from tau_bench_env.episode import Episode
 from tau_bench_env.interfaces import ParsedTurn
+from tau_bench_env.outcome import EpisodeConfig
 from tau_bench_env.replay import CLOSING, Corruption, GoldReplayAgent, effective_writes
 
 from ..conftest import REPO
@@ -89,7 +90,7 @@ def test_the_parser_reads_calls_and_flags_malformed_ones_without_raising(spec):
 
 
 def test_the_reward_wrapper_penalises_a_write_before_the_identity_check(spec):
-    from tau_bench_env.episode import EpisodeResult
+    from tau_bench_env.outcome import EpisodeResult
 
     reward = spec.rewards[1].build()
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ctu.models import tiny_qwen3
+from ctu.models import tiny_qwen3, tiny_qwen3_data
 
 
 def test_gold_examples_replay_from_inside_a_running_event_loop():
     async def inside_a_loop() -> list:
-        return tiny_qwen3.gold_examples(limit=2)
+        return tiny_qwen3_data.gold_examples(limit=2)
 
     examples = asyncio.run(inside_a_loop())
     conversation, tools, index = examples[0]

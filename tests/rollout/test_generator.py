@@ -313,8 +313,8 @@ def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, to
 
 
 def test_the_fast_reward_rate_is_absent_when_no_episode_was_evaluated():
-    from ctu.rollout.generator import TrajectoryRecord, rollout_metrics
-    from tau_bench_env.episode import EpisodeResult
+    from ctu.rollout.records import TrajectoryRecord, rollout_metrics
+    from tau_bench_env.outcome import EpisodeResult
 
     def record(**fields):
         return TrajectoryRecord([1], [2], [1], [-0.1], 0.0, "stop", EpisodeResult("retail", "0", termination="max_turns", **fields))

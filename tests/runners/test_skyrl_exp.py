@@ -30,8 +30,8 @@ def test_skyrl_sample_logging_passes_over_ctus_tracker(tmp_path: Path):
 
 
 def record(reward: float, termination: str, test_set: str, task: str):
-    from ctu.rollout.generator import TrajectoryRecord
-    from tau_bench_env.episode import EpisodeResult
+    from ctu.rollout.records import TrajectoryRecord
+    from tau_bench_env.outcome import EpisodeResult
 
     result = EpisodeResult("retail", task, turns=2, termination=termination, reward=reward)
     return TrajectoryRecord([1], [2, 3], [1, 1], [-0.1, -0.2], reward, "stop", result,

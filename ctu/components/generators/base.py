@@ -19,6 +19,6 @@ class GeneratorComponent(Protocol):
 
     def build(self, setup: LoopSetup) -> Any:
         """A generator over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own): SkyRL's
-        `GeneratorInterface` with what ctu's runners use besides, `ctu.rollout.generator.Rollout` (checked by
+        `GeneratorInterface` with what ctu's runners use besides, `ctu.rollout.records.Rollout` (checked by
         `ctu.rollout.build.build_generator`)."""
         ...

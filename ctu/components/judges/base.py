@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
-from tau_bench_env.episode import EpisodeResult
+from tau_bench_env.outcome import EpisodeResult
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from ctu.registry import ComponentParams
-from tau_bench_env.episode import EpisodeResult
+from tau_bench_env.outcome import EpisodeResult
 
 Phase = Literal["train", "eval"]
 

@@ -120,7 +120,7 @@ class CtuPPOTrainer(RayPPOTrainer):
         return {}
 
     async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
-        from ctu.rollout.generator import rollout_metrics
+        from ctu.rollout.records import rollout_metrics
 
         self.generator.pop_eval_records()
         metrics: dict[str, float] = await super().eval(*args, **kwargs)

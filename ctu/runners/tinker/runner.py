@@ -38,7 +38,7 @@ from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
 
 if TYPE_CHECKING:
-    from ctu.rollout.generator import Rollout, TrajectoryRecord
+    from ctu.rollout.records import Rollout, TrajectoryRecord
 
 logger = logging.getLogger(__name__)
 
@@ -173,13 +173,7 @@ class TinkerRunner:
                         if tests and (last or (interval and step % interval == 0)):
                             metrics.update(await self._evaluate(generator, tests, step))
                         metrics[metric(TIMING, "step")] = time.perf_counter() - started
-                        checkpoint = None
-                        epoch_end = step % plan.steps_per_epoch == 0
-                        if last or epoch_end or (spec.trainer.ckpt_interval and step % spec.trainer.ckpt_interval == 0):
-                            checkpoint = await self._checkpoint(training, step)
-                        hf_interval = spec.trainer.hf_save_interval
-                        if last or (hf_interval and step % hf_interval == 0):
-                            await export_policy(service, training, model_path, step, self.run_dir.hf_export(step))
+                        checkpoint = await self._save(service, training, model_path, plan, step)
                         trackers.log(metrics, step)
                         state = {"backend": "tinker", "step": step, "checkpoint": checkpoint or state.get("checkpoint"),
                                  "total_steps": plan.total_steps}
@@ -189,6 +183,19 @@ class TinkerRunner:
                 trackers.finish()
                 self.run_dir.plot_rewards()
         return state
+
+    async def _save(self, service: Any, training: Any, model_path: str, plan: StepPlan, step: int) -> str | None:
+        """Save what step `step` saves: a checkpoint at the last step, each epoch's end and every `ckpt_interval`
+        steps (returns its path; None when none), and a Hugging Face export at the last step and every
+        `hf_save_interval` steps."""
+        trainer = self.spec.trainer
+        last = step == plan.total_steps
+        checkpoint = None
+        if last or step % plan.steps_per_epoch == 0 or (trainer.ckpt_interval and step % trainer.ckpt_interval == 0):
+            checkpoint = await self._checkpoint(training, step)
+        if last or (trainer.hf_save_interval and step % trainer.hf_save_interval == 0):
+            await export_policy(service, training, model_path, step, self.run_dir.hf_export(step))
+        return checkpoint
 
     @contextlib.contextmanager
     def _progress(self, total: int, done: int) -> Iterator[Any]:

@@ -1,0 +1,169 @@
+"""A rollout's records and what is computed from them: `TrajectoryRecord` (one trajectory's tokens, reward and
+episode facts), `infrastructure_error`, the batch metrics (`rollout_metrics`) and SkyRL's per-trajectory rows
+(`episode_row`), and `Rollout`, the interface ctu's runners use of a built generator.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from skyrl.train.generators.base import GeneratorInput, GeneratorOutput
+
+from ctu.components.rewards.base import Phase
+from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, USER, is_success, mean, metric
+from tau_bench_env.outcome import EpisodeResult
+
+
+@dataclass
+class TrajectoryRecord:
+    """One trajectory's tokens, reward and episode facts.
+
+    Attributes:
+        result: how the episode went; an episode that could not run has an empty one (its domain and task only).
+        verdict: the judge's verdict (``categories``, ``score``, ``error``) when a judge-based reward ran.
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    reward: float
+    stop_reason: str
+    result: EpisodeResult
+    reward_metrics: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, object] = field(default_factory=dict)
+    policy_turns: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+    infra_error: str | None = None
+    """Why the episode says nothing about the policy (see `infrastructure_error`), else None. Such an episode is
+    left out of its GRPO group, the loss, success rates and pass^k."""
+    verdict: dict[str, object] | None = None
+    rerendered_turns: int = 0
+    """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
+    chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
+
+    @property
+    def raw_reward(self) -> float:
+        """tau2's reward, before the reward chain."""
+        return self.result.reward
+
+    @property
+    def success(self) -> bool:
+        """tau2 scored the episode 1.0 (`ctu.metrics.is_success`)."""
+        return is_success(self.raw_reward)
+
+
+def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) -> str | None:
+    """Why a finished episode is an infrastructure error, or None when it measures the policy.
+
+    An episode is one when its user simulator failed (an endpoint that stayed down, a reply that is no valid
+    message, a user stuck in tool calls), when tau2's evaluator raised, or when a judge the spec marks fatal
+    failed (`judge_error`). tau2 likewise marks a simulation that raised as skipped instead of scoring it
+    (`tau2.run.run_task`, ``skip_failed_samples``). An episode the generator could not run at all (its
+    `TrajectoryRecord.error`) is one as well; `TauGenerator.run_episode` marks it.
+    """
+    if result.user_error:
+        return f"user simulator: {result.user_error}"
+    if result.evaluation_error:
+        return f"evaluator: {result.evaluation_error}"
+    if judge_error:
+        return f"judge: {judge_error}"
+    return None
+
+
+@runtime_checkable
+class Rollout(Protocol):
+    """What a built generator is to ctu's runners: the whole interface they use (`ctu.rollout.build.build_generator`
+    checks it). SkyRL's trainer calls `generate` (SkyRL's `GeneratorInterface`); ctu's runners read the records
+    behind each batch (`last_records`: infrastructure errors are excluded from the update, and the SkyRL experiment
+    adds its metrics), gather the evaluation records of several batches (`pop_eval_records`), and `ctu eval` and
+    the toy backend run single episodes (`run_episode`). `TauGenerator` is ctu's; a generator component of one's
+    own returns it wrapped, or another object with this interface.
+    """
+
+    last_records: list[TrajectoryRecord]
+    """The records of the most recent `generate` batch, in its input order."""
+
+    async def generate(self, input_batch: GeneratorInput) -> GeneratorOutput:
+        """One batch of episodes (SkyRL's `GeneratorInterface.generate`)."""
+        ...
+
+    def pop_eval_records(self) -> list[TrajectoryRecord]:
+        """The evaluation-phase records gathered since the last call, and forget them."""
+        ...
+
+    async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase,
+                          repetition: int = 0) -> TrajectoryRecord:
+        """One episode of the task `extras` names; never raises for the episode's own failure."""
+        ...
+
+
+def episode_row(record: TrajectoryRecord) -> dict[str, object]:
+    """The per-trajectory facts SkyRL keeps with eval dumps (`env_metrics`)."""
+    return {
+        "domain": record.result.domain,
+        "task_id": record.result.task_id,
+        "test_set": record.extras.get("test_set"),
+        "raw_reward": record.raw_reward,
+        "reward": record.reward,
+        "success": record.success,
+        "termination": record.result.termination,
+        "turns": record.result.turns,
+        "infra_error": record.infra_error,
+    }
+
+
+def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
+    """The batch's metrics, named by `ctu.metrics`; zeros (never NaN) for an empty batch.
+
+    Rewards, success and parse failures are over the episodes that measure the policy: an infrastructure error
+    (`TrajectoryRecord.infra_error`) is counted in ``environment/infra_errors`` and its rate, and left out of the
+    rest. A rate over no episode (every one an infrastructure error, or none evaluated) is absent, not 0.
+    """
+    count = len(records)
+    valid = [r for r in records if r.infra_error is None]
+    turns = sum(r.policy_turns for r in valid)
+    failures = sum(r.result.failed_turns for r in valid)
+    metrics: dict[str, float] = {
+        metric(GENERATION, "num_trajectories"): float(count),
+        metric(GENERATION, "avg_response_length"): mean(float(sum(r.loss_mask)) for r in records),
+        metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
+        metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
+        metric(GENERATION, "rerendered_turns"): float(sum(r.rerendered_turns for r in records)),
+        metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
+        metric(ENVIRONMENT, "avg_turns"): mean(float(r.result.turns) for r in records),
+        metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.result.tool_errors) for r in records),
+        metric(ENVIRONMENT, "evaluation_errors"): float(sum(bool(r.result.evaluation_error) for r in records)),
+        metric(ENVIRONMENT, "infra_errors"): float(count - len(valid)),
+        metric(ENVIRONMENT, "infra_error_rate"): (count - len(valid)) / count if count else 0.0,
+        metric(USER, "errors"): float(sum(bool(r.result.user_error) for r in records)),
+    }
+    if valid or not records:
+        metrics.update({
+            metric(GENERATION, "avg_reward"): mean(r.reward for r in valid),
+            metric(GENERATION, "success_rate"): mean(float(r.success) for r in valid),
+            # tau2's own reward before the spec's reward wrappers. Not `reward/avg_raw_reward`: SkyRL's trainer
+            # writes that name with the mean final reward of every trajectory after the generator returns.
+            metric(REWARD, "avg_outcome_reward"): mean(r.raw_reward for r in valid),
+            metric(REWARD, "avg_final_reward"): mean(r.reward for r in valid),
+        })
+    evaluated = [r for r in valid if r.result.reward_path]
+    if evaluated:  # a rate over no evaluated episode is absent, not 0
+        metrics[metric(ENVIRONMENT, "fast_reward_rate")] = mean(float(r.result.reward_path == "fast") for r in evaluated)
+    terminations = Counter(r.result.termination or "none" for r in records)
+    for reason, n in terminations.items():
+        metrics[metric(ENVIRONMENT, f"termination/{reason}")] = n / count
+    counts: dict[str, float] = {}  # judge calls and failures: over every episode
+    values: dict[str, list[float]] = {}  # means (contributions, judge score): over the episodes that measure the policy
+    for record in records:
+        for name, value in record.reward_metrics.items():
+            if name.startswith(f"{JUDGE}/") and name != metric(JUDGE, "score"):
+                counts[name] = counts.get(name, 0.0) + value
+            elif record.infra_error is None:
+                values.setdefault(name, []).append(value)
+    metrics.update(counts)
+    metrics.update({name: mean(v) for name, v in values.items()})
+    return metrics

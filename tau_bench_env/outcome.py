@@ -1,0 +1,125 @@
+"""What an episode is run with and what it reports: `EpisodeConfig`, `Termination`, `StepResult` and `EpisodeResult`
+(`tau_bench_env.episode.Episode` runs one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tau2.data_model.message import Message
+
+
+class Termination(str, Enum):
+    """Why an episode ended; values are the names logged in `environment/termination/<name>`."""
+
+    USER_STOP = "user_stop"
+    AGENT_STOP = "agent_stop"
+    MAX_TURNS = "max_turns"
+    TOO_MANY_ERRORS = "too_many_errors"
+    USER_ERROR = "user_error"
+    CONTEXT_LIMIT = "context_limit"
+    """The conversation outgrew the model's context (`model.max_model_len`); set by the rollout, not by tau2."""
+
+    def to_tau2(self) -> Any:
+        """The matching `tau2.data_model.simulation.TerminationReason` (max turns is tau2's MAX_STEPS)."""
+        from tau2.data_model.simulation import TerminationReason
+
+        return {
+            Termination.USER_STOP: TerminationReason.USER_STOP,
+            Termination.AGENT_STOP: TerminationReason.AGENT_STOP,
+            Termination.MAX_TURNS: TerminationReason.MAX_STEPS,
+            Termination.TOO_MANY_ERRORS: TerminationReason.TOO_MANY_ERRORS,
+            Termination.USER_ERROR: TerminationReason.USER_ERROR,
+            Termination.CONTEXT_LIMIT: TerminationReason.MAX_STEPS,
+        }[self]
+
+
+@dataclass
+class EpisodeConfig:
+    """Episode limits and modes (from the spec's `environment` and `rollout` sections)."""
+
+    max_turns: int = 20
+    """Policy turns before the episode ends with `max_turns` (reward 0)."""
+    max_errors: int = 10
+    """Tool errors plus unparsable or empty turns before the episode ends with `too_many_errors` (reward 0)."""
+    native_tool_calling: bool = False
+    """Tools go to the policy as OpenAI `tools` (True) or rendered into the system prompt by the parser (False)."""
+    evaluate_nl_assertions: bool = False
+    """Also score tau2's natural-language assertions (needs tau2's LLM judge)."""
+    max_user_tool_rounds: int = 10
+    """User tool-call rounds in one user turn before the user is judged broken (`user_error`)."""
+    domain_policy: bool = True
+    """The system prompt holds the domain's policy (tau2's agent prompt); False leaves it out."""
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """How one episode went: what rewards, judges, metrics and trajectory logs read (`Episode.result()`).
+
+    Attributes:
+        domain: the domain's name.
+        task_id: the task's id.
+        turns: policy turns taken.
+        termination: why the episode ended (a `Termination` value), None while it runs.
+        reward: tau2's reward (0.0 for an episode that did not finish or was not evaluated).
+        reward_breakdown: tau2's reward components (``db``, ``communicate``, ...), when it gave them.
+        reward_path: ``fast`` (`tau_bench_env.fast_eval`) or ``tau2`` (tau2's `evaluate_simulation`), None when
+            the episode was not evaluated.
+        tool_errors: the agent's tool calls that returned an error.
+        user_tool_errors: the user's tool calls that returned an error (telecom).
+        parse_failures: policy turns whose tool call could not be parsed.
+        empty_turns: policy turns with neither text nor tool calls.
+        user_error: why the user simulator failed, else None.
+        evaluation_error: why tau2's evaluator raised, else None.
+        conversation: the episode in OpenAI format as the policy saw and wrote it (system prompt, greeting,
+            turns, tool results): in text mode an assistant turn is its raw text, tool calls included.
+        tools: the agent's tools as OpenAI schemas.
+        trajectory: the episode as tau2's messages (`AssistantMessage` with parsed `tool_calls`,
+            `UserMessage`, `ToolMessage`), what tau2's evaluator scores; the same in text and native mode, so
+            whatever reads the agent's tool calls (rewards, judges) reads them here.
+    """
+
+    domain: str
+    task_id: str
+    turns: int = 0
+    termination: str | None = None
+    reward: float = 0.0
+    reward_breakdown: dict[str, float] | None = None
+    reward_path: str | None = None
+    tool_errors: int = 0
+    user_tool_errors: int = 0
+    parse_failures: int = 0
+    empty_turns: int = 0
+    user_error: str | None = None
+    evaluation_error: str | None = None
+    conversation: list[dict[str, object]] = field(default_factory=list)
+    tools: list[dict[str, object]] = field(default_factory=list)
+    trajectory: list[Message] = field(default_factory=list)
+
+    @property
+    def failed_turns(self) -> int:
+        """Policy turns that sent nothing: parse failures and empty turns."""
+        return self.parse_failures + self.empty_turns
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields as a shallow mapping (SkyRL-gym's step metadata)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class StepResult:
+    """What one policy turn produced.
+
+    Attributes:
+        observations: OpenAI messages for the policy (tool results, the user's reply, or an error); empty when done.
+        done: the episode ended.
+        reward: the episode's reward when done (tau2's, 0.0 for an unfinished episode), else 0.0.
+        result: the episode's `EpisodeResult` when done, else None.
+    """
+
+    observations: list[dict[str, object]]
+    done: bool
+    reward: float = 0.0
+    result: EpisodeResult | None = None
