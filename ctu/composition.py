@@ -20,6 +20,7 @@ from ctu.components.rewards.chain import RewardChain
 from ctu.components.trackers.combined import Trackers
 from ctu.registry import registry
 from ctu.registry.config import ComponentConfig
+from ctu.registry.contracts import dependencies
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import DatasetSource, Spec
 from tau_bench_env.env import DomainKey, params_key
@@ -109,13 +110,13 @@ def build_components(spec: Spec) -> Components:
 
     built: list[tuple[str, Reward]] = []
     for index, config in enumerate(spec.rewards):
-        if getattr(config.factory, "needs_judge", False) is True:
+        given: dict[str, object] = {}
+        if "judge" in dependencies("rewards", config.factory):
             judge = getattr(config.params, "judge", None) or spec.judge
             if judge is None:
                 raise ValueError(f"rewards.{index} ({config.type}) needs a judge and the spec has none")
-            built.append((config.type, config.build(judge=judge_for(judge))))
-        else:
-            built.append((config.type, config.build()))
+            given["judge"] = judge_for(judge)
+        built.append((config.type, config.build(**given)))
     rewards = {
         phase: RewardChain(phase, tuple((name, c) for name, c in built if phase == "train" or not getattr(c, "training_only", False)))
         for phase in PHASES

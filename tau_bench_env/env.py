@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TypedDict, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 from pydantic import BaseModel
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -22,7 +22,10 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from tau_bench_env.domains import Domain
 from tau_bench_env.episode import Episode
 from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator
-from tau_bench_env.outcome import EpisodeConfig
+from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, Termination
+
+if TYPE_CHECKING:
+    from tau2.data_model.tasks import Task
 
 ENV_CLASS = "tau_bench"
 """The environment's id in skyrl-gym's registry and the `env_class` column of prepared datasets."""
@@ -144,6 +147,33 @@ class TauBenchEnv(BaseTextEnv):
     def tools(self) -> list[dict[str, object]]:
         """OpenAI tool schemas of the domain (after `init`): what native tool calling sends as `tools`."""
         return self.episode.tools
+
+    @property
+    def conversation(self) -> list[dict[str, object]]:
+        """The OpenAI-format messages so far (a copy): what a chat sampler is sent."""
+        return list(self.episode.conversation)
+
+    @property
+    def task(self) -> Task:
+        """The episode's tau2 task."""
+        return self.episode.task
+
+    @property
+    def write_tools(self) -> frozenset[str]:
+        """The domain's tools that change its database (for rewards that read the trajectory)."""
+        return self.episode.domain.write_tools
+
+    def parse(self, text: str) -> ParsedTurn:
+        """`text` read by the run's parser; never raises."""
+        return self.episode.parse(text)
+
+    async def end(self, termination: Termination) -> None:
+        """End the episode early (e.g. the context is full), scored as tau2 scores an unfinished one."""
+        await self.episode.end(termination)
+
+    def result(self) -> EpisodeResult:
+        """How the episode went (after it ended)."""
+        return self.episode.result()
 
     async def ainit(self, prompt: list[dict[str, object]] | None = None) -> tuple[list[dict[str, object]], StartInfo]:
         """Start the episode. The dataset's prompt is replaced by the episode's own (system prompt with the

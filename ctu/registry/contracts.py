@@ -125,6 +125,13 @@ DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {"rewards": {"needs_judge"
 the keyword arguments (a reward with ``needs_judge = True`` is built as ``cls(params, judge=...)``)."""
 
 
+def dependencies(kind: str, obj: object) -> tuple[str, ...]:
+    """The keyword arguments the composition root must pass when it builds `obj` (a registered class) of `kind`,
+    besides its params (`DEPENDENCIES`): ``("judge",)`` for a reward with ``needs_judge = True``, else ()."""
+    flag = _flag(obj, kind)
+    return DEPENDENCIES[kind][flag] if flag is not None else ()
+
+
 def _flag(obj: object, kind: str) -> str | None:
     """The first of `kind`'s dependency flags `obj` sets to True, if any."""
     return next((flag for flag in DEPENDENCIES.get(kind, {}) if getattr(obj, flag, False) is True), None)
@@ -173,12 +180,11 @@ def contract_problems(kind: str, obj: object) -> list[str]:
             problems += [f"must define {name}() (the base's loads a tau2 domain; this one has no `tau2_name`)"
                          for name in ("make_environment", "load_tasks") if getattr(cls, name) is getattr(base, name)]
     if isinstance(obj, type):
-        flag = _flag(obj, kind)
-        dependencies = dict.fromkeys(DEPENDENCIES[kind][flag]) if flag is not None else {}
+        given = dict.fromkeys(dependencies(kind, obj))
         try:
-            inspect.signature(obj).bind(None, **dependencies)
+            inspect.signature(obj).bind(None, **given)
         except TypeError:
-            shown = "".join(f", {name}=..." for name in dependencies)
+            shown = "".join(f", {name}=..." for name in given)
             problems.append(f"its constructor {obj.__name__}{inspect.signature(obj)} cannot be called as "
                             f"{obj.__name__}(params{shown})")
         except ValueError:

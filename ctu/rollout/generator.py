@@ -35,7 +35,6 @@ from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.rollout.tokens import TokenAccount
 from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
 from tau_bench_env.env import EnvSetup, TauBenchEnv
-from tau_bench_env.episode import Episode
 from tau_bench_env.outcome import EpisodeResult, Termination
 
 logger = logging.getLogger(__name__)
@@ -213,13 +212,13 @@ class TauGenerator(GeneratorInterface):
         while not done:
             budget = setup.max_model_len - len(tokens.context)
             if budget <= 0:
-                await env.episode.end(Termination.CONTEXT_LIMIT)
+                await env.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
                 break
             params = sampling if sampling.max_tokens <= budget else replace(sampling, max_tokens=budget)
             turns += 1
             if chat_mode:
-                turn = await chat_turn(setup.sampler, account, list(env.episode.conversation),
+                turn = await chat_turn(setup.sampler, account, env.conversation,
                                        metadata["tools"] if native else None, params)
                 rerendered += turn.rendered
                 sampled = sampled and not turn.rendered
@@ -228,19 +227,19 @@ class TauGenerator(GeneratorInterface):
                                         setup.native_parser if native else None)
             stop_reason = turn.stop_reason
             tokens.add(turn.generated, turn.logprobs)
-            step = await env.astep(unfinished(turn.action, env.episode) if stop_reason == "length" else turn.action)
+            step = await env.astep(unfinished(turn.action, env) if stop_reason == "length" else turn.action)
             if step["done"]:
                 break
             closed = turn.rendered or (bool(turn.generated) and turn.generated[-1] == account.eos_id)  # a rendered turn ends closed
             observation = account.observation_ids(step["observations"], closed)
             if len(tokens.context) + len(observation) >= setup.max_model_len:
-                await env.episode.end(Termination.CONTEXT_LIMIT)
+                await env.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
                 break
             tokens.add(observation)
         response, mask, logprobs = tokens.trained(sampled, account.eos_id)
-        outcome = env.episode.result()
-        context = RewardContext(outcome, env.episode.task, env.episode.domain.write_tools, phase, stop_reason)
+        outcome = env.result()
+        context = RewardContext(outcome, env.task, env.write_tools, phase, stop_reason)
         reward, reward_metrics = await setup.rewards[phase].score(context)
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, outcome, reward_metrics,
                                 dict(extras), policy_turns=turns, infra_error=infrastructure_error(outcome, context.fatal_error),
@@ -249,11 +248,11 @@ class TauGenerator(GeneratorInterface):
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
 
 
-def unfinished(action: str | ParsedTurn, episode: Episode) -> str | ParsedTurn:
+def unfinished(action: str | ParsedTurn, env: TauBenchEnv) -> str | ParsedTurn:
     """A turn the token limit cut off: any tool call in it becomes a parse failure (tau2 never runs a call the
     model did not finish; a cut-off string argument would otherwise run as a truncated id). A cut-off turn
     without tool calls goes on as it is."""
-    turn = episode.parse(action) if isinstance(action, str) else action
+    turn = env.parse(action) if isinstance(action, str) else action
     if not turn.tool_calls and not turn.parse_errors:
         return action
     return ParsedTurn(content=action if isinstance(action, str) else turn.content, parse_errors=(CUT_OFF,))
