@@ -112,14 +112,15 @@ def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]
 @contextlib.asynccontextmanager
 async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> AsyncIterator[PolicyHandle]:
     """The chosen policy as ``(sampler, tokenizer)`` for `ctu.rollout.build.build_generator`: an endpoint here, any
-    other policy opened by a backend (`Backend.open_policy`): a run directory's by the backend that wrote the run
-    (over the run's folder, where its checkpoints live), a checkpoint or the base model by the spec's backend.
+    other policy opened by a backend (`Backend.open_policy`): a run directory's by the backend that wrote the run,
+    a checkpoint or the base model by the spec's backend.
     What serves it runs until the context exits.
 
     Args:
         spec: the spec being evaluated (its model, backend and sampling settings).
         choice: the policy.
-        work_dir: the evaluation's folder, where a server a backend starts writes (unless it serves a run).
+        work_dir: the evaluation's folder, where a server a backend starts writes (unless it must serve from the
+            run's own folder).
 
     Raises:
         EvalError: no checkpoint where one was named. TinkerServerError: a local server did not start.
@@ -134,9 +135,9 @@ async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> Async
     if choice.run_dir is not None:
         run = RunDir(Path(choice.run_dir))
         _, policy = latest_checkpoint(run.path, choice.step)
-        opened = run_backend(run).open_policy(spec, policy, run.path)
+        opened = run_backend(run).open_policy(spec, policy, run, Path(work_dir))
     else:
-        opened = backend_of(spec).open_policy(spec, choice.checkpoint, Path(work_dir))
+        opened = backend_of(spec).open_policy(spec, choice.checkpoint, None, Path(work_dir))
     async with opened as handle:
         yield handle
 

@@ -58,7 +58,8 @@ PolicyHandle = tuple["Sampler", Any]
 class Backend(BackendRules, Protocol):
     """The `backends` kind's contract: one training backend (its `BackendRules` plus what follows).
 
-    Every method but `run` returns quickly; `deep_check` and `plan` may import the backend's own packages.
+    `spec_errors`, `spec_warnings` and `policies` import nothing heavy (`ctu validate` runs them anywhere);
+    `deep_check` and `plan` may import the backend's own packages; `run` and `open_policy` start what they need.
     """
 
     def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:
@@ -89,11 +90,12 @@ class Backend(BackendRules, Protocol):
         (e.g. ``tinker://...``), as `open_policy` takes them; {} when there is none."""
         ...
 
-    def open_policy(self, spec: Spec, policy: str | None, home: Path) -> AbstractAsyncContextManager[PolicyHandle]:
-        """`policy` (one of `policies`' values, or None for the spec's own base model; a Tinker backend also takes
-        a ``tinker://`` checkpoint) as a sampler and tokenizer for `ctu eval`. What serves it (e.g. a local server)
-        runs until the context exits and keeps its state under `home`: the run directory for one of its policies
-        (where its checkpoints live), else the evaluation's folder.
+    def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
+                    work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+        """`policy` as a sampler and tokenizer for `ctu eval`: one of `policies`' values (`run_dir` the run it is
+        of), a checkpoint named by hand (e.g. ``tinker://...``; `run_dir` None), or None for the spec's own base
+        model. What serves it (e.g. a local server) runs until the context exits and writes under `work_dir`, the
+        evaluation's folder, unless it must serve from the run's own folder (a local Tinker run's checkpoints).
 
         Raises:
             EvalError: the policy does not exist.

@@ -76,7 +76,7 @@ class ToyBackend:
         components.trackers.start(run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
                                   resume_step=start if resume else None)
         step = start
-        async with self.open_policy(spec, None, run_dir.path) as (sampler, tokenizer):
+        async with self.open_policy(spec, None, None, run_dir.path) as (sampler, tokenizer):
             generator = build_generator(components, tokenizer, sampler)
             for step in range(start + 1, (spec.trainer.max_steps or 1) + 1):
                 chosen = [rows[(step * batch + i) % len(rows)] for i in range(batch)]
@@ -96,7 +96,8 @@ class ToyBackend:
                 for record in (json.loads(path.read_text()) for path in run_dir.checkpoints.glob("step_*.json"))}
 
     @contextlib.asynccontextmanager
-    async def open_policy(self, spec: Spec, policy: str | None, home: Path) -> AsyncIterator[PolicyHandle]:
+    async def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
+                          work_dir: Path) -> AsyncIterator[PolicyHandle]:
         from transformers import AutoTokenizer
 
         from ctu.models.tiny_qwen3 import tokenizer_path

@@ -108,11 +108,12 @@ class SkyRLBackend:
         each epoch's end and after the last step)."""
         return run_dir.hf_exports()
 
-    def open_policy(self, spec: Spec, policy: str | None, home: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+    def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
+                    work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
         """The policy served by a local Tinker server (SkyRL's, JAX backend: what runs without a GPU)."""
         from ctu.runners.tinker.policy import serve_policy
 
-        return serve_policy(spec, None, policy, home)
+        return serve_policy(spec, None, policy, run_dir, work_dir)
 
 
 def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:

@@ -92,10 +92,11 @@ class TinkerBackend:
                  for record in (json.loads(path.read_text()) for path in sorted(run_dir.checkpoints.glob("step_*.json")))}
         return {**found, **run_dir.hf_exports()}
 
-    def open_policy(self, spec: Spec, policy: str | None, home: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+    def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
+                    work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
         """The policy sampled through the spec's Tinker server (a remote one when the spec names it), else a local
-        one over `home`."""
+        one (`ctu.runners.tinker.policy.serve_policy`)."""
         from ctu.runners.tinker.policy import serve_policy
 
         params = spec.backend.params
-        return serve_policy(spec, params if isinstance(params, TinkerParams) else None, policy, home)
+        return serve_policy(spec, params if isinstance(params, TinkerParams) else None, policy, run_dir, work_dir)

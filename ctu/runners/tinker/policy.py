@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from ctu.runners.backend import PolicyHandle
+from ctu.runners.rundir import RunDir
 from ctu.runners.tinker.params import TinkerParams
 from ctu.spec.models import Spec
 
@@ -19,7 +20,8 @@ TINKER_PREFIX = "tinker://"
 
 
 @contextlib.asynccontextmanager
-async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | None, home: Path) -> AsyncIterator[PolicyHandle]:
+async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | None, run_dir: RunDir | None,
+                       work_dir: Path) -> AsyncIterator[PolicyHandle]:
     """`policy` as ``(sampler, tokenizer)``; a local Tinker server it needs runs until the context exits.
 
     Args:
@@ -28,8 +30,9 @@ async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | No
             local server, with LoRA rank 8 when None.
         policy: None (the base model), a Hugging Face folder (served as the local server's base model), or a
             ``tinker://`` checkpoint of the base model.
-        home: the folder whose ``tinker/`` a local server keeps its database in: a run's own folder for its
-            checkpoints (where they live), else any work folder.
+        run_dir: the run `policy` is of, if any: a local server for one of its Tinker checkpoints keeps its database
+            in the run's ``tinker/`` folder, where the checkpoint lives.
+        work_dir: for anything else, the folder whose ``tinker/`` a local server keeps its database in.
 
     Raises:
         TinkerServerError: a local server did not start.
@@ -43,7 +46,8 @@ async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | No
     checkpoint = policy if policy is not None and policy.startswith(TINKER_PREFIX) else None
     model_path = policy if policy is not None and checkpoint is None else await asyncio.to_thread(resolve, spec.model.path)
     tokenizer = await asyncio.to_thread(AutoTokenizer.from_pretrained, model_path)
-    async with _tinker_url(params, model_path, Path(home) / "tinker") as base_url:
+    folder = (run_dir.path if run_dir is not None and checkpoint is not None else Path(work_dir)) / "tinker"
+    async with _tinker_url(params, model_path, folder) as base_url:
         api_key = os.environ.get(params.api_key_env, "") if params is not None and params.api_key_env else ""
         service = tinker.ServiceClient(base_url=base_url, api_key=api_key or "tml-local")
         if checkpoint is None:
