@@ -19,7 +19,12 @@ import json
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from tau2.data_model.tasks import Task
+
+    from tau_bench_env.domains import Domain
 
 LIMITS_FILE = Path(__file__).with_name("gold_limits.json.gz")
 DOMAINS = ("retail", "airline", "telecom", "mock")
@@ -56,7 +61,7 @@ def _turns_errors(limits: list[int]) -> tuple[int, int]:
     return turns, errors
 
 
-def gold_solution(domain: Any, task: Any) -> tuple[int, int]:
+def gold_solution(domain: Domain, task: Task) -> tuple[int, int]:
     """``(turns, errors)`` of `task`'s gold solution in `domain` (a `tau_bench_env.domains.Domain`), computed by
     running its gold actions in a fresh environment with the task's initial state (imports tau2)."""
     from tau2.data_model.message import ToolCall

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message
+    from tau2.data_model.simulation import TerminationReason
 
 
 class Termination(str, Enum):
@@ -22,7 +23,7 @@ class Termination(str, Enum):
     CONTEXT_LIMIT = "context_limit"
     """The conversation outgrew the model's context (`model.max_model_len`); set by the rollout, not by tau2."""
 
-    def to_tau2(self) -> Any:
+    def to_tau2(self) -> TerminationReason:
         """The matching `tau2.data_model.simulation.TerminationReason` (max turns is tau2's MAX_STEPS)."""
         from tau2.data_model.simulation import TerminationReason
 

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from tau2.data_model.tasks import Action, Task
     from tau2.environment.environment import Environment
 
+    from tau_bench_env.episode import Episode
+    from tau_bench_env.outcome import EpisodeResult
+
 ASK_USER = "Please do the next step on your phone and tell me when it is done."
 CLOSING = "Is there anything else I can help you with?"
 FAKE_PAYMENT_ID = "credit_card_0000000"
@@ -134,7 +137,7 @@ class GoldReplayAgent:
         yield ParsedTurn(content=f"{summary} {CLOSING}".strip())
 
 
-async def play(episode: Any, agent: GoldReplayAgent) -> Any:
+async def play(episode: Episode, agent: GoldReplayAgent) -> EpisodeResult:
     """Reset `episode` and play `agent`'s turns until the episode ends (further turns repeat the closing).
 
     Returns:

@@ -15,10 +15,10 @@ import asyncio
 import contextlib
 import datetime
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctu.evaluation.policies import EvalError, PolicyChoice, open_policy
 from ctu.evaluation.report import summarize
@@ -192,7 +192,7 @@ async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pen
 
 
 @contextlib.contextmanager
-def _progress(total: int, show: bool) -> Iterator[Any]:
+def _progress(total: int, show: bool) -> Iterator[Callable[[], None]]:
     if not show:
         yield lambda: None
         return

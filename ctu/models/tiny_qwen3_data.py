@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctu.models.tiny_qwen3 import CALL_SCAFFOLD_TOKENS, CHAT_TEMPLATE, CONTEXT_TASKS
+
+if TYPE_CHECKING:
+    from tau_bench_env.outcome import EpisodeResult
 
 
 def call_tokens() -> list[str]:
@@ -91,7 +94,7 @@ def gold_examples(limit: int = CONTEXT_TASKS) -> list[tuple[list[dict], list[dic
     domain = shared_domain("retail")
     tasks = domain.tasks("train")[:limit]
 
-    async def replays() -> list[Any]:
+    async def replays() -> list[EpisodeResult]:
         config = EpisodeConfig(max_turns=40, native_tool_calling=True)
         return [await play(Episode(domain, task, ScriptedUserSimulator(), HermesParser(), config), GoldReplayAgent(task))
                 for task in tasks]

@@ -6,7 +6,6 @@ Each check returns `SpecIssue`s; errors make the spec invalid, warnings are prin
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from ctu.errors import did_you_mean
 from ctu.registry import registry
@@ -32,7 +31,7 @@ def check_listed_once(spec: Spec) -> Iterator[SpecIssue]:
     """A reward listed twice with the same params (it would count twice; the same kind with other params, e.g.
     taxonomy feedback from two judges, is fine), a tracker kind listed twice (every line written twice), or a
     domain's split listed twice for training (its tasks trained twice as often as the others)."""
-    lists: tuple[tuple[str, list[Any]], ...] = (
+    lists: tuple[tuple[str, list[tuple[str, ...] | str]], ...] = (
              ("rewards", [(reward.type, reward.params.model_dump_json()) for reward in spec.rewards]),
              ("tracking.trackers", [tracker.type for tracker in spec.tracking.trackers]),
              ("data.train", [(source.domain.type, source.domain.params.model_dump_json(), source.split)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 KEYS_FILE = Path(__file__).with_name("skyrl_config_keys.txt")
 
@@ -41,14 +40,14 @@ def live_skyrl_config_keys() -> list[str]:
 
     from skyrl.train.config import SkyRLTrainConfig
 
-    def walk(cls: Any, prefix: str) -> list[str]:
+    def walk(cls: type, prefix: str) -> list[str]:
         keys: list[str] = []
         hints = typing.get_type_hints(cls)
         for field in dataclasses.fields(cls):
             name = prefix + field.name
             hint = hints.get(field.name)
             kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-            nested = [kind for kind in kinds if dataclasses.is_dataclass(kind)]
+            nested = [kind for kind in kinds if isinstance(kind, type) and dataclasses.is_dataclass(kind)]
             mapping = any(typing.get_origin(kind) in (dict, typing.Dict) or kind is dict for kind in kinds)  # noqa: UP006
             keys.append(name)
             if mapping:

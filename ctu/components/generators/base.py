@@ -17,7 +17,7 @@ class LoopSetup(Protocol):
 class GeneratorComponent(Protocol):
     """A built generator component (the `generators` kind's contract)."""
 
-    def build(self, setup: LoopSetup) -> Any:
+    def build(self, setup: LoopSetup) -> object:
         """A generator over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own): SkyRL's
         `GeneratorInterface` with what ctu's runners use besides, `ctu.rollout.records.Rollout` (checked by
         `ctu.rollout.build.build_generator`)."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from ctu.components.generators.base import LoopSetup
@@ -26,6 +24,6 @@ class TauMultiTurnGenerator:
     def __init__(self, params: Params) -> None:
         self.params = params
 
-    def build(self, setup: LoopSetup) -> Any:
+    def build(self, setup: LoopSetup) -> object:
         """The SkyRL generator over `setup` (a `ctu.rollout.generator.RolloutSetup`); imports skyrl and torch."""
         return setup.agent_loop(max_concurrent_episodes=self.params.max_concurrent_episodes)

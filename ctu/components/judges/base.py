@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
 from tau_bench_env.outcome import EpisodeResult
+
+if TYPE_CHECKING:
+    from tau2.data_model.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class JudgeInput:
     domain's write tools."""
 
     result: EpisodeResult
-    task: Any
+    task: Task
     write_tools: frozenset[str]
 
 

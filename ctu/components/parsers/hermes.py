@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, compact_tool_schemas
 from ctu.components.parsers.jsonutil import loads_lenient
@@ -21,7 +20,7 @@ def tool_call_from_json(payload: str, repair: bool = True) -> ToolCall | str:
         The `ToolCall`, or a message saying why the payload is not one (never raises).
     """
     try:
-        data: Any = loads_lenient(payload, repair)
+        data: object = loads_lenient(payload, repair)
     except json.JSONDecodeError as exc:
         return f"invalid JSON in tool call: {exc.msg} at char {exc.pos}"
     if not isinstance(data, dict):

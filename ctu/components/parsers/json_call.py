@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.hermes import tool_call_from_json
@@ -15,11 +14,12 @@ _FENCE = re.compile(r"```(?:json)?\s*|```")
 _CALL_START = re.compile(r'\{\s*"name"\s*:')
 
 
-def calls_in_json(value: Any) -> list[dict[str, object]] | None:
+def calls_in_json(value: object) -> list[dict[str, object]] | None:
     """The call objects in a parsed JSON value (an object with `name`, or a list of them); None if not calls."""
     items = value if isinstance(value, list) else [value]
-    if items and all(isinstance(item, dict) and "name" in item for item in items):
-        return items
+    calls = [item for item in items if isinstance(item, dict) and "name" in item]
+    if items and len(calls) == len(items):
+        return calls
     return None
 
 

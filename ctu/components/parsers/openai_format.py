@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall
 from ctu.components.parsers.hermes import tool_call_from_json
@@ -55,7 +54,7 @@ class OpenAIFormatParser(ParserBase):
         return ParsedTurn(content=rest.strip(), tool_calls=tuple(calls), parse_errors=tuple(errors))
 
     @staticmethod
-    def _collect(items: Any, calls: list[ToolCall], errors: list[str]) -> None:
+    def _collect(items: object, calls: list[ToolCall], errors: list[str]) -> None:
         if not isinstance(items, list):
             errors.append("`tool_calls` must be a list")
             return

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
 
 from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.registry import registry
@@ -14,7 +13,7 @@ _BLOCK = re.compile(r"```(?:python|py|tool_code)?\s*\n?(.*?)```", re.DOTALL)
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*\(.*\)?\s*$")
 
 
-def _literal(node: ast.expr) -> Any:
+def _literal(node: ast.expr) -> object:
     return ast.literal_eval(node)
 
 

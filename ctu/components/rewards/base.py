@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from ctu.registry import ComponentParams
 from tau_bench_env.outcome import EpisodeResult
+
+if TYPE_CHECKING:
+    from tau2.data_model.tasks import Task
 
 Phase = Literal["train", "eval"]
 
@@ -29,7 +32,7 @@ class RewardContext:
     """
 
     result: EpisodeResult
-    task: Any
+    task: Task
     write_tools: frozenset[str]
     phase: Phase
     stop_reason: str = "stop"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from ctu.registry import ComponentParams, registry
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @registry.trackers.register("console")
@@ -21,7 +24,7 @@ class ConsoleTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
-        self._console: Any = None
+        self._console: Console | None = None
 
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Open the console (rich) and print the run's name (`resume_step`: the step a resumed run continues from)."""
