@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Protocol
 
 GENERATION = "generation"
 REWARD = "reward"
@@ -82,7 +82,23 @@ def pass_hat_ks(successes: dict[str, list[bool]]) -> dict[int, float]:
     return {k: mean(pass_hat_k(len(flags), sum(flags), k) for flags in trials.values()) for k in range(1, max_k + 1)}
 
 
-def evaluation_metrics(name: str, records: Sequence[Any], samples: int) -> dict[str, float]:
+class ScoredEpisode(Protocol):
+    """What `evaluation_metrics` reads of an episode's record (`ctu.rollout.records.TrajectoryRecord` has it)."""
+
+    @property
+    def reward(self) -> float: ...
+
+    @property
+    def success(self) -> bool: ...
+
+    @property
+    def infra_error(self) -> str | None: ...
+
+    @property
+    def extras(self) -> dict[str, object]: ...
+
+
+def evaluation_metrics(name: str, records: Sequence[ScoredEpisode], samples: int) -> dict[str, float]:
     """One test set's ``test-<name>/average_reward``, ``success_rate`` and ``pass^k`` for k = 1..`samples`,
     from its `TrajectoryRecord`s (`samples` of each task).
 

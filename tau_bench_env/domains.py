@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
     from tau2.environment.environment import Environment
     from tau2.environment.tool import Tool
+
+    from tau_bench_env.fast_eval import GoldOutcomes
+    from tau_bench_env.overlay import BaseDatabase
 
 _tau2_registry_lock = threading.Lock()
 
@@ -113,7 +116,7 @@ class Domain:
         raise KeyError(f"domain {self.name!r} has no task {task_id!r}")
 
     @cached_property
-    def gold_outcomes(self) -> Any:
+    def gold_outcomes(self) -> GoldOutcomes:
         """The per-task cache of gold database hashes (`tau_bench_env.fast_eval.GoldOutcomes`)."""
         from tau_bench_env.fast_eval import GoldOutcomes
 
@@ -164,7 +167,7 @@ class Domain:
                 pickle.dumps(user, protocol=pickle.HIGHEST_PROTOCOL) if user is not None else None)
 
     @cached_property
-    def base_database(self) -> Any:
+    def base_database(self) -> BaseDatabase:
         """The shared read-only database of copy-on-access episodes (`tau_bench_env.overlay.BaseDatabase`)."""
         from tau_bench_env.overlay import BaseDatabase
 

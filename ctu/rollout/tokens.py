@@ -80,7 +80,7 @@ class TokenAccount:
         docstring)."""
         self._memo.clear()
 
-    def _memoised(self, key: Any, tokenise: Callable[[], list[int]]) -> list[int]:
+    def _memoised(self, key: object, tokenise: Callable[[], list[int]]) -> list[int]:
         """`tokenise()`, or the ids it gave for the same `key` (JSON data) earlier in the batch; a new list on
         every call. A key that is not JSON data is never memoised."""
         try:
