@@ -113,9 +113,10 @@ def validate(
             _print_issues(f"{path}: {len(loaded.warnings)} warning(s)", loaded.warnings, "yellow")
         if deep:
             from ctu.runners.backend import backend_of
+            from ctu.runners.rundir import RunDir
 
             spec = loaded.spec
-            errors, warnings = backend_of(spec).deep_check(spec, Path(spec.experiment.output_dir) / spec.experiment.name)
+            errors, warnings = backend_of(spec).deep_check(spec, RunDir.of(spec).path)
             for message in warnings:
                 err.print(f"[yellow]warning[/yellow] {escape(path)}: {escape(message)}")
             if errors:
@@ -152,7 +153,7 @@ def explain(
 
     try:
         resolved = loaded.spec
-        launch = backend_of(resolved).plan(resolved, RunDir(Path(resolved.experiment.output_dir) / resolved.experiment.name))
+        launch = backend_of(resolved).plan(resolved, RunDir.of(resolved))
     except CtuError as error:
         raise _fail(error) from None
     typer.echo(launch.config, nl=False)
@@ -208,6 +209,7 @@ def eval_(
     from ctu.evaluation.policies import EvalError, PolicyChoice
     from ctu.evaluation.report import report_table
     from ctu.evaluation.runner import run_evaluation
+    from ctu.runners.rundir import RunDir
 
     specs, overrides = _split_args(args or [])
     if len(specs) > 1 or (not specs and run_dir is None):
@@ -220,7 +222,7 @@ def eval_(
                           run_dir=run_dir, step=step)
     try:
         choice.check()
-        folder = out_dir or Path(spec.experiment.output_dir) / spec.experiment.name / "eval" / choice.label()
+        folder = out_dir or RunDir.of(spec).path / "eval" / choice.label()
         result = run_evaluation(spec, choice, folder, test_set=test_set, limit=limit, concurrency=concurrency,
                                 overwrite=overwrite, progress=progress)
     except EvalError as error:  # bad arguments: no such test set or checkpoint, another evaluation in --out

@@ -64,7 +64,7 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     loaded, run_path = resolve_run_spec(spec_path, overrides, smoke, resume)
     _print_warnings(loaded, console)
     spec = loaded.spec
-    run_dir = RunDir(run_path) if run_path is not None else RunDir(Path(spec.experiment.output_dir) / spec.experiment.name)
+    run_dir = RunDir(run_path) if run_path is not None else RunDir.of(spec)
     if dry_run:
         _dry_run(spec, run_dir, console)
         return

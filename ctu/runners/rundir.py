@@ -54,11 +54,9 @@ class RunDir:
     path: Path
 
     @classmethod
-    def for_spec(cls, spec: Spec, path: Path | None = None) -> RunDir:
-        """The run directory of `spec` (created)."""
-        run = cls(Path(path) if path is not None else Path(spec.experiment.output_dir) / spec.experiment.name)
-        run.path.mkdir(parents=True, exist_ok=True)
-        return run
+    def of(cls, spec: Spec) -> RunDir:
+        """The run directory of `spec`, ``<experiment.output_dir>/<experiment.name>`` (not created)."""
+        return cls(Path(spec.experiment.output_dir) / spec.experiment.name)
 
     @property
     def spec_file(self) -> Path:
