@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator, UserSimulatorError
 from tau_bench_env.messages import conversation_to_openai, to_openai
-from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, StepResult, Termination
+from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, StepResult, Termination, check_scores
 from tau_bench_env.runtime import prepare
 
 if TYPE_CHECKING:
@@ -331,6 +331,7 @@ class Episode:
             termination=self.termination.value if self.termination else None,
             reward=self.reward,
             reward_breakdown=breakdown,
+            checks=check_scores(self.reward_info) if self.reward_info is not None else {},
             reward_path=self.reward_path,
             tool_errors=self.tool_errors,
             user_tool_errors=self.user_tool_errors,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message
-    from tau2.data_model.simulation import TerminationReason
+    from tau2.data_model.simulation import RewardInfo, TerminationReason
 
 
 class Termination(str, Enum):
@@ -66,6 +66,8 @@ class EpisodeResult:
         termination: why the episode ended (a `Termination` value), None while it runs.
         reward: tau2's reward (0.0 for an episode that did not finish or was not evaluated).
         reward_breakdown: tau2's reward components (``db``, ``communicate``, ...), when it gave them.
+        checks: the fraction of each kind of tau2 check the episode passed, for the kinds its evaluation ran
+            (`check_scores`); {} for an episode that did not finish or was not evaluated.
         reward_path: ``fast`` (`tau_bench_env.fast_eval`) or ``tau2`` (tau2's `evaluate_simulation`), None when
             the episode was not evaluated.
         tool_errors: the agent's tool calls that returned an error.
@@ -88,6 +90,7 @@ class EpisodeResult:
     termination: str | None = None
     reward: float = 0.0
     reward_breakdown: dict[str, float] | None = None
+    checks: dict[str, float] = field(default_factory=dict)
     reward_path: str | None = None
     tool_errors: int = 0
     user_tool_errors: int = 0
@@ -124,3 +127,24 @@ class StepResult:
     done: bool
     reward: float = 0.0
     result: EpisodeResult | None = None
+
+
+CHECK_KINDS = ("db", "env_assertions", "actions", "communicate", "nl_assertions")
+"""The kinds of check tau2's evaluator runs (`RewardInfo`): the final database against the gold one, the task's
+environment assertions, its gold actions, the information the agent must communicate, NL assertions (LLM-judged)."""
+
+
+def check_scores(info: RewardInfo) -> dict[str, float]:
+    """The fraction of each kind of check in `info` that passed (`CHECK_KINDS`), for the kinds it holds: ``db`` when
+    the task's reward basis includes the database (1.0 or 0.0), the others when it has at least one such check."""
+    basis = {str(getattr(kind, "value", kind)) for kind in info.reward_basis or []}
+    scores: dict[str, float] = {}
+    if info.db_check is not None and "DB" in basis:
+        scores["db"] = 1.0 if info.db_check.db_match else 0.0
+    for kind, passed in (("env_assertions", [check.met for check in info.env_assertions or []]),
+                         ("actions", [check.action_match for check in info.action_checks or []]),
+                         ("communicate", [check.met for check in info.communicate_checks or []]),
+                         ("nl_assertions", [check.met for check in info.nl_assertions or []])):
+        if passed:
+            scores[kind] = sum(passed) / len(passed)
+    return scores

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str, object]:
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
-    tau2's reward, domain, task id, turns (the episode's, and the policy's with their generated tokens),
+    tau2's reward and the fraction of each kind of its checks passed, domain, task id, turns (the episode's, and the policy's with their generated tokens),
     termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out
     of training, or None), and the judge's verdict if any."""
     result = record.result
@@ -30,6 +30,7 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "reward": record.reward,
         "raw_reward": record.raw_reward,
         "reward_breakdown": result.reward_breakdown,
+        "checks": result.checks,
         "reward_components": record.reward_metrics,
         "termination": result.termination,
         "turns": result.turns,
