@@ -1,6 +1,7 @@
 """The spec's reference to a registered component: ``{type: NAME, ...params}`` or just ``NAME``.
 
-`Component("parsers")` is the annotation of a spec field that holds a parser. Validation looks the name up in
+``Annotated[ComponentConfig, ComponentMarker("parsers")]`` is the annotation of a spec field that holds a parser
+(`ctu.spec.models` declares one alias per kind, and `ComponentConfig[Parser]` for the type checker). Validation looks the name up in
 the registry at validation time (so components registered after the schema was built are seen) and validates
 the remaining keys against that component's params model, so a typo inside a component's params is reported
 at its own dotted path, like any other. The JSON schema lists every registered component of the kind as a
@@ -10,7 +11,7 @@ at its own dotted path, like any other. The JSON schema lists every registered c
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Self, cast
+from typing import Self, cast
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
@@ -144,8 +145,3 @@ class ComponentMarker:
             )
         shorthand = {"type": "string", "enum": names, "description": f"a {self.kind} component by name, default params"}
         return {"oneOf": [shorthand, *options]} if names else {"type": ["object", "string"]}
-
-
-def Component(kind: str) -> Any:
-    """The annotation of a spec field holding a component of `kind`, e.g. ``parser: Component("parsers")``."""
-    return Annotated[ComponentConfig, ComponentMarker(kind)]

@@ -214,13 +214,13 @@ def check_schedule(spec: Spec) -> Iterator[SpecIssue]:
         )
 
 
-def check_backend(spec: Spec) -> Iterator[SpecIssue]:
+def check_backend_errors(spec: Spec) -> Iterator[SpecIssue]:
     """What the spec's backend cannot run (`BackendRules.spec_errors`: e.g. SkyRL's placement rules, Tinker's
     missing KL loss)."""
     yield from backend_rules(spec).spec_errors(spec)
 
 
-def backend_warnings(spec: Spec) -> Iterator[SpecIssue]:
+def check_backend_warnings(spec: Spec) -> Iterator[SpecIssue]:
     """What the spec's backend runs, but likely not as meant (`BackendRules.spec_warnings`)."""
     yield from backend_rules(spec).spec_warnings(spec)
 
@@ -294,14 +294,14 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_native_tool_calling,
     check_judges,
     check_domains,
-    check_backend,
+    check_backend_errors,
     check_batch_fits,
     check_listed_once,
     check_output_dir,
     check_validation_name,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
-                                     backend_warnings)
+                                     check_backend_warnings)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:
