@@ -21,18 +21,6 @@ SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_para
 """SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
 
 
-def skyrl_params(spec: Spec) -> SkyRLParams:
-    """The spec's ``backend`` section, which must be `skyrl`'s.
-
-    Raises:
-        ValueError: the spec's backend is another.
-    """
-    params = spec.backend.params
-    if not isinstance(params, SkyRLParams):
-        raise ValueError(f"a spec with backend type `skyrl` is needed; this one's is `{spec.backend.type}`")
-    return params
-
-
 @registry.backends.register("skyrl", params=SkyRLParams)
 class SkyRLBackend:
     """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer. The run joins the Ray cluster at

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ctu.composition import Components, build_components
+from ctu.runners.backend import backend_params
 from ctu.runners.rundir import RunDir, RunState
-from ctu.runners.skyrl.backend import skyrl_params
 from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
@@ -41,7 +41,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         ValueError: the spec's backend is not `skyrl`; an unknown ``builtin:`` model.
     """
     spec = components.spec
-    backend = skyrl_params(spec)
+    backend = backend_params(spec, SkyRLParams)
     data_dir, run_dir = Path(data_dir).absolute(), Path(run_dir).absolute()
     return {
         "data.train_data": [str(data_dir / "train.parquet")],
@@ -195,7 +195,7 @@ def config_yaml(config: Any) -> str:
 
 def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:
     """What `ctu run` does for a `skyrl` spec, in order, as readable lines."""
-    backend = skyrl_params(spec)
+    backend = backend_params(spec, SkyRLParams)
     return [
         f"prepare datasets in {data_dir}: train.parquet and test_<name>.parquet for {', '.join(spec.data.test_sets) or 'no test sets'}",
         f"initialise Ray; {backend.num_nodes} node(s) x {backend.num_gpus_per_node} GPU(s), strategy {backend.strategy}, "
@@ -274,7 +274,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
 
-    backend = skyrl_params(spec)
+    backend = backend_params(spec, SkyRLParams)
     run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
     resume_step = latest_checkpoint_step(run.path) if resume else None
     if resume and resume_step is None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ctu.components.endpoint import OpenAIEndpointParams, probe
 from ctu.errors import CtuError
-from ctu.runners.skyrl.backend import skyrl_params
+from ctu.runners.backend import backend_params
 from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
 
@@ -135,5 +135,5 @@ def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MO
     """
     problems = endpoint_problems(spec)
     if not joining:
-        problems += preflight_problems(skyrl_params(spec), modules=modules)
+        problems += preflight_problems(backend_params(spec, SkyRLParams), modules=modules)
     raise_problems("this machine", problems)

@@ -20,18 +20,6 @@ UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0),
 """Sampling settings Tinker's sampling params lack, with the value that means "off"."""
 
 
-def tinker_params(spec: Spec) -> TinkerParams:
-    """The spec's ``backend`` section, which must be `tinker`'s.
-
-    Raises:
-        ValueError: the spec's backend is another.
-    """
-    params = spec.backend.params
-    if not isinstance(params, TinkerParams):
-        raise ValueError(f"a spec with backend type `tinker` is needed; this one's is `{spec.backend.type}`")
-    return params
-
-
 @registry.backends.register("tinker", params=TinkerParams)
 class TinkerBackend:
     """Any Tinker API server, or SkyRL's Tinker API server with its JAX backend started locally (the CPU path)."""

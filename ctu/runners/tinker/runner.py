@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
+from ctu.runners.backend import backend_params
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
-from ctu.runners.tinker.backend import tinker_params
 from ctu.runners.tinker.export import export_policy
 from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
@@ -105,7 +105,7 @@ class TinkerRunner:
 
     def __init__(self, spec: Spec, run_dir: RunDir, resume: bool = False, progress: bool = True) -> None:
         self.spec = spec
-        self.backend: TinkerParams = tinker_params(spec)
+        self.backend: TinkerParams = backend_params(spec, TinkerParams)
         self.run_dir = run_dir
         self.resume = resume
         self.progress = progress
