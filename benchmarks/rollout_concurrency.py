@@ -256,7 +256,7 @@ async def generate(domain: str, tasks: list[str], warm_up: list[str], samples: i
     from ctu.rollout.build import build_generator
     from ctu.rollout.sampling import OpenAIChatSampler
     from ctu.runners.task_rows import TaskRow
-    from ctu.runners.tinker.runner import generator_input
+    from ctu.runners.tinker.batch import generator_input
     from ctu.spec import spec_from_dict
 
     user = {"type": "llm", "model": "user", "base_url": base_url, "api_key_env": None, "timeout_s": 120}

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 EPSILON = 1e-6
+SPREAD_TOLERANCE = 1e-6
+"""Two rewards this close are equal when looking for a group's spread (SkyRL's `zero_variance_filter_tol`)."""
 
 
 def group_advantages(rewards: Sequence[float], group_size: int, norm_by_std: bool = True,
@@ -45,6 +47,18 @@ def group_advantages(rewards: Sequence[float], group_size: int, norm_by_std: boo
             centred = 0.0 if excluded[i] else rewards[i] - mean
             advantages.append(centred / (std + EPSILON) if norm_by_std else centred)
     return advantages
+
+
+def groups_without_spread(rewards: Sequence[float], groups: Sequence[str], excluded: Sequence[bool]) -> set[str]:
+    """The groups (trajectories sharing a name in `groups`) without a reward spread: fewer than two of their kept
+    rewards (those not `excluded`) differ by more than `SPREAD_TOLERANCE`. GRPO gives such a group zero advantages
+    (a group left with fewer than two has no baseline): nothing to learn from it. An excluded trajectory adds no
+    spread."""
+    kept: dict[str, list[float]] = {group: [] for group in groups}
+    for group, reward, out in zip(groups, rewards, excluded, strict=True):
+        if not out:
+            kept[group].append(float(reward))
+    return {group for group, values in kept.items() if len(values) < 2 or max(values) - min(values) <= SPREAD_TOLERANCE}
 
 
 def skip_step(excluded: Sequence[bool], max_infra_error_rate: float) -> bool:

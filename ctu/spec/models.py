@@ -189,6 +189,35 @@ class Rollout(Section):
     """Episodes per test task; pass^k is reported for every k up to this."""
 
 
+class DynamicSampling(Section):
+    """Re-sample until a step's batch holds enough groups with a reward spread (groups without one carry no GRPO
+    signal)."""
+
+    type: Literal["filter", "replace"] = "filter"
+    """`filter` (DAPO, Yu et al. 2025, arXiv:2503.14476): drop groups without a spread and sample more tasks until
+    `trainer.train_batch_size` groups with one are collected. `replace` (POLARIS; skyrl only): fill the places of
+    groups without a spread with copies of groups with one, re-sampling only when too few have one
+    (`min_replace_ratio`)."""
+    max_sample_batches: int = Field(30, ge=-1)
+    """Most batches sampled for one step; the run stops with an error past it (the tasks are too easy or too hard
+    for the policy). -1: no limit. SkyRL's default."""
+    min_replace_ratio: float = Field(0.3, ge=0.0, le=1.0)
+    """`replace` only: the share of a batch's groups that must have a spread for their copies to replace the rest."""
+
+
+class OffPolicyCorrection(Section):
+    """Truncated importance sampling of the rollout policy (Yao et al. 2025, "Your efficient RL framework secretly
+    brings you off-policy RL training"): the loss is weighted by the ratio of the trainer's to the sampler's
+    probability of each sampled token, capped. skyrl only: SkyRL's `algorithm.off_policy_correction`."""
+
+    tis_ratio_type: Literal["token", "sequence"] = "token"
+    """`token`: one ratio per token; `sequence`: the product over the trajectory's tokens."""
+    token_tis_ratio_clip_high: float = Field(2.0, gt=1.0)
+    """`token`: the cap on each token's ratio (SkyRL's default; it recommends 1.5-5)."""
+    sequence_tis_ratio_clip_high: float = Field(5.0, gt=1.0)
+    """`sequence`: the cap on a trajectory's ratio (SkyRL's default; it recommends 2-10)."""
+
+
 class Algorithm(Section):
     """GRPO: group-normalised advantages and a clipped policy loss (Shao et al. 2024, arXiv:2402.03300)."""
 
@@ -212,6 +241,21 @@ class Algorithm(Section):
     """Entropy bonus coefficient (0 is off)."""
     loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = "token_mean"
     """How token losses are averaged into the batch loss."""
+    policy_loss: Literal["regular", "rollout_is", "dppo"] = "regular"
+    """The policy loss. `regular`: PPO's clipped ratio to the policy before the step (recomputed by the trainer).
+    `rollout_is` (GLM-5 report, arXiv:2602.15763, section 4.1.2) and `dppo` (arXiv:2602.04879) weigh against the
+    sampler's own logprobs, as asynchronous training needs (`trainer.fully_async`). skyrl only for the last two
+    (SkyRL's `policy_loss_type`)."""
+    zero_variance_filter: bool = False
+    """Leave out of the loss every group whose rewards have no spread (all within 1e-6): GRPO gives them zero
+    advantage, and they would only dilute a `token_mean` loss (SkyRL, prime-rl and verl filter them alike). An
+    episode ended by an infrastructure error adds no spread. Counted in `train/zero_variance_groups`."""
+    dynamic_sampling: DynamicSampling | None = None
+    """Sample more until the batch has enough groups with a spread (null: off). Each extra batch is counted in
+    `train/sampling_rounds`. With `trainer.fully_async` only `filter` (SkyRL's `sample_full_batch`)."""
+    off_policy_correction: OffPolicyCorrection | None = None
+    """Correct for the sampler's probabilities differing from the trainer's (null: off). Needs the sampler's
+    logprobs of the sampled ids after temperature, which ctu's SkyRL sampler always returns."""
 
 
 class Optimizer(Section):
@@ -226,6 +270,19 @@ class Optimizer(Section):
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up, in optimizer steps (SkyRL steps its optimizer once per policy mini-batch, Tinker
     once per GRPO step; `ctu explain` prints the run's count); 0, SkyRL's default, is none."""
+
+
+class FullyAsync(Section):
+    """Asynchronous training (SkyRL's fully async trainer; AReaL, Fu et al. 2025, arXiv:2505.24298): episodes are
+    sampled while the trainer trains, each group by the newest weights when it started, and a step trains on the
+    first `policy_mini_batch_size` groups to finish. skyrl only."""
+
+    max_staleness_steps: int = Field(1, ge=0, le=100)
+    """A group started at step i is trained at step j <= i + this; 0 is on-policy. Logged per step as
+    `async/staleness_mean` and `async/staleness_max` (steps between a trained group's start and its step)."""
+    num_parallel_generation_workers: PositiveInt | None = None
+    """Groups in flight at once, between `policy_mini_batch_size` and `policy_mini_batch_size x (max_staleness_steps
+    + 1)`; null: the largest."""
 
 
 class Trainer(Section):
@@ -263,6 +320,10 @@ class Trainer(Section):
     """A step where more than this fraction of the episodes ended by an infrastructure error (user simulator,
     evaluator or fatal judge failure) is skipped with a warning: no update (`train/skipped_steps`). Below it,
     such episodes are only left out of their groups and the loss."""
+    fully_async: FullyAsync | None = None
+    """Train asynchronously (null: synchronous: every step samples, then trains). Needs `train_batch_size` equal to
+    `policy_mini_batch_size`, a loss against the sampler's logprobs (`algorithm.policy_loss: rollout_is` or `dppo`),
+    and the policy and vLLM on separate GPUs (`backend.colocate_all: false`)."""
     optimizer: Optimizer = Field(default_factory=Optimizer)
     """Policy optimizer."""
 

@@ -192,3 +192,25 @@ def test_reference_model_offload_and_penalties_reach_skyrl_and_the_sampler(tmp_p
     plain = resolve_skyrl_config(load_spec(REPO / "specs" / "tau_bench.yaml").spec, tmp_path / "data", tmp_path)
     assert plain.trainer.ref.model.path == plain.trainer.policy.model.path  # the policy's starting weights
     assert not plain.trainer.policy.fsdp_config.cpu_offload
+
+
+def test_filtering_off_policy_correction_and_async_reach_skyrl_which_accepts_them(tmp_path: Path):
+    """Each spec entry lands on SkyRL's own field, and SkyRL's `validate_cfg` accepts the result. Under
+    `trainer.fully_async`, dynamic sampling's `filter` is SkyRL's async `sample_full_batch`."""
+    sync = load_spec(REPO / "specs" / "tau_bench.yaml", [
+        "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 5}",
+        "algorithm.off_policy_correction={tis_ratio_type: sequence, sequence_tis_ratio_clip_high: 4.0}"]).spec
+    algorithm = resolve_skyrl_config(sync, tmp_path / "data", tmp_path).trainer.algorithm
+    assert algorithm.zero_variance_filter and algorithm.dynamic_sampling.type == "filter"
+    assert algorithm.dynamic_sampling.max_sample_batches == 5
+    assert (algorithm.off_policy_correction.tis_ratio_type, algorithm.off_policy_correction.sequence_tis_ratio_clip_high) == ("sequence", 4.0)
+    fully_async = load_spec(REPO / "specs" / "tau_bench.yaml", [
+        "backend.colocate_all=false", "trainer.policy_mini_batch_size=${trainer.train_batch_size}",
+        "trainer.fully_async={max_staleness_steps: 2}", "algorithm.policy_loss=rollout_is",
+        "algorithm.dynamic_sampling={type: filter}"]).spec
+    config = resolve_skyrl_config(fully_async, tmp_path / "data", tmp_path)
+    assert config.trainer.fully_async.enabled and config.trainer.fully_async.max_staleness_steps == 2
+    assert config.trainer.fully_async.num_parallel_generation_workers == fully_async.trainer.train_batch_size * 3
+    assert config.trainer.fully_async.sample_full_batch and config.trainer.algorithm.zero_variance_filter
+    assert config.trainer.algorithm.dynamic_sampling.type is None and config.trainer.algorithm.policy_loss_type == "rollout_is"
+    assert config.generator.sampling_params.logprobs == 0  # the loss reads the sampler's logprobs

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from ctu.rollout.records import TrajectoryRecord
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow
+from ctu.runners.tinker.batch import StepPlan
 from ctu.runners.tinker.runner import TinkerRunner
 from ctu.spec import spec_from_dict
+from tau_bench_env.outcome import EpisodeResult
 
 
 class Done:
@@ -40,31 +42,42 @@ class RecordingTraining:
 
 
 class FixedGenerator:
-    """A batch of two groups of two with the given rewards and infrastructure errors."""
+    """Batches of groups of two: each `generate` call takes the next rewards and infrastructure errors."""
 
-    def __init__(self, rewards: list[float], infra_errors: list[str | None]) -> None:
-        self.rewards = rewards
-        self.last_records = [SimpleNamespace(infra_error=e) for e in infra_errors]
+    def __init__(self, *batches: tuple[list[float], list[str | None]]) -> None:
+        self.batches = list(batches)
+        self.calls: list[list[str]] = []
+        self.last_records: list[TrajectoryRecord] = []
 
     async def generate(self, input_batch):
-        n = len(self.rewards)
+        rewards, errors = self.batches.pop(0)
+        self.calls.append([str(extras["task_id"]) for extras in input_batch["env_extras"]])
+        self.last_records = [TrajectoryRecord([1, 2], [3, 4], [1, 1], [0.0, 0.0], reward, "stop", EpisodeResult("retail", "1"),
+                                              infra_error=error) for reward, error in zip(rewards, errors)]
+        n = len(rewards)
         return {"prompt_token_ids": [[1, 2]] * n, "response_ids": [[3, 4]] * n, "loss_masks": [[1, 1]] * n,
-                "rewards": self.rewards, "rollout_logprobs": None, "rollout_metrics": {}}
+                "rewards": rewards, "rollout_logprobs": None, "rollout_metrics": {}}
 
 
-def step(minimal, tmp_path: Path, rewards, infra_errors, **trainer):
+ROWS = [TaskRow({"domain": "retail", "task_id": str(i)}) for i in range(6)]
+
+
+def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, **trainer):
+    """One step of two tasks x two samples; `more` are the batches dynamic sampling draws next."""
     minimal["rollout"] = {"n_samples_per_prompt": 2}
     minimal["trainer"] = {"train_batch_size": 2, "policy_mini_batch_size": 2, **trainer}
+    minimal["algorithm"] = {"use_kl_loss": False, **(algorithm or {})}
     spec = spec_from_dict(minimal).spec
     runner = TinkerRunner(spec, RunDir(tmp_path), progress=False)
     training = RecordingTraining()
-    rows = [TaskRow({"domain": "retail", "task_id": "1"}), TaskRow({"domain": "retail", "task_id": "2"})]
-    metrics = asyncio.run(runner._train_step(FixedGenerator(rewards, infra_errors), training, rows, 1))
-    return training, metrics
+    plan = StepPlan(ROWS, 2, 1, 0, shuffle=False, max_steps=None)
+    generator = FixedGenerator((rewards, infra_errors), *more)
+    metrics = asyncio.run(runner._train_step(generator, training, plan, 1))
+    return training, metrics, generator
 
 
 def test_an_infrastructure_error_trains_nothing_and_leaves_its_group_without_a_baseline(minimal, tmp_path):
-    training, metrics = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"])
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"])
     # group 1 trains both episodes; group 2 has one episode left, so nothing to compare it with
     assert [a[-1] for a in training.advantages] == pytest.approx([0.7071, -0.7071], abs=1e-3)
     assert training.optimizer_steps == 1
@@ -73,9 +86,37 @@ def test_an_infrastructure_error_trains_nothing_and_leaves_its_group_without_a_b
 
 def test_a_step_over_the_infra_error_rate_is_skipped(minimal, tmp_path, caplog):
     errors = ["user simulator: 503", "user simulator: 503", None, "evaluator: KeyError"]
-    training, metrics = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], errors, max_infra_error_rate=0.5)
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], errors, max_infra_error_rate=0.5)
     assert training.advantages == [] and training.optimizer_steps == 0
     assert metrics["train/skipped_steps"] == 1.0 and metrics["train/optimizer_steps"] == 0.0
     assert "step 1 skipped: 3 of 4 episodes ended by an infrastructure error" in caplog.text
-    training, metrics = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], errors, max_infra_error_rate=0.75)
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], errors, max_infra_error_rate=0.75)
     assert training.optimizer_steps == 0 and metrics["train/skipped_steps"] == 0.0  # not skipped; nothing left to compare
+
+
+def test_zero_variance_groups_are_counted_and_an_infrastructure_error_adds_no_spread(minimal, tmp_path):
+    # group 1: 1.0 and 1.0; group 2: 1.0 and an infrastructure error's 0.0: neither has a spread
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 1.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
+                                algorithm={"zero_variance_filter": True})
+    assert training.advantages == [] and metrics["train/zero_variance_groups"] == 2.0
+    assert metrics["train/sampling_rounds"] == 1.0
+
+
+def test_dynamic_sampling_draws_more_tasks_until_the_batch_has_groups_with_a_spread(minimal, tmp_path):
+    no_errors = [None] * 4
+    training, metrics, generator = step(
+        minimal, tmp_path, [1.0, 1.0, 1.0, 0.0], no_errors,  # group 2 kept
+        ([0.0, 0.0, 0.0, 0.0], no_errors),                   # nothing kept
+        ([1.0, 0.0, 1.0, 0.0], no_errors),                   # group 1 kept, which fills the batch
+        algorithm={"dynamic_sampling": {"type": "filter", "max_sample_batches": 3}})
+    assert metrics["train/sampling_rounds"] == 3.0 and metrics["train/zero_variance_groups"] == 3.0
+    assert len(training.advantages) == 4 and training.optimizer_steps == 1  # two groups of two, both with a spread
+    assert generator.calls[0] == ["0", "0", "1", "1"]  # the step's own tasks first, then seeded draws of all tasks
+    assert all(len(set(call)) == 2 for call in generator.calls[1:])
+    assert metrics["reward/avg_final_reward"] == pytest.approx(5 / 12)  # over every episode sampled
+
+
+def test_dynamic_sampling_stops_the_run_after_max_sample_batches(minimal, tmp_path):
+    flat = ([0.0] * 4, [None] * 4)
+    with pytest.raises(RuntimeError, match=r"2 batches sampled .* gave 0 of 2 groups with a reward spread"):
+        step(minimal, tmp_path, *flat, flat, algorithm={"dynamic_sampling": {"max_sample_batches": 2}})

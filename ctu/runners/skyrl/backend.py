@@ -19,6 +19,17 @@ from ctu.spec.skyrl_keys import is_skyrl_config_key, skyrl_config_keys
 
 SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
 """SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
+SPEC_ENTRIES = {
+    "trainer.algorithm.policy_loss_type": "algorithm.policy_loss",
+    "trainer.algorithm.zero_variance_filter": "algorithm.zero_variance_filter",
+    "trainer.algorithm.dynamic_sampling": "algorithm.dynamic_sampling",
+    "trainer.algorithm.off_policy_correction": "algorithm.off_policy_correction",
+    "trainer.fully_async": "trainer.fully_async",
+}
+"""SkyRL config sections a spec entry sets (and ctu's trainer adapts to: infrastructure errors stay out of
+filtering, re-sampling and asynchronous batches): an override of them names the entry instead."""
+ROLLOUT_LOSSES = ("rollout_is", "dppo")
+"""`algorithm.policy_loss` values that weigh against the sampler's logprobs, as SkyRL's fully async trainer needs."""
 
 
 @registry.backends.register("skyrl", params=SkyRLParams)
@@ -35,6 +46,7 @@ class SkyRLBackend:
         """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`), colocated engines that
         do not fill them, and `skyrl_overrides` naming no SkyRL field or setting what ctu keeps or ignores."""
         yield from _placement_errors(spec, self.params)
+        yield from _async_errors(spec, self.params)
         yield from _override_errors(self.params)
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
@@ -129,6 +141,30 @@ def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
         )
 
 
+def _async_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
+    """What SkyRL's fully async trainer asserts at start, said before a cluster is reserved."""
+    if spec.trainer.fully_async is None:
+        return
+    why = "with trainer.fully_async"
+    if spec.trainer.train_batch_size != spec.trainer.policy_mini_batch_size:
+        yield SpecIssue("trainer.policy_mini_batch_size", f"{why}, each step is one mini-batch: set it equal to "
+                                                          f"train_batch_size ({spec.trainer.train_batch_size})")
+    if spec.algorithm.policy_loss not in ROLLOUT_LOSSES:
+        yield SpecIssue("algorithm.policy_loss", f"{why}, the loss must weigh against the sampler's logprobs (the "
+                                                 f"policies that sampled stale groups are gone): {' or '.join(ROLLOUT_LOSSES)}")
+    if params.colocate_all:
+        yield SpecIssue("backend.colocate_all", f"{why}, vLLM samples while the policy trains: set it false and give "
+                                                "the engines GPUs of their own")
+    if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
+        yield SpecIssue("algorithm.dynamic_sampling.type", f"{why}, only `filter` (SkyRL's sample_full_batch)")
+    workers = spec.trainer.fully_async.num_parallel_generation_workers
+    most = spec.trainer.policy_mini_batch_size * (spec.trainer.fully_async.max_staleness_steps + 1)
+    if workers is not None and not spec.trainer.policy_mini_batch_size <= workers <= most:
+        yield SpecIssue("trainer.fully_async.num_parallel_generation_workers",
+                        f"must be between policy_mini_batch_size ({spec.trainer.policy_mini_batch_size}) and "
+                        f"policy_mini_batch_size x (max_staleness_steps + 1) ({most}); got {workers}")
+
+
 def _override_errors(params: SkyRLParams) -> Iterator[SpecIssue]:
     """The raw SkyRL escape hatch names only fields of SkyRL's config, cannot switch on what ctu guarantees off,
     nor set what ctu would ignore."""
@@ -137,6 +173,10 @@ def _override_errors(params: SkyRLParams) -> Iterator[SpecIssue]:
         if not is_skyrl_config_key(key):
             yield SpecIssue(where, f"not a field of SkyRL's config{did_you_mean(key, skyrl_config_keys())}")
             continue
+        entry = next((entry for section, entry in SPEC_ENTRIES.items() if key == section or key.startswith(section + ".")), None)
+        if entry is not None:
+            yield SpecIssue(where, f"set the spec's `{entry}` instead: ctu's trainer adapts to it (infrastructure "
+                                   "errors stay out of filtering, re-sampling and asynchronous batches)")
         if key.split(".")[-1] == "zero_reward_on_non_stop" and value:
             yield SpecIssue(where, "ctu keeps SkyRL's zero_reward_on_non_stop false; add the `zero_on_non_stop` reward instead")
         if key.startswith(SAMPLING_OVERRIDES):

@@ -50,6 +50,7 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
         **_models_and_placement(spec, backend),
         **_run_and_schedule(spec, run_dir, resume),
         **_algorithm(spec),
+        **_filtering_and_async(spec),
         **_generator(spec, components.chat_template.template_kwargs),
         **_inference_engine(spec, backend),
         **backend.skyrl_overrides,
@@ -119,11 +120,44 @@ def _algorithm(spec: Spec) -> dict[str, object]:
         "trainer.algorithm.use_entropy_loss": algorithm.entropy_coef > 0,
         "trainer.algorithm.entropy_loss_coef": algorithm.entropy_coef,
         "trainer.algorithm.loss_reduction": algorithm.loss_reduction,
+        "trainer.algorithm.policy_loss_type": algorithm.policy_loss,
         "trainer.policy.optimizer_config.lr": optimizer.lr,
         "trainer.policy.optimizer_config.weight_decay": optimizer.weight_decay,
         "trainer.policy.optimizer_config.max_grad_norm": optimizer.max_grad_norm,
         "trainer.policy.optimizer_config.num_warmup_steps": optimizer.warmup_steps,
     }
+
+
+def _filtering_and_async(spec: Spec) -> dict[str, object]:
+    """Zero-variance filtering, dynamic sampling, off-policy correction and fully async training. Under
+    `trainer.fully_async`, dynamic sampling's `filter` is SkyRL's async form of it, ``sample_full_batch`` (its
+    synchronous ``dynamic_sampling`` is refused there). Whenever a loss reads the sampler's logprobs,
+    ``generator.sampling_params.logprobs`` says so (SkyRL's check); ctu's sampler returns them always."""
+    algorithm, fully_async = spec.algorithm, spec.trainer.fully_async
+    sampling, correction = algorithm.dynamic_sampling, algorithm.off_policy_correction
+    overrides: dict[str, object] = {
+        "trainer.algorithm.zero_variance_filter": algorithm.zero_variance_filter or (fully_async is not None and sampling is not None),
+        "trainer.algorithm.dynamic_sampling.type": sampling.type if sampling is not None and fully_async is None else None,
+        "trainer.fully_async.enabled": fully_async is not None,
+    }
+    if sampling is not None:
+        overrides["trainer.algorithm.dynamic_sampling.max_sample_batches"] = sampling.max_sample_batches
+        overrides["trainer.algorithm.dynamic_sampling.min_replace_ratio"] = sampling.min_replace_ratio
+    if correction is not None:
+        overrides["trainer.algorithm.off_policy_correction.tis_ratio_type"] = correction.tis_ratio_type
+        overrides["trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high"] = correction.token_tis_ratio_clip_high
+        overrides["trainer.algorithm.off_policy_correction.sequence_tis_ratio_clip_high"] = correction.sequence_tis_ratio_clip_high
+    if correction is not None or algorithm.policy_loss != "regular":
+        overrides["generator.sampling_params.logprobs"] = 0
+    if fully_async is not None:
+        batch = spec.trainer.policy_mini_batch_size
+        overrides.update({
+            "trainer.fully_async.max_staleness_steps": fully_async.max_staleness_steps,
+            "trainer.fully_async.num_parallel_generation_workers":
+                fully_async.num_parallel_generation_workers or batch * (fully_async.max_staleness_steps + 1),
+            "trainer.fully_async.sample_full_batch": sampling is not None,
+        })
+    return overrides
 
 
 def _generator(spec: Spec, template_kwargs: Mapping[str, object]) -> dict[str, object]:

@@ -30,7 +30,8 @@ class TinkerBackend:
         self.params = params
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
-        """What the Tinker path cannot honour: a KL loss or reference model, sampling penalties, no server."""
+        """What the Tinker path cannot honour: a KL loss or reference model, sampling penalties, no server, and the
+        training features only SkyRL's trainer has."""
         if spec.algorithm.use_kl_loss and spec.algorithm.kl_loss_coef > 0:
             yield SpecIssue("algorithm.use_kl_loss",
                             "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false")
@@ -42,6 +43,7 @@ class TinkerBackend:
             yield SpecIssue("model.reference_path", "the tinker backend has no reference model: remove it")
         if not self.params.local and not self.params.base_url:
             yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
+        yield from _skyrl_only(spec)
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """None."""
@@ -88,3 +90,19 @@ class TinkerBackend:
 
         params = spec.backend.params
         return serve_policy(spec, params if isinstance(params, TinkerParams) else None, policy, run_dir, work_dir)
+
+
+def _skyrl_only(spec: Spec) -> Iterator[SpecIssue]:
+    """The training features ctu's Tinker loop does not have (its loss is `backend.loss` on the sampler's
+    logprobs, and it samples, then trains)."""
+    use_skyrl = "use the skyrl backend"
+    if spec.trainer.fully_async is not None:
+        yield SpecIssue("trainer.fully_async", f"the tinker loop samples, then trains: remove it, or {use_skyrl}")
+    if spec.algorithm.off_policy_correction is not None:
+        yield SpecIssue("algorithm.off_policy_correction",
+                        f"the tinker loop's loss is `backend.loss` (importance_sampling or ppo, both against the sampler's "
+                        f"logprobs): remove it, or {use_skyrl}")
+    if spec.algorithm.policy_loss != "regular":
+        yield SpecIssue("algorithm.policy_loss", f"the tinker loop's loss is `backend.loss`: keep `regular`, or {use_skyrl}")
+    if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
+        yield SpecIssue("algorithm.dynamic_sampling.type", f"the tinker loop re-samples with `filter` only, or {use_skyrl}")

@@ -23,7 +23,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctu.composition import build_components
@@ -33,6 +32,7 @@ from ctu.runners.backend import backend_params
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
+from ctu.runners.tinker.batch import SampledBatch, StepPlan, generator_input
 from ctu.runners.tinker.export import export_policy
 from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
@@ -41,53 +41,6 @@ if TYPE_CHECKING:
     from ctu.rollout.records import Rollout, TrajectoryRecord
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class StepPlan:
-    """Which training rows each step uses: per epoch, a seeded shuffle; `train_batch_size` rows a step."""
-
-    rows: list[TaskRow]
-    batch_size: int
-    epochs: int
-    seed: int
-    shuffle: bool
-    max_steps: int | None
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return max(1, len(self.rows) // self.batch_size) if len(self.rows) >= self.batch_size else 1
-
-    @property
-    def total_steps(self) -> int:
-        total = self.steps_per_epoch * self.epochs
-        return min(total, self.max_steps) if self.max_steps is not None else total
-
-    def batch(self, step: int) -> list[TaskRow]:
-        """The rows of 1-based `step` (the same rows whenever it is asked: resumable)."""
-        epoch, index = divmod(step - 1, self.steps_per_epoch)
-        order = list(range(len(self.rows)))
-        if self.shuffle:
-            random.Random(self.seed * 7919 + epoch).shuffle(order)
-        chosen = order[index * self.batch_size : (index + 1) * self.batch_size] or order[: self.batch_size]
-        return [self.rows[i] for i in chosen]
-
-
-def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) -> dict[str, object]:
-    """A SkyRL `GeneratorInput` with each row repeated `samples` times, consecutively (one GRPO group)."""
-    from skyrl.train.generators.base import BatchMetadata
-
-    from tau_bench_env.env import ENV_CLASS
-
-    repeated = [row for row in rows for _ in range(samples)]
-    return {
-        "prompts": [row.prompt for row in repeated],
-        "env_classes": [ENV_CLASS] * len(repeated),
-        "env_extras": [dict(row.extras) for row in repeated],
-        "sampling_params": None,
-        "trajectory_ids": None,
-        "batch_metadata": BatchMetadata(global_step=step, training_phase=phase),
-    }
 
 
 class TinkerRunner:
@@ -166,7 +119,7 @@ class TinkerRunner:
                         trackers.log(await self._evaluate(generator, tests, 0), 0)
                     for step in range(start_step + 1, plan.total_steps + 1):
                         started = time.perf_counter()
-                        metrics = await self._train_step(generator, training, plan.batch(step), step)
+                        metrics = await self._train_step(generator, training, plan, step)
                         sampler.client = await training.save_weights_and_get_sampling_client_async()
                         last = step == plan.total_steps
                         interval = spec.trainer.eval_interval
@@ -237,19 +190,19 @@ class TinkerRunner:
         metrics[metric(EVAL, "num_episodes")] = float(episodes)
         return metrics
 
-    async def _train_step(self, generator: Rollout, training: Any, rows: list[TaskRow], step: int) -> dict[str, float]:
+    async def _train_step(self, generator: Rollout, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
         import numpy as np
         import tinker
 
         spec = self.spec
         samples = spec.rollout.n_samples_per_prompt
-        output = await generator.generate(generator_input(rows, samples, "train", step))
-        excluded = [record.infra_error is not None for record in generator.last_records]
+        batch = await self._sample(generator, plan, step)
+        output, records = batch.output, batch.records
+        excluded = [record.infra_error is not None for record in records]
         advantages = group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std, excluded)
         skipped = skip_step(excluded, spec.trainer.max_infra_error_rate)
         if skipped:
-            logger.warning(skipped_step_message(step, [r.infra_error for r in generator.last_records],
-                                                spec.trainer.max_infra_error_rate))
+            logger.warning(skipped_step_message(step, [r.infra_error for r in records], spec.trainer.max_infra_error_rate))
         logprobs = output["rollout_logprobs"] or [[0.0] * len(r) for r in output["response_ids"]]
         config = None
         if self.backend.loss == "ppo":
@@ -281,7 +234,7 @@ class TinkerRunner:
             params = tinker.types.AdamParams(learning_rate=rate, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.max_grad_norm)
             await (await training.optim_step_async(params)).result_async()
         groups = [advantages[i : i + samples] for i in range(0, len(advantages), samples)]
-        metrics = dict(output["rollout_metrics"] or {})
+        metrics = batch.metrics
         metrics.update({
             metric(TRAIN, "learning_rate"): rate,
             metric(TRAIN, "trained_trajectories"): float(trained),
@@ -294,6 +247,42 @@ class TinkerRunner:
         if losses:
             metrics[metric(TRAIN, "loss_sum")] = sum(losses)
         return metrics
+
+    async def _sample(self, generator: Rollout, plan: StepPlan, step: int) -> SampledBatch:
+        """The step's groups: its tasks (`plan.batch(step)`), each sampled `n_samples_per_prompt` times; with `algorithm.dynamic_sampling`
+        (`filter`, DAPO's), groups without a reward spread (`grpo.zero_variance_groups`; infrastructure errors
+        add none) are dropped and more tasks sampled until `train_batch_size` groups with one are collected.
+
+        Round r > 1 of step s samples `train_batch_size` tasks drawn from every training task with a seed of
+        (experiment seed, s, r), so a resumed step draws the same ones; SkyRL instead takes the epoch's next
+        batches. Rollout metrics are over every episode sampled for the step.
+
+        Raises:
+            RuntimeError: `max_sample_batches` rounds did not collect enough groups with a spread.
+        """
+        spec = self.spec
+        rows = plan.batch(step)
+        samples, sampling, target = spec.rollout.n_samples_per_prompt, spec.algorithm.dynamic_sampling, len(rows)
+        kept: list[int] = []
+        batch = SampledBatch()
+        while True:
+            batch.rounds += 1
+            output = await generator.generate(generator_input(rows, samples, "train", step))
+            first = len(batch.records)
+            batch.add(output, generator.last_records)
+            for group in range(first, len(batch.records), samples):
+                spread = not batch.zero_variance(group, samples)
+                batch.dropped += not spread
+                if sampling is None or spread:
+                    kept.append(group)
+            if sampling is None or len(kept) >= target:
+                break
+            if 0 < sampling.max_sample_batches <= batch.rounds:
+                raise RuntimeError(f"step {step}: {batch.rounds} batches sampled (algorithm.dynamic_sampling."
+                                   f"max_sample_batches) gave {len(kept)} of {target} groups with a reward spread: "
+                                   "the tasks are too easy or too hard for the policy")
+            rows = random.Random(f"{spec.experiment.seed}/{step}/{batch.rounds}").sample(plan.rows, min(target, len(plan.rows)))
+        return batch.keep([i for group in kept[:target] for i in range(group, group + samples)])
 
     async def _checkpoint(self, training: Any, step: int) -> str:
         """Save weights and optimizer through the API; record the path in `checkpoints/step_NNNNNN.json`."""

@@ -1,0 +1,167 @@
+"""ctu's SkyRL trainers: SkyRL's synchronous `RayPPOTrainer` and its `FullyAsyncRayPPOTrainer`, each with ctu's
+test-set metrics and infrastructure errors kept out of training (`CtuTraining`).
+
+Imported only inside the launch (it imports torch and skyrl's trainers).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from typing import Any
+
+from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
+from skyrl.train.trainer import RayPPOTrainer
+
+from ctu.metrics import TRAIN, evaluation_metrics, metric
+from ctu.runners.grpo import groups_without_spread
+from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, mark_excluded, neutral
+
+logger = logging.getLogger(__name__)
+
+EXCLUDED_KEY = "ctu_infra_error"
+"""The training batch's metadata entry with each trajectory's exclusion flag."""
+SAMPLING_ROUNDS = metric(TRAIN, "sampling_rounds")
+ZERO_VARIANCE_GROUPS = metric(TRAIN, "zero_variance_groups")
+
+
+class CtuTraining:
+    """What ctu adds to a SkyRL trainer (a mixin before the SkyRL trainer class).
+
+    **Evaluation**: ``test-<name>/average_reward``, ``success_rate`` and pass^k for each evaluation set, and
+    ``eval/all/<ctu metric>`` over every eval trajectory at once. SkyRL combines the generator's per-batch metrics
+    by their names (a mean of batch means for "avg"/"mean", the minimum for "min", such as "termination", else the
+    sum, so a success rate over two batches could read 1.25); ctu recomputes them from the trajectories.
+
+    **Infrastructure errors** (`ctu.runners.skyrl.exclusion`): a trajectory whose episode ended by one adds no
+    spread to its group wherever SkyRL looks for one (dynamic sampling, zero-variance filtering, the async
+    trainer's `sample_full_batch`), is left out of its group's mean and standard deviation, and gets advantage 0
+    and loss mask 0; a group left with fewer than two gets advantages 0 (as `ctu.runners.grpo.group_advantages`
+    gives on the Tinker backend). A step with more of them than `trainer.max_infra_error_rate` trains nothing
+    (`train/skipped_steps`).
+
+    **Metrics**: ``train/zero_variance_groups``, the groups of the step without a reward spread (those dynamic
+    sampling or `sample_full_batch` dropped, and those left in the batch, which `zero_variance_filter` masks), and
+    ``train/sampling_rounds``, the batches dynamic sampling sampled for the step.
+    """
+
+    max_infra_error_rate: float = 0.5
+    """Set by `CtuPPOExp` from the spec."""
+    _skip_step: bool = False
+    _infra_errors: list[str | None] = []
+    _dropped_groups: int = 0
+    _sampling_rounds: int = 0
+
+    def handle_dynamic_sampling(self, generator_output: Any, uids: list[str]) -> tuple[Any, list[str], bool]:
+        """SkyRL's dynamic sampling on a view where excluded trajectories add no spread; counts the rounds and the
+        groups it drops."""
+        view = neutral(generator_output, uids)
+        self._sampling_rounds += 1
+        self._dropped_groups += len(groups_without_spread(view["rewards"], uids, excluded_rows(view)))  # dropped or replaced
+        output, kept_uids, keep_sampling = super().handle_dynamic_sampling(view, uids)  # type: ignore[misc]
+        return output, kept_uids, keep_sampling
+
+    def _should_keep_group(self, group: Any) -> bool:
+        """The async trainer's `sample_full_batch` check, on a view where excluded trajectories add no spread."""
+        uids = [group.uid] * len(group.generator_output["response_ids"])
+        view = neutral(group.generator_output, uids)
+        keep = not groups_without_spread(view["rewards"], uids, excluded_rows(view))
+        if not keep:
+            self._dropped_groups += 1
+        return keep
+
+    def postprocess_generator_output(self, generator_output: Any, uids: list[str], **kwargs: Any) -> tuple[Any, list[str]]:
+        """SkyRL's post-processing with the loss masks of excluded trajectories zeroed (so SkyRL's zero-variance
+        filter counts them as dead), and with `zero_variance_filter` those of every group without a spread (SkyRL
+        keeps a group of one live trajectory, which has none); logs the step's filtering metrics."""
+        excluded = excluded_rows(generator_output)
+        self._infra_errors = infra_errors(generator_output)
+        flat = groups_without_spread(generator_output["rewards"], uids, excluded)
+        masked = flat if self.cfg.trainer.algorithm.zero_variance_filter else set()
+        masks = [[0] * len(mask) if out or uid in masked else mask
+                 for mask, out, uid in zip(generator_output["loss_masks"], excluded, uids, strict=True)]
+        output, uids = super().postprocess_generator_output({**generator_output, "loss_masks": masks}, uids, **kwargs)  # type: ignore[misc]
+        self.all_metrics[ZERO_VARIANCE_GROUPS] = float(self._dropped_groups + len(flat))
+        self.all_metrics[SAMPLING_ROUNDS] = float(max(1, self._sampling_rounds))
+        self._dropped_groups = self._sampling_rounds = 0
+        return output, uids
+
+    def convert_to_training_input(self, generator_output: Any, uids: list[str]) -> Any:
+        """SkyRL's training batch, with each trajectory's exclusion flag in its metadata (``EXCLUDED_KEY``; SkyRL's
+        padding rows, after them, have none)."""
+        batch = super().convert_to_training_input(generator_output, uids)  # type: ignore[misc]
+        batch.metadata[EXCLUDED_KEY] = excluded_rows(generator_output)
+        return batch
+
+    def compute_advantages_and_returns(self, data: Any) -> Any:
+        """SkyRL's advantages with each excluded trajectory in a group of its own (so out of its group's mean and
+        standard deviation), then excluded trajectories and groups of fewer than two kept ones zeroed; decides
+        whether the step is skipped."""
+        import torch
+
+        from ctu.runners.grpo import skip_step
+
+        uids = list(data.metadata["uids"])
+        flags = list(data.metadata.pop(EXCLUDED_KEY))
+        episodes = len(flags)
+        excluded = flags + [False] * (len(uids) - episodes)
+        self._skip_step = skip_step(flags, self.max_infra_error_rate)
+        if not any(excluded):
+            return super().compute_advantages_and_returns(data)  # type: ignore[misc]
+        data.metadata["uids"] = mark_excluded(uids, excluded)
+        try:
+            data = super().compute_advantages_and_returns(data)  # type: ignore[misc]
+        finally:
+            data.metadata["uids"] = uids
+        kept = Counter(uid for uid, out in zip(uids[:episodes], excluded) if not out)
+        zero = torch.tensor([i < episodes and (excluded[i] or kept[uid] < 2) for i, uid in enumerate(uids)])
+        data["advantages"][zero] = 0.0
+        data["returns"][zero] = 0.0
+        data["loss_mask"][torch.tensor(excluded)] = 0
+        valid = torch.masked_select(data["advantages"][:episodes], data["loss_mask"][:episodes].bool())
+        self.all_metrics["loss/avg_raw_advantages"] = valid.mean().item() if valid.numel() else 0.0
+        self.all_metrics["loss/avg_raw_advantages_abs"] = valid.abs().mean().item() if valid.numel() else 0.0
+        return data
+
+    def train_critic_and_policy(self, data: Any) -> dict[str, float]:
+        """SkyRL's update, unless the step is skipped (`train/skipped_steps`)."""
+        if not self._skip_step:
+            self.all_metrics[metric(TRAIN, "skipped_steps")] = 0.0
+            trained: dict[str, float] = super().train_critic_and_policy(data)  # type: ignore[misc]
+            return trained
+        from ctu.runners.grpo import skipped_step_message
+
+        logger.warning(skipped_step_message(self.global_step, self._infra_errors, self.max_infra_error_rate))
+        self.all_metrics[metric(TRAIN, "skipped_steps")] = 1.0
+        return {}
+
+    async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        """SkyRL's evaluation plus ctu's metrics of every evaluation set."""
+        from ctu.rollout.records import rollout_metrics
+
+        self.generator.pop_eval_records()
+        metrics: dict[str, float] = await super().eval(*args, **kwargs)  # type: ignore[misc]
+        records = self.generator.pop_eval_records()
+        metrics.update({f"eval/all/{name}": value for name, value in rollout_metrics(records).items()})
+        groups: dict[str, list[Any]] = defaultdict(list)
+        for record in records:
+            groups[str(record.extras.get("test_set") or record.extras.get("data_source"))].append(record)
+        samples = self.cfg.generator.eval_n_samples_per_prompt
+        for name, group in groups.items():
+            metrics.update(evaluation_metrics(name, group, samples))
+        return metrics
+
+    # what the mixin reads of the SkyRL trainer it is mixed into
+    cfg: Any
+    generator: Any
+    all_metrics: dict[str, Any]
+    global_step: int
+
+
+class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
+    """SkyRL's synchronous trainer with `CtuTraining`."""
+
+
+class CtuFullyAsyncTrainer(CtuTraining, FullyAsyncRayPPOTrainer):
+    """SkyRL's fully async trainer (`trainer.fully_async`) with `CtuTraining`; SkyRL logs each step's staleness
+    (``async/staleness_mean``, ``_max``, ``_min``, ``_ratio``: steps between a trained group's start and its step)."""

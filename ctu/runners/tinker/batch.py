@@ -1,0 +1,119 @@
+"""What one step of the Tinker loop samples and trains on: the tasks of each step (`StepPlan`), the generator's
+input for them, and the trajectories sampled over dynamic sampling's rounds (`SampledBatch`)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ctu.metrics import TIMING, TRAIN, metric
+from ctu.rollout.records import rollout_metrics
+from ctu.runners.grpo import groups_without_spread
+from ctu.runners.task_rows import TaskRow
+
+if TYPE_CHECKING:
+    from ctu.rollout.records import TrajectoryRecord
+
+
+@dataclass
+class StepPlan:
+    """Which training rows each step uses: per epoch, a seeded shuffle; `train_batch_size` rows a step."""
+
+    rows: list[TaskRow]
+    batch_size: int
+    epochs: int
+    seed: int
+    shuffle: bool
+    max_steps: int | None
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, len(self.rows) // self.batch_size) if len(self.rows) >= self.batch_size else 1
+
+    @property
+    def total_steps(self) -> int:
+        total = self.steps_per_epoch * self.epochs
+        return min(total, self.max_steps) if self.max_steps is not None else total
+
+    def batch(self, step: int) -> list[TaskRow]:
+        """The rows of 1-based `step` (the same rows whenever it is asked: resumable)."""
+        epoch, index = divmod(step - 1, self.steps_per_epoch)
+        order = list(range(len(self.rows)))
+        if self.shuffle:
+            random.Random(self.seed * 7919 + epoch).shuffle(order)
+        chosen = order[index * self.batch_size : (index + 1) * self.batch_size] or order[: self.batch_size]
+        return [self.rows[i] for i in chosen]
+
+
+TRAINED_KEYS = ("prompt_token_ids", "response_ids", "loss_masks", "rewards", "rollout_logprobs")
+"""What a training step reads of the generator's output, one entry per trajectory."""
+
+
+@dataclass
+class SampledBatch:
+    """The trajectories sampled for one Tinker step, over one or more rounds of dynamic sampling.
+
+    Attributes:
+        output: `TRAINED_KEYS`, one entry per trajectory (logprobs 0 where the sampler gave none).
+        records: each trajectory's record, aligned with `output`.
+        sampled: every record sampled for the step, kept or dropped (the rollout metrics' episodes).
+        rounds: batches sampled (``train/sampling_rounds``).
+        dropped: groups without a reward spread seen (``train/zero_variance_groups``).
+        generate_seconds: time in the generator, over every round.
+    """
+
+    output: dict[str, list[Any]] = field(default_factory=lambda: {key: [] for key in TRAINED_KEYS})
+    records: list[TrajectoryRecord] = field(default_factory=list)
+    sampled: list[TrajectoryRecord] = field(default_factory=list)
+    rounds: int = 0
+    dropped: int = 0
+    generate_seconds: float = 0.0
+
+    def add(self, output: Mapping[str, Any], records: list[TrajectoryRecord]) -> None:
+        """Append one `generate` call's trajectories and records."""
+        logprobs = output["rollout_logprobs"] or [[0.0] * len(ids) for ids in output["response_ids"]]
+        for key in TRAINED_KEYS:
+            self.output[key] += logprobs if key == "rollout_logprobs" else output[key]
+        self.records += records
+        self.sampled += records
+        self.generate_seconds += float((output["rollout_metrics"] or {}).get(metric(TIMING, "generate"), 0.0))
+
+    def zero_variance(self, start: int, size: int) -> bool:
+        """Whether the group of trajectories ``start .. start + size - 1`` has no reward spread."""
+        rows = range(start, start + size)
+        return bool(groups_without_spread([self.output["rewards"][i] for i in rows], ["group"] * size,
+                                         [self.records[i].infra_error is not None for i in rows]))
+
+    def keep(self, rows: list[int]) -> SampledBatch:
+        """Keep only the trajectories `rows` for training (the rollout metrics still count every one)."""
+        self.output = {key: [values[i] for i in rows] for key, values in self.output.items()}
+        self.records = [self.records[i] for i in rows]
+        return self
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Rollout metrics over every sampled episode, the generator's time and the filtering counts."""
+        metrics = rollout_metrics(self.sampled)
+        metrics[metric(TIMING, "generate")] = self.generate_seconds
+        metrics[metric(TRAIN, "zero_variance_groups")] = float(self.dropped)
+        metrics[metric(TRAIN, "sampling_rounds")] = float(self.rounds)
+        return metrics
+
+
+def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) -> dict[str, object]:
+    """A SkyRL `GeneratorInput` with each row repeated `samples` times, consecutively (one GRPO group)."""
+    from skyrl.train.generators.base import BatchMetadata
+
+    from tau_bench_env.env import ENV_CLASS
+
+    repeated = [row for row in rows for _ in range(samples)]
+    return {
+        "prompts": [row.prompt for row in repeated],
+        "env_classes": [ENV_CLASS] * len(repeated),
+        "env_extras": [dict(row.extras) for row in repeated],
+        "sampling_params": None,
+        "trajectory_ids": None,
+        "batch_metadata": BatchMetadata(global_step=step, training_phase=phase),
+    }

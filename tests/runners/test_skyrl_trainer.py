@@ -1,0 +1,95 @@
+"""ctu's SkyRL trainers (`ctu.runners.skyrl.trainer`) on SkyRL's own code paths, with batches made here: dynamic
+sampling, zero-variance filtering, the async trainer's group check and the advantages each keep infrastructure
+errors out, the flag travelling with each trajectory. No Ray and no model: the trainer methods under test are
+SkyRL's, reached through ctu's overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch  # noqa: E402
+from skyrl.train.config import SkyRLTrainConfig  # noqa: E402
+from skyrl.train.fully_async_trainer import GeneratedOutputGroup  # noqa: E402
+
+from ctu.runners.grpo import group_advantages  # noqa: E402
+from ctu.runners.skyrl.trainer import EXCLUDED_KEY, CtuFullyAsyncTrainer, CtuPPOTrainer  # noqa: E402
+
+INFRA = "user simulator: 503"
+
+
+def trainer(kind=CtuPPOTrainer, **overrides):
+    """A trainer object with SkyRL's config and nothing started (groups of two, two tasks a step)."""
+    made = object.__new__(kind)
+    made.cfg = SkyRLTrainConfig.from_cli_overrides({"generator.n_samples_per_prompt": 2, "trainer.train_batch_size": 2,
+                                                    "trainer.policy_mini_batch_size": 2, **overrides})
+    made.all_metrics = {}
+    made.dynamic_sampling_state = None
+    return made
+
+
+def output(rewards, errors):
+    """A generator output as ctu's generator gives it: an ``env_metrics`` row per trajectory."""
+    n = len(rewards)
+    return {"prompt_token_ids": [[1, 2]] * n, "response_ids": [[3, 4]] * n, "rewards": list(rewards),
+            "loss_masks": [[1, 1]] * n, "stop_reasons": ["stop"] * n, "rollout_metrics": {}, "rollout_logprobs": None,
+            "env_metrics": [{"infra_error": error} for error in errors]}
+
+
+def test_dynamic_sampling_drops_a_group_whose_spread_only_an_infrastructure_error_made():
+    ppo = trainer(**{"trainer.algorithm.dynamic_sampling.type": "filter"})
+    # task a: 1.0 and an infrastructure error's 0.0 (no spread to learn from); task b: 1.0 and 0.0
+    _, _, more = ppo.handle_dynamic_sampling(output([1.0, 0.0, 1.0, 0.0], [None, INFRA, None, None]), ["a", "a", "b", "b"])
+    assert more  # one of two groups kept: sample again
+    final, uids, more = ppo.handle_dynamic_sampling(output([1.0, 1.0, 0.0, 1.0], [None] * 4), ["c", "c", "d", "d"])
+    assert not more and uids == ["b", "b", "d", "d"]
+    final, uids = ppo.postprocess_generator_output(final, uids)
+    assert ppo.all_metrics["train/sampling_rounds"] == 2.0 and ppo.all_metrics["train/zero_variance_groups"] == 2.0
+
+
+def test_the_zero_variance_filter_masks_a_group_whose_spread_only_an_infrastructure_error_made():
+    ppo = trainer(**{"trainer.algorithm.zero_variance_filter": True})
+    final, _ = ppo.postprocess_generator_output(output([1.0, 0.0, 1.0, 0.0], [None, INFRA, None, None]), ["a", "a", "b", "b"])
+    # SkyRL's own filter keeps a group of one live trajectory; it has no spread to learn from, so ctu masks it
+    assert final["loss_masks"] == [[0, 0], [0, 0], [1, 1], [1, 1]]
+    assert ppo.all_metrics["train/zero_variance_groups"] == 1.0
+    assert ppo.all_metrics["train/sampling_rounds"] == 1.0
+
+
+def test_the_async_trainer_drops_a_group_whose_spread_only_an_infrastructure_error_made():
+    fully_async = trainer(CtuFullyAsyncTrainer, **{"trainer.algorithm.zero_variance_filter": True})
+    group = GeneratedOutputGroup(generator_output=output([1.0, 0.0], [None, INFRA]), uid="a", global_step_when_scheduled=1)
+    assert not fully_async._should_keep_group(group)
+    group = GeneratedOutputGroup(generator_output=output([1.0, 0.0], [None, None]), uid="b", global_step_when_scheduled=1)
+    assert fully_async._should_keep_group(group)
+    assert fully_async._dropped_groups == 1
+
+
+def batch(rewards, uids, excluded, pad=0):
+    """A training batch as SkyRL's `convert_to_training_input` leaves it (`pad` padding rows after the rest)."""
+    token_rewards = torch.zeros(len(rewards), 2)
+    token_rewards[:, -1] = torch.tensor(rewards)
+    data = TrainingInputBatch({"rewards": token_rewards, "response_mask": torch.ones(len(rewards), 2),
+                               "loss_mask": torch.ones(len(rewards), 2), "values": None})
+    data.metadata = {"uids": uids + [f"pad{i}" for i in range(pad)], "avg_response_length": 2.0, "pad_size": pad,
+                     EXCLUDED_KEY: excluded}
+    return data
+
+
+def test_advantages_leave_an_infrastructure_error_out_of_its_group_as_the_tinker_loop_does():
+    ppo = trainer()
+    rewards, excluded = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0], [False, False, False, False, True, False]
+    data = ppo.compute_advantages_and_returns(batch(rewards, ["a", "a", "b", "b", "c", "c"], excluded))
+    assert data["advantages"][:, -1].tolist() == pytest.approx(group_advantages(rewards, 2, True, excluded), abs=1e-4)
+    assert data["loss_mask"][:, -1].tolist() == [1, 1, 1, 1, 0, 1]
+    assert data.metadata["uids"] == ["a", "a", "b", "b", "c", "c"]  # SkyRL cuts mini-batches by them
+    assert EXCLUDED_KEY not in data.metadata and not ppo._skip_step
+
+
+def test_padding_rows_are_never_excluded_and_a_step_over_the_rate_is_skipped():
+    ppo = trainer()
+    ppo.max_infra_error_rate = 0.5
+    data = ppo.compute_advantages_and_returns(batch([1.0, 0.0, 1.0, 0.0, 1.0], list("aabb"), [True, True, True, False], pad=1))
+    assert ppo._skip_step  # 3 of the 4 episodes; the padding row is not one
+    assert data["loss_mask"][:, -1].tolist() == [0, 0, 0, 1, 1]
