@@ -93,3 +93,17 @@ def test_padding_rows_are_never_excluded_and_a_step_over_the_rate_is_skipped():
     data = ppo.compute_advantages_and_returns(batch([1.0, 0.0, 1.0, 0.0, 1.0], list("aabb"), [True, True, True, False], pad=1))
     assert ppo._skip_step  # 3 of the 4 episodes; the padding row is not one
     assert data["loss_mask"][:, -1].tolist() == [0, 0, 0, 1, 1]
+
+
+def test_a_filter_batch_without_any_spread_is_sampled_again_until_the_limit():
+    ppo = trainer(**{"trainer.algorithm.dynamic_sampling.type": "filter", "trainer.algorithm.dynamic_sampling.max_sample_batches": 3})
+    flat = output([0.0, 0.0, 1.0, 1.0], [None] * 4)
+    assert ppo.handle_dynamic_sampling(flat, ["a", "a", "b", "b"])[2]  # SkyRL 0.4.0 alone fails on an empty slice
+    _, uids, more = ppo.handle_dynamic_sampling(output([1.0, 0.0, 1.0, 0.0], [None] * 4), ["c", "c", "d", "d"])
+    assert not more and uids == ["c", "c", "d", "d"]
+    ppo.postprocess_generator_output(output([1.0, 0.0, 1.0, 0.0], [None] * 4), uids)
+    assert ppo.all_metrics["train/sampling_rounds"] == 2.0 and ppo.all_metrics["train/zero_variance_groups"] == 2.0
+    for _ in range(2):
+        ppo.handle_dynamic_sampling(flat, ["e", "e", "f", "f"])
+    with pytest.raises(RuntimeError, match="3 batches sampled"):
+        ppo.handle_dynamic_sampling(flat, ["g", "g", "h", "h"])

@@ -51,15 +51,31 @@ class CtuTraining:
     _infra_errors: list[str | None] = []
     _dropped_groups: int = 0
     _sampling_rounds: int = 0
+    dynamic_sampling_state: Any = None
 
     def handle_dynamic_sampling(self, generator_output: Any, uids: list[str]) -> tuple[Any, list[str], bool]:
         """SkyRL's dynamic sampling on a view where excluded trajectories add no spread; counts the rounds and the
-        groups it drops."""
+        groups it drops or replaces. A `filter` batch without a group with a spread is sampled again here: SkyRL
+        0.4.0 would slice it to nothing and fail (`slice_generator_output`'s "indices must be non-empty").
+
+        Raises:
+            RuntimeError: `max_sample_batches` batches gave too few groups with a spread.
+        """
         view = neutral(generator_output, uids)
+        flat = groups_without_spread(view["rewards"], uids, excluded_rows(view))
         self._sampling_rounds += 1
-        self._dropped_groups += len(groups_without_spread(view["rewards"], uids, excluded_rows(view)))  # dropped or replaced
-        output, kept_uids, keep_sampling = super().handle_dynamic_sampling(view, uids)  # type: ignore[misc]
-        return output, kept_uids, keep_sampling
+        self._dropped_groups += len(flat)  # dropped or replaced
+        sampling = self.cfg.trainer.algorithm.dynamic_sampling
+        if sampling.type != "filter" or len(flat) < len(set(uids)):
+            output, kept_uids, keep_sampling = super().handle_dynamic_sampling(view, uids)  # type: ignore[misc]
+            return output, kept_uids, keep_sampling
+        state = self.dynamic_sampling_state = self.dynamic_sampling_state or {"sample_batch_count": 0}
+        state["sample_batch_count"] += 1
+        if 0 < sampling.max_sample_batches <= state["sample_batch_count"]:
+            raise RuntimeError(f"{state['sample_batch_count']} batches sampled (algorithm.dynamic_sampling."
+                               "max_sample_batches) without enough groups with a reward spread: the tasks are too easy "
+                               "or too hard for the policy")
+        return view, uids, True
 
     def _should_keep_group(self, group: Any) -> bool:
         """The async trainer's `sample_full_batch` check, on a view where excluded trajectories add no spread."""
