@@ -203,6 +203,8 @@ def test_fully_async_training_at_staleness_one_evaluates_and_resumes(cluster: st
         assert 0.0 <= line["async/staleness_mean"] <= line["async/staleness_max"] <= 1.0
         assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
     assert sum(line["environment/infra_errors"] for line in trained) > 0
+    # saved under the steps trained (SkyRL 0.4.0's async loop alone would name its last save one step on)
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("global_step_*")) == ["global_step_1", "global_step_2"]
 
 
 def processes_titled(*words: str) -> list[str]:

@@ -134,6 +134,9 @@ def test_zero_intervals_keep_their_meaning_in_skyrl(tmp_path: Path):
     assert config.trainer.eval_before_train and config.data.val_data
     kept = resolve_skyrl_config(load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=2"]).spec, tmp_path, tmp_path)
     assert kept.trainer.eval_interval == 2
+    unevaluated = load_spec(REPO / "specs" / "tau_bench.yaml", ["data.test_sets={}"]).spec  # nothing to evaluate: SkyRL's off
+    off = resolve_skyrl_config(unevaluated, tmp_path, tmp_path).trainer
+    assert (off.eval_interval, off.eval_before_train) == (0, False)
 
 
 def test_skyrl_resumes_only_when_asked(tmp_path: Path):

@@ -107,3 +107,45 @@ def test_a_filter_batch_without_any_spread_is_sampled_again_until_the_limit():
         ppo.handle_dynamic_sampling(flat, ["e", "e", "f", "f"])
     with pytest.raises(RuntimeError, match="3 batches sampled"):
         ppo.handle_dynamic_sampling(flat, ["g", "g", "h", "h"])
+
+
+def test_uncommitted_metrics_join_the_committed_line_of_their_step():
+    """SkyRL's async loop logs a step's metrics uncommitted, then its timings committed: one line a step."""
+    from ctu.runners.skyrl.experiment import CtuTracking
+
+    lines: list[tuple[int, dict]] = []
+
+    class Recorder:
+        def log(self, data, step):
+            lines.append((step, dict(data)))
+
+        def finish(self):
+            lines.append((-1, {}))
+
+    tracking = CtuTracking(Recorder())
+    tracking.log({"train/a": 1.0, "note": "text"}, step=1, commit=False)
+    tracking.log({"timing/step": 2.0}, step=1, commit=True)
+    tracking.log({"train/a": 3.0}, step=2)
+    tracking.log({"eval/b": 4.0}, step=3, commit=False)  # another step: the pending one is logged first
+    tracking.finish()
+    assert lines == [(1, {"train/a": 1.0, "timing/step": 2.0}), (2, {"train/a": 3.0}), (3, {"eval/b": 4.0}), (-1, {})]
+
+
+def test_the_async_loops_last_save_is_of_the_last_trained_step(tmp_path, monkeypatch):
+    """SkyRL 0.4.0's async loop saves again after its step counter moved past the last step it trained."""
+    saved: list[int] = []
+
+    def save(self):
+        saved.append(self.global_step)
+        (tmp_path / "latest_ckpt_global_step.txt").write_text(str(self.global_step))
+        return str(tmp_path / f"global_step_{self.global_step}")
+
+    monkeypatch.setattr("skyrl.train.fully_async_trainer.FullyAsyncRayPPOTrainer.save_checkpoints", save)
+    fully_async = trainer(CtuFullyAsyncTrainer, **{"trainer.ckpt_path": str(tmp_path)})
+    fully_async.global_step, fully_async._trained_step = 1, 1
+    fully_async.save_checkpoints()  # at the step (an interval's or an epoch end's save)
+    fully_async.global_step = 2  # the loop moved on, then stopped: its final save
+    assert fully_async.save_checkpoints() == str(tmp_path / "global_step_1") and saved == [1]
+    fully_async.global_step, fully_async._trained_step = 4, 3  # not saved at step 3 yet
+    fully_async.save_checkpoints()
+    assert saved == [1, 3] and fully_async.global_step == 4

@@ -168,9 +168,11 @@ def processes_naming(path: Path) -> list[str]:
 
 def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_lines(tmp_path: Path):
     """The first run is killed with SIGKILL (as the out-of-memory killer or a preempted job ends it) while its
-    second step runs; `--resume` replays that step from the first step's checkpoint."""
+    second step runs; `--resume` replays that step from the first step's checkpoint. With the zero-variance filter
+    and DAPO's dynamic sampling on: ctu's loop samples more tasks until every group of the step has a spread."""
     args = [sys.executable, "-m", "ctu.cli", "run", "specs/smoke.yaml", f"experiment.output_dir={tmp_path}",
-            "experiment.name=resumable", "--no-progress"]
+            "experiment.name=resumable", "algorithm.zero_variance_filter=true",
+            "algorithm.dynamic_sampling={type: filter, max_sample_batches: 10}", "--no-progress"]
     run = tmp_path / "resumable"
     first = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
     try:
@@ -200,3 +202,6 @@ def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_
         "eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
     assert len(trajectories(run, "train_step000002.jsonl")) == 4  # written whole by the resumed step, once
     assert sum(1 for line in metrics(run) if "test-retail/average_reward" in line) == 2
+    for line in metrics(run)[1:]:  # each step trained four groups, all with a spread, after as many rounds as it took
+        assert line["train/groups"] == 4 and line["train/groups_with_nonzero_advantage"] == 4
+        assert line["train/sampling_rounds"] >= 1 and line["train/zero_variance_groups"] <= 4 * (line["train/sampling_rounds"] - 1)

@@ -95,8 +95,9 @@ def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, obje
         "trainer.micro_train_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
         "trainer.micro_forward_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
         "trainer.eval_batch_size": trainer.eval_batch_size,
-        "trainer.eval_interval": trainer.eval_interval or NEVER,
-        "trainer.eval_before_train": trainer.eval_before_train and not resume,
+        # no evaluation set: SkyRL's 0 (it would otherwise evaluate with no dataloader)
+        "trainer.eval_interval": (trainer.eval_interval or NEVER) if spec.data.evaluation_sets() else 0,
+        "trainer.eval_before_train": trainer.eval_before_train and not resume and bool(spec.data.evaluation_sets()),
         "trainer.resume_mode": "latest" if resume else "none",
         "trainer.ckpt_interval": trainer.ckpt_interval or NEVER,
         "trainer.max_ckpts_to_keep": trainer.max_ckpts_to_keep,

@@ -25,8 +25,9 @@ logger = logging.getLogger(__name__)
 
 
 class CtuTracking:
-    """SkyRL's tracker interface over ctu's trackers: one step counter (the trainer's global step), an
-    explicit finish, never a destructor."""
+    """SkyRL's tracker interface over ctu's trackers: one step counter (the trainer's global step), wandb's commit
+    semantics (the entries of calls with ``commit=False`` join the next committed line of the same step: SkyRL's
+    async loop logs a step's metrics and then its timings), an explicit finish, never a destructor."""
 
     backend = "ctu"
     """SkyRL reads it to decide on its own wandb sample tables (only for ``"wandb"``): ctu's trajectory log
@@ -34,18 +35,31 @@ class CtuTracking:
 
     def __init__(self, trackers: Trackers) -> None:
         self.trackers = trackers
+        self._pending: dict[str, float] = {}
+        self._pending_step: int | None = None
 
     def log(self, data: dict[str, object], step: int, commit: bool = False) -> None:
-        """Log the numeric entries of `data` at `step`."""
-        numbers = {k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        self.trackers.log(numbers, step)
+        """Log the numeric entries of `data` at `step`, once committed (or when another step is logged)."""
+        if self._pending_step is not None and step != self._pending_step:
+            self._flush()
+        self._pending.update({k: float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        self._pending_step = step
+        if commit:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending_step is not None and self._pending:
+            self.trackers.log(self._pending, self._pending_step)
+        self._pending, self._pending_step = {}, None
 
     def finish(self) -> None:
-        """Finish every tracker."""
+        """Log what is pending, then finish every tracker."""
+        self._flush()
         self.trackers.finish()
 
     def log_exception(self, error: BaseException, step: int = 0) -> None:
-        """Nothing beyond SkyRL's own logging; the trackers keep numbers only."""
+        """Log what is pending; beyond that, SkyRL's own logging (the trackers keep numbers only)."""
+        self._flush()
 
     def log_samples_to_table(self, *args: Any, **kwargs: Any) -> None:
         """Trajectories go to ctu's JSONL logs instead."""

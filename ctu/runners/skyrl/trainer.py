@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
@@ -180,4 +182,43 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
 
 class CtuFullyAsyncTrainer(CtuTraining, FullyAsyncRayPPOTrainer):
     """SkyRL's fully async trainer (`trainer.fully_async`) with `CtuTraining`; SkyRL logs each step's staleness
-    (``async/staleness_mean``, ``_max``, ``_min``, ``_ratio``: steps between a trained group's start and its step)."""
+    (``async/staleness_mean``, ``_max``, ``_min``, ``_ratio``: steps between a trained group's start and its step).
+
+    SkyRL 0.4.0's async loop saves a checkpoint and exports the policy once more after its last step, when its step
+    counter has already moved one past it: a run stopped after step N would write ``global_step_<N+1>`` and resume
+    as if N+1 steps had been trained. Those saves are made under the last trained step, and skipped when that step
+    saved already.
+    """
+
+    _trained_step: int = 0
+
+    def train_critic_and_policy(self, data: Any) -> dict[str, float]:
+        """`CtuTraining`'s update, remembering the step it trained."""
+        self._trained_step = self.global_step
+        return super().train_critic_and_policy(data)
+
+    def save_checkpoints(self) -> str:
+        """SkyRL's checkpoint, of the last trained step (see the class docstring)."""
+        done = Path(self.cfg.trainer.ckpt_path) / "latest_ckpt_global_step.txt"
+        return str(self._at_trained_step(super().save_checkpoints,
+                                     done.exists() and done.read_text().strip() == str(self._trained_step),
+                                     Path(self.cfg.trainer.ckpt_path) / f"global_step_{self._trained_step}"))
+
+    def save_models(self) -> None:
+        """SkyRL's Hugging Face export, of the last trained step (see the class docstring)."""
+        folder = Path(self.cfg.trainer.export_path) / f"global_step_{self._trained_step}"
+        self._at_trained_step(super().save_models, (folder / "policy").is_dir(), folder)
+
+    def _at_trained_step(self, save: Callable[[], Any], saved: bool, folder: Path) -> Any:
+        """`save()` as it is while the step counter is at a trained step; past it, `save()` with the counter at the
+        last trained step, or nothing (`folder`) when that step is `saved` already."""
+        step = self.global_step
+        if not self._trained_step or step <= self._trained_step:
+            return save()
+        if saved:
+            return str(folder)
+        self.global_step = self._trained_step
+        try:
+            return save()
+        finally:
+            self.global_step = step
