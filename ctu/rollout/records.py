@@ -77,11 +77,13 @@ def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) 
 @runtime_checkable
 class Rollout(Protocol):
     """What a built generator is to ctu's runners: the whole interface they use (`ctu.rollout.build.build_generator`
-    checks it). SkyRL's trainer calls `generate` (SkyRL's `GeneratorInterface`); ctu's runners read the records
-    behind each batch (`last_records`: infrastructure errors are excluded from the update, and the SkyRL experiment
-    adds its metrics), gather the evaluation records of several batches (`pop_eval_records`), and `ctu eval` and
-    the toy backend run single episodes (`run_episode`). `TauGenerator` is ctu's; a generator component of one's
-    own returns it wrapped, or another object with this interface.
+    checks it). SkyRL's trainer calls `generate` (SkyRL's `GeneratorInterface`), whose output gives each trajectory
+    an ``env_metrics`` row (`episode_row`) with its ``infra_error``: ctu's SkyRL trainers read the flag there, since
+    SkyRL moves trajectories between batches (dynamic sampling, fully async training). The Tinker loop and `ctu
+    eval` read the records behind each batch (`last_records`), the SkyRL experiment gathers the evaluation records
+    of several batches (`pop_eval_records`), and `ctu eval` and the toy backend run single episodes
+    (`run_episode`). `TauGenerator` is ctu's; a generator component of one's own returns it wrapped, or another
+    object with this interface.
     """
 
     last_records: list[TrajectoryRecord]
@@ -102,7 +104,8 @@ class Rollout(Protocol):
 
 
 def episode_row(record: TrajectoryRecord) -> dict[str, object]:
-    """The per-trajectory facts SkyRL keeps with eval dumps (`env_metrics`)."""
+    """The per-trajectory facts SkyRL carries with each trajectory (`env_metrics`): its eval dumps show them, and
+    ctu's SkyRL trainers read ``infra_error`` there (`ctu.runners.skyrl.exclusion`)."""
     return {
         "domain": record.result.domain,
         "task_id": record.result.task_id,

@@ -247,12 +247,16 @@ class Algorithm(Section):
     sampler's own logprobs, as asynchronous training needs (`trainer.fully_async`). skyrl only for the last two
     (SkyRL's `policy_loss_type`)."""
     zero_variance_filter: bool = False
-    """Leave out of the loss every group whose rewards have no spread (all within 1e-6): GRPO gives them zero
-    advantage, and they would only dilute a `token_mean` loss (SkyRL, prime-rl and verl filter them alike). An
-    episode ended by an infrastructure error adds no spread. Counted in `train/zero_variance_groups`."""
+    """Leave out of the loss every group without a reward spread (fewer than two of its rewards differ by more than
+    1e-6): GRPO gives it zero advantages, and it would only dilute a `token_mean` loss (SkyRL, prime-rl and verl
+    filter them alike). An episode ended by an infrastructure error adds no spread. Such groups are counted in
+    `train/zero_variance_groups` either way. tinker: its loop never trains a zero-advantage trajectory, so this is
+    always in effect there."""
     dynamic_sampling: DynamicSampling | None = None
-    """Sample more until the batch has enough groups with a spread (null: off). Each extra batch is counted in
-    `train/sampling_rounds`. With `trainer.fully_async` only `filter` (SkyRL's `sample_full_batch`)."""
+    """Sample more until the batch has enough groups with a spread (null: off); `train/sampling_rounds` counts the
+    batches a step sampled. skyrl: the extra batches are the epoch's next ones (SkyRL's dynamic sampling); with
+    `trainer.fully_async` only `filter` (SkyRL's `sample_full_batch`). tinker: round r of step s draws
+    `train_batch_size` of all training tasks, seeded by (experiment.seed, s, r), so a resumed step draws alike."""
     off_policy_correction: OffPolicyCorrection | None = None
     """Correct for the sampler's probabilities differing from the trainer's (null: off). Needs the sampler's
     logprobs of the sampled ids after temperature, which ctu's SkyRL sampler always returns."""

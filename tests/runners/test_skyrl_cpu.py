@@ -160,20 +160,19 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     """Truncated importance sampling, the zero-variance filter and DAPO's dynamic sampling at once, in native tool
     calling, with a user simulator failing now and then: dynamic sampling re-pulls batches, so the trainer reads each
     trajectory's infrastructure error from the trajectory itself (the generator's last batch is not the trained
-    one). Two steps, evaluated before, at and after the resume."""
+    one). Two steps, evaluated after each run's last step."""
     with flaky_user_simulator(every=10) as user:
         features = ["rollout.native_tool_calling=true", "data.train=[{domain: retail, split: train, max_tasks: 8}]",
                     "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
                     "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}",
-                    "trainer.max_infra_error_rate=0.9"]
+                    "trainer.max_infra_error_rate=0.9", "trainer.eval_before_train=false"]
         first = run_skyrl_on_cpu(tmp_path, llm_user(user), *features, "trainer.max_steps=1", cluster=cluster)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
         resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
         assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
-    lines = metric_lines(tmp_path / "run")
-    assert [line["step"] for line in lines] == [0, 1, 2]
-    assert all("test-retail/average_reward" in line for line in lines)
-    trained = lines[1:]
+    trained = metric_lines(tmp_path / "run")
+    assert [line["step"] for line in trained] == [1, 2]
+    assert all("test-retail/average_reward" in line for line in trained)  # evaluated after each run's last step
     for line in trained:
         assert line["train/sampling_rounds"] >= 1.0 and "train/zero_variance_groups" in line
         assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
@@ -190,15 +189,14 @@ def test_fully_async_training_at_staleness_one_evaluates_and_resumes(cluster: st
     with flaky_user_simulator(every=10) as user:
         features = ["backend.colocate_all=false", "trainer.fully_async={max_staleness_steps: 1}",
                     "algorithm.policy_loss=rollout_is", "data.train=[{domain: retail, split: train, max_tasks: 8}]",
-                    "trainer.max_infra_error_rate=0.9"]
+                    "trainer.max_infra_error_rate=0.9", "trainer.eval_before_train=false"]
         first = run_skyrl_on_cpu(tmp_path, llm_user(user), *features, "trainer.max_steps=1", cluster=cluster)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
         resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
         assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
-    lines = metric_lines(tmp_path / "run")
-    assert [line["step"] for line in lines] == [0, 1, 2]
-    assert all("test-retail/average_reward" in line for line in lines)
-    trained = lines[1:]
+    trained = metric_lines(tmp_path / "run")
+    assert [line["step"] for line in trained] == [1, 2]
+    assert all("test-retail/average_reward" in line for line in trained)  # evaluated after each run's last step
     for line in trained:
         assert 0.0 <= line["async/staleness_mean"] <= line["async/staleness_max"] <= 1.0
         assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
