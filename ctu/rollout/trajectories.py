@@ -1,7 +1,9 @@
 """Trajectory logs: full conversations as JSONL, every evaluation and a sample of training every N steps.
 
-Files: ``<run_dir>/trajectories/<phase>_step<NNNNNN>.jsonl``, one line per trajectory. A step's file is
-rewritten whole, so a resumed run that replays a step never duplicates its lines.
+Files: ``<run_dir>/trajectories/<phase>_step<NNNNNN>.jsonl``, one line per trajectory. A step's file is written
+whole by the process that runs the step: its first batch replaces the file (a resumed run that replays a step never
+duplicates its lines), later batches of the same step append (evaluation runs in `eval_batch_size` batches; dynamic
+sampling and the fully async trainer make several batches of one training step).
 """
 
 from __future__ import annotations
@@ -64,17 +66,24 @@ class TrajectoryLogger:
         self.every_n_steps = every_n_steps
         self.train_samples = train_samples
         self.seed = seed
+        self._written: dict[Path, int] = {}
+        """Lines this logger wrote to each file: a file it has not written yet is replaced, else appended to."""
 
     def __call__(self, records: list[TrajectoryRecord], phase: str, step: int) -> Path | None:
-        """Log `records` of `phase` at `step`; returns the file written, if any."""
+        """Log `records` of `phase` at `step` (training: a seeded sample, `train_samples` a step over all its batches);
+        returns the file written, if any."""
+        path = self.folder / f"{phase}_step{step:06d}.jsonl"
+        written = self._written.get(path)
         if phase == "train":
-            if not self.every_n_steps or step % self.every_n_steps or not self.train_samples:
+            budget = self.train_samples - (written or 0)
+            if not self.every_n_steps or step % self.every_n_steps or budget <= 0:
                 return None
-            chosen = random.Random(self.seed * 1_000_003 + step).sample(range(len(records)), min(self.train_samples, len(records)))
+            chosen = random.Random(self.seed * 1_000_003 + step * 1_009 + (written or 0)).sample(
+                range(len(records)), min(budget, len(records)))
             records = [records[i] for i in sorted(chosen)]
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{phase}_step{step:06d}.jsonl"
-        with path.open("w", encoding="utf-8") as handle:
+        with path.open("a" if written is not None else "w", encoding="utf-8") as handle:
             for record in records:
                 handle.write(json.dumps(trajectory_line(record, phase, step), ensure_ascii=False) + "\n")
+        self._written[path] = (written or 0) + len(records)
         return path

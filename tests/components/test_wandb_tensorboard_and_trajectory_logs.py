@@ -89,10 +89,18 @@ def test_trajectory_logs_every_evaluation_and_a_sample_of_training(tmp_path: Pat
     assert len(lines) == 2
     assert lines[0]["messages"][1]["tool_calls"][0]["function"]["name"] == "get_order_details"
     assert lines[0]["messages"][2]["role"] == "tool"
-    again = logger(records, "train", 2)  # a resumed run rewrites the step: no duplicate lines
-    assert len(again.read_text().splitlines()) == 2
-    evaluation = [json.loads(line) for line in (tmp_path / "trajectories" / "eval_step000000.jsonl").read_text().splitlines()]
-    assert [line["task_id"] for line in evaluation] == ["0", "1", "2", "3", "4"]
+    assert logger(records, "train", 2) is None  # another batch of the step (async groups): the sample is full
+    again = TrajectoryLogger(tmp_path, every_n_steps=2, train_samples=2, seed=0)(records, "train", 2)
+    assert len(again.read_text().splitlines()) == 2  # a resumed run rewrites the step: no duplicate lines
+    logger(records[:2], "eval", 4)
+    logger(records[2:], "eval", 4)  # evaluation's next batch joins the first
+    for step in (0, 4):
+        evaluation = [json.loads(line) for line in (tmp_path / "trajectories" / f"eval_step{step:06d}.jsonl").read_text().splitlines()]
+        assert [line["task_id"] for line in evaluation] == ["0", "1", "2", "3", "4"]
+    sampled = TrajectoryLogger(tmp_path, every_n_steps=1, train_samples=3, seed=0)
+    sampled(records[:2], "train", 6)
+    sampled(records[2:], "train", 6)  # a step's second batch fills the sample
+    assert len((tmp_path / "trajectories" / "train_step000006.jsonl").read_text().splitlines()) == 3
 
 
 def test_the_best_validation_step_is_kept_ties_to_the_earlier_and_across_a_resume(tmp_path):
