@@ -149,3 +149,11 @@ def test_the_async_loops_last_save_is_of_the_last_trained_step(tmp_path, monkeyp
     fully_async.global_step, fully_async._trained_step = 4, 3  # not saved at step 3 yet
     fully_async.save_checkpoints()
     assert saved == [1, 3] and fully_async.global_step == 4
+
+
+def test_a_loss_reading_the_samplers_logprobs_refuses_a_batch_without_them():
+    corrected = trainer(**{"trainer.algorithm.off_policy_correction.tis_ratio_type": "token"})
+    with pytest.raises(RuntimeError, match="the generator returned none"):
+        corrected.postprocess_generator_output(output([1.0, 0.0], [None, None]), ["a", "a"])
+    given = output([1.0, 0.0], [None, None]) | {"rollout_logprobs": [[-0.1, -0.2]] * 2}
+    assert corrected.postprocess_generator_output(given, ["a", "a"])[1] == ["a", "a"]

@@ -92,6 +92,7 @@ class CtuTraining:
         """SkyRL's post-processing with the loss masks of excluded trajectories zeroed (so SkyRL's zero-variance
         filter counts them as dead), and with `zero_variance_filter` those of every group without a spread (SkyRL
         keeps a group of one live trajectory, which has none); logs the step's filtering metrics."""
+        self._check_rollout_logprobs(generator_output)
         excluded = excluded_rows(generator_output)
         self._infra_errors = infra_errors(generator_output)
         flat = groups_without_spread(generator_output["rewards"], uids, excluded)
@@ -103,6 +104,20 @@ class CtuTraining:
         self.all_metrics[SAMPLING_ROUNDS] = float(max(1, self._sampling_rounds))
         self._dropped_groups = self._sampling_rounds = 0
         return output, uids
+
+    def _check_rollout_logprobs(self, generator_output: Any) -> None:
+        """A loss that reads the sampler's logprobs (off-policy correction, `rollout_is`, `dppo`) gets them for every
+        trajectory; ctu's SkyRL sampler always returns them, a generator of one's own might not.
+
+        Raises:
+            RuntimeError: the batch has no rollout logprobs.
+        """
+        algorithm = self.cfg.trainer.algorithm
+        needs = algorithm.off_policy_correction.tis_ratio_type is not None or algorithm.policy_loss_type in ("rollout_is", "dppo")
+        if needs and generator_output.get("rollout_logprobs") is None:
+            raise RuntimeError("the loss reads the sampler's logprobs (algorithm.off_policy_correction or policy_loss), "
+                               "but the generator returned none for this batch: its sampler must return the logprob of "
+                               "each sampled token")
 
     def convert_to_training_input(self, generator_output: Any, uids: list[str]) -> Any:
         """SkyRL's training batch, with each trajectory's exclusion flag in its metadata (``EXCLUDED_KEY``; SkyRL's
