@@ -1,5 +1,6 @@
-"""GRPO's arithmetic: group-normalised advantages with infrastructure errors left out, the rule that skips a step
-with too many of them (both backends), and the Tinker loop's per-token training data and learning rate.
+"""GRPO's arithmetic: group-normalised advantages with infrastructure errors left out, which groups have no reward
+spread (zero-variance filtering and dynamic sampling), the rule that skips a step with too many infrastructure errors
+(both backends), and the Tinker loop's per-token training data and learning rate.
 
 Advantages follow GRPO (Shao et al. 2024, arXiv:2402.03300): each trajectory's reward minus its group's mean,
 divided by the group's standard deviation (plus 1e-6) when `norm_by_std` (Dr. GRPO, Liu et al. 2025,
