@@ -249,9 +249,10 @@ class TinkerRunner:
         return metrics
 
     async def _sample(self, generator: Rollout, plan: StepPlan, step: int) -> SampledBatch:
-        """The step's groups: its tasks (`plan.batch(step)`), each sampled `n_samples_per_prompt` times; with `algorithm.dynamic_sampling`
-        (`filter`, DAPO's), groups without a reward spread (`grpo.zero_variance_groups`; infrastructure errors
-        add none) are dropped and more tasks sampled until `train_batch_size` groups with one are collected.
+        """The step's groups: its tasks (`plan.batch(step)`), each sampled `n_samples_per_prompt` times; with
+        `algorithm.dynamic_sampling` (`filter`, DAPO's), groups without a reward spread (`grpo.groups_without_spread`;
+        infrastructure errors add none) are dropped and more tasks sampled until `train_batch_size` groups with one
+        are collected.
 
         Round r > 1 of step s samples `train_batch_size` tasks drawn from every training task with a seed of
         (experiment seed, s, r), so a resumed step draws the same ones; SkyRL instead takes the epoch's next
