@@ -162,7 +162,9 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     trajectory's infrastructure error from the trajectory itself (the generator's last batch is not the trained
     one). Two steps, evaluated after each run's last step."""
     with flaky_user_simulator(every=10) as user:
+        # epochs: 20, so that re-sampled batches never run out of tasks (SkyRL then ends the run without a step)
         features = ["rollout.native_tool_calling=true", "data.train=[{domain: retail, split: train, max_tasks: 8}]",
+                    "trainer.epochs=20",
                     "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
                     "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}",
                     "trainer.max_infra_error_rate=0.9", "trainer.eval_before_train=false"]
@@ -178,6 +180,7 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
         assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
         assert line["generation/rerendered_turns"] == 0.0
     assert sum(line["environment/infra_errors"] for line in trained) > 0  # some episodes were infrastructure errors
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("global_step_*")) == ["global_step_1", "global_step_2"]
     # the correction ran on the sampler's logprobs of the sampled ids (SkyRL's off-policy metrics)
     assert any(name.startswith("policy/") and "is_ratio" in name for name in trained[0]), sorted(trained[0])
 
