@@ -120,7 +120,10 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
     files = sorted(p.name for p in (smoke_run / "trajectories").iterdir())
     assert files == ["eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
     lines = [line for name in files for line in trajectories(smoke_run, name)]
-    assert {line["domain"] for line in lines} == {"retail"}
+    for name in ("eval_step000000.jsonl", "eval_step000002.jsonl"):  # every evaluation batch: validation, then the test set
+        assert [(line["domain"], line["test_set"]) for line in trajectories(smoke_run, name)] == [
+            ("airline", "validation"), ("retail", "retail"), ("retail", "retail")]
+    assert {line["domain"] for line in lines} == {"retail", "airline"}
     assert all(line["messages"][0]["role"] == "system" and line["messages"][1]["role"] == "assistant" for line in lines)
     tool_results = [m for line in lines for m in line["messages"] if m["role"] == "tool" and PARSE_ERROR not in m["content"]]
     assert tool_results, "no tool call of the policy reached a tau2 tool"
