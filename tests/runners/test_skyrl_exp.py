@@ -45,7 +45,7 @@ def test_eval_all_metrics_are_computed_over_every_eval_trajectory(monkeypatch):
 
     from skyrl.train.trainer import RayPPOTrainer
 
-    from ctu.runners.skyrl.experiment import CtuPPOTrainer
+    from ctu.runners.skyrl.trainer import CtuPPOTrainer
 
     batches = [[record(1.0, "user_stop", "retail", "1"), record(1.0, "user_stop", "retail", "2")],
                [record(0.0, "max_turns", "airline", "3"), record(1.0, "user_stop", "airline", "4")]]
@@ -69,11 +69,14 @@ def test_eval_all_metrics_are_computed_over_every_eval_trajectory(monkeypatch):
     assert metrics["test-retail/success_rate"] == 1.0 and metrics["test-airline/success_rate"] == 0.5
 
 
-def training_batch(rewards: list[float], uids: list[str], pad: int = 0):
-    """The batch SkyRL's trainer hands `compute_advantages_and_returns`: token rewards on each response's last
-    token, masks, uids, and `pad` rows padded on as SkyRL pads for data parallelism."""
+def training_batch(rewards: list[float], uids: list[str], pad: int = 0, errors: list[str | None] | None = None):
+    """The batch ctu's trainer hands `compute_advantages_and_returns`: token rewards on each response's last
+    token, masks, uids, each trajectory's infrastructure-error flag (from `errors`), and `pad` rows padded on as SkyRL
+    pads for data parallelism."""
     import torch
     from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch, pad_training_input_batch
+
+    from ctu.runners.skyrl.trainer import EXCLUDED_KEY
 
     rows, length = len(rewards), 3
     token_rewards = torch.zeros(rows, length)
@@ -85,23 +88,23 @@ def training_batch(rewards: list[float], uids: list[str], pad: int = 0):
         "rewards": token_rewards,
         "values": None,
     })
-    batch.metadata = {"uids": list(uids), "avg_response_length": float(length)}
+    batch.metadata = {"uids": list(uids), "avg_response_length": float(length),
+                      EXCLUDED_KEY: [error is not None for error in errors or [None] * rows]}
     return pad_training_input_batch(batch, pad)
 
 
 def skyrl_trainer(infra_errors: list[str | None], max_rate: float = 0.5):
-    from types import SimpleNamespace
 
     from skyrl.train.config import SkyRLTrainConfig
 
-    from ctu.runners.skyrl.experiment import CtuPPOTrainer
+    from ctu.runners.skyrl.trainer import CtuPPOTrainer
 
     trainer = object.__new__(CtuPPOTrainer)
     trainer.cfg = SkyRLTrainConfig()
     trainer.all_metrics = {}
     trainer.max_infra_error_rate = max_rate
     trainer.global_step = 1
-    trainer.generator = SimpleNamespace(last_records=[SimpleNamespace(infra_error=e) for e in infra_errors])
+    trainer._infra_errors = infra_errors  # what `postprocess_generator_output` read from the batch
     return trainer
 
 
@@ -114,7 +117,7 @@ def test_skyrls_advantages_leave_infrastructure_errors_out_of_groups_and_loss():
     uids = ["a", "a", "a", "b", "b", "b"]
     errors = [None, None, "user simulator: 503", None, "evaluator: KeyError", "user simulator: 503"]
     trainer = skyrl_trainer(errors)
-    data = trainer.compute_advantages_and_returns(training_batch(rewards, uids, pad=2))
+    data = trainer.compute_advantages_and_returns(training_batch(rewards, uids, pad=2, errors=errors))
     advantages = data["advantages"][:, -1].tolist()
     expected = group_advantages(rewards, 3, excluded=[e is not None for e in errors])
     assert advantages[:6] == pytest.approx(expected, abs=1e-5)
@@ -129,7 +132,7 @@ def test_skyrls_advantages_leave_infrastructure_errors_out_of_groups_and_loss():
 def test_a_step_with_too_many_infrastructure_errors_trains_nothing():
     errors = ["user simulator: 503"] * 3 + [None]
     trainer = skyrl_trainer(errors, max_rate=0.5)
-    data = trainer.compute_advantages_and_returns(training_batch([0.0, 0.0, 0.0, 1.0], ["a", "a", "b", "b"]))
+    data = trainer.compute_advantages_and_returns(training_batch([0.0, 0.0, 0.0, 1.0], ["a", "a", "b", "b"], errors=errors))
     assert trainer._skip_step
     # SkyRL's own training step is never reached (it would need workers this trainer does not have)
     assert trainer.train_critic_and_policy(data) == {}
