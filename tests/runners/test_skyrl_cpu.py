@@ -148,12 +148,33 @@ def flaky_user_simulator(every: int):
     """An LLM user simulator's endpoint answering each `every`-th chat request with 503 (a user simulator outage,
     an infrastructure error with ``max_retries: 0``) and the rest with a line of text."""
     count = itertools.count(1)
-    server = ScriptedOpenAIServer(default=lambda body: Answer.error(503) if next(count) % every == 0 else Answer.text("ok"))
-    return server
+    return ScriptedOpenAIServer(default=lambda body: Answer.error(503) if next(count) % every == 0 else Answer.text("ok"))
 
 
 def llm_user(server: ScriptedOpenAIServer) -> str:
     return f"environment.user_simulator={{type: llm, model: user, base_url: '{server.base_url}', api_key_env: null, max_retries: 0}}"
+
+
+def two_resumed_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: str) -> list[dict]:
+    """1 step of the CPU spec with `features`, then `--resume` to 2, with a user simulator failing every tenth
+    request; each run evaluates after its last step (none before training). Checks what both runs owe whatever the
+    features (every step trained, saved under its own number, infrastructure errors among the episodes, none of the
+    steps skipped for them) and returns the metric lines of the two trained steps."""
+    common = ["data.train=[{domain: retail, split: train, max_tasks: 8}]", "trainer.max_infra_error_rate=0.9",
+              "trainer.eval_before_train=false"]
+    with flaky_user_simulator(every=10) as user:
+        first = run_skyrl_on_cpu(tmp_path, llm_user(user), *common, *features, "trainer.max_steps=1", cluster=cluster)
+        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+        resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
+        assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    trained = metric_lines(tmp_path / "run")
+    assert [line["step"] for line in trained] == [1, 2]
+    assert all("test-retail/average_reward" in line for line in trained)  # evaluated after each run's last step
+    for line in trained:
+        assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
+    assert sum(line["environment/infra_errors"] for line in trained) > 0  # some episodes were infrastructure errors
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("global_step_*")) == ["global_step_1", "global_step_2"]
+    return trained
 
 
 def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_out_across_a_resume(cluster: str, tmp_path: Path):
@@ -161,26 +182,14 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     calling, with a user simulator failing now and then: dynamic sampling re-pulls batches, so the trainer reads each
     trajectory's infrastructure error from the trajectory itself (the generator's last batch is not the trained
     one). Two steps, evaluated after each run's last step."""
-    with flaky_user_simulator(every=10) as user:
-        # epochs: 20, so that re-sampled batches never run out of tasks (SkyRL then ends the run without a step)
-        features = ["rollout.native_tool_calling=true", "data.train=[{domain: retail, split: train, max_tasks: 8}]",
-                    "trainer.epochs=20",
-                    "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
-                    "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}",
-                    "trainer.max_infra_error_rate=0.9", "trainer.eval_before_train=false"]
-        first = run_skyrl_on_cpu(tmp_path, llm_user(user), *features, "trainer.max_steps=1", cluster=cluster)
-        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-        resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
-        assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
-    trained = metric_lines(tmp_path / "run")
-    assert [line["step"] for line in trained] == [1, 2]
-    assert all("test-retail/average_reward" in line for line in trained)  # evaluated after each run's last step
+    # epochs: 20, so that re-sampled batches never run out of tasks (SkyRL then ends the run without a step)
+    trained = two_resumed_steps_with_a_flaky_user(tmp_path, [
+        "rollout.native_tool_calling=true", "trainer.epochs=20",
+        "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
+        "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], cluster)
     for line in trained:
         assert line["train/sampling_rounds"] >= 1.0 and "train/zero_variance_groups" in line
-        assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
         assert line["generation/rerendered_turns"] == 0.0
-    assert sum(line["environment/infra_errors"] for line in trained) > 0  # some episodes were infrastructure errors
-    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("global_step_*")) == ["global_step_1", "global_step_2"]
     # the correction ran on the sampler's logprobs of the sampled ids (SkyRL's off-policy metrics)
     assert any(name.startswith("policy/") and "is_ratio" in name for name in trained[0]), sorted(trained[0])
 
@@ -188,24 +197,13 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
 def test_fully_async_training_at_staleness_one_evaluates_and_resumes(cluster: str, tmp_path: Path):
     """SkyRL's fully async trainer: groups sampled while the policy trains (vLLM on a GPU of its own), each trained
     at most one step after the weights it started from, with GLM-5's rollout-IS loss on the sampler's logprobs. The
-    generator is called once per group from many workers at once; infrastructure errors stay out of training."""
-    with flaky_user_simulator(every=10) as user:
-        features = ["backend.colocate_all=false", "trainer.fully_async={max_staleness_steps: 1}",
-                    "algorithm.policy_loss=rollout_is", "data.train=[{domain: retail, split: train, max_tasks: 8}]",
-                    "trainer.max_infra_error_rate=0.9", "trainer.eval_before_train=false"]
-        first = run_skyrl_on_cpu(tmp_path, llm_user(user), *features, "trainer.max_steps=1", cluster=cluster)
-        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-        resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
-        assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
-    trained = metric_lines(tmp_path / "run")
-    assert [line["step"] for line in trained] == [1, 2]
-    assert all("test-retail/average_reward" in line for line in trained)  # evaluated after each run's last step
+    generator is called once per group from many workers at once; infrastructure errors stay out of training, and
+    the saves are of the steps trained (SkyRL 0.4.0's async loop alone would name its last save one step on)."""
+    trained = two_resumed_steps_with_a_flaky_user(tmp_path, [
+        "backend.colocate_all=false", "trainer.fully_async={max_staleness_steps: 1}", "algorithm.policy_loss=rollout_is"],
+        cluster)
     for line in trained:
         assert 0.0 <= line["async/staleness_mean"] <= line["async/staleness_max"] <= 1.0
-        assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
-    assert sum(line["environment/infra_errors"] for line in trained) > 0
-    # saved under the steps trained (SkyRL 0.4.0's async loop alone would name its last save one step on)
-    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("global_step_*")) == ["global_step_1", "global_step_2"]
 
 
 def processes_titled(*words: str) -> list[str]:
