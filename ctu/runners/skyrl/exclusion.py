@@ -56,8 +56,12 @@ def neutral(output: Mapping[str, Any], uids: Sequence[str]) -> dict[str, Any]:
             kept[uid].append(float(reward))
     rewards = [sum(kept[uid]) / len(kept[uid]) if out and kept[uid] else (0.0 if out else reward)
                for uid, reward, out in zip(uids, output["rewards"], excluded)]
-    masks = [[0] * len(mask) if out else mask for mask, out in zip(output["loss_masks"], excluded)]
-    return {**output, "rewards": rewards, "loss_masks": masks}
+    return {**output, "rewards": rewards, "loss_masks": zeroed(output["loss_masks"], excluded)}
+
+
+def zeroed(loss_masks: Sequence[list[int]], rows: Sequence[bool]) -> list[list[int]]:
+    """`loss_masks` with the mask of each of `rows` (one flag per trajectory) all 0: nothing of it is trained on."""
+    return [[0] * len(mask) if out else mask for mask, out in zip(loss_masks, rows, strict=True)]
 
 
 def mark_excluded(uids: Sequence[str], excluded: Sequence[bool]) -> list[str]:

@@ -17,7 +17,7 @@ from skyrl.train.trainer import RayPPOTrainer
 
 from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.runners.grpo import groups_without_spread
-from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, mark_excluded, neutral
+from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, mark_excluded, neutral, zeroed
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +97,7 @@ class CtuTraining:
         self._infra_errors = infra_errors(generator_output)
         flat = groups_without_spread(generator_output["rewards"], uids, excluded)
         masked = flat if self.cfg.trainer.algorithm.zero_variance_filter else set()
-        masks = [[0] * len(mask) if out or uid in masked else mask
-                 for mask, out, uid in zip(generator_output["loss_masks"], excluded, uids, strict=True)]
+        masks = zeroed(generator_output["loss_masks"], [out or uid in masked for out, uid in zip(excluded, uids, strict=True)])
         output, uids = super().postprocess_generator_output({**generator_output, "loss_masks": masks}, uids, **kwargs)  # type: ignore[misc]
         self.all_metrics[ZERO_VARIANCE_GROUPS] = float(self._dropped_groups + len(flat))
         self.all_metrics[SAMPLING_ROUNDS] = float(max(1, self._sampling_rounds))
