@@ -97,6 +97,17 @@ def test_user_tool_calls_run_on_the_users_device():
     assert user_calls[0].tool_calls[0].requestor == "user"
 
 
+def test_user_tool_schemas_are_tau2s_built_once_per_domain():
+    """Every telecom episode offers the user tau2's schemas of its tools; they are built once, not per episode."""
+    domain = shared_domain("telecom")
+    with ScriptedOpenAIServer([]) as server:
+        user = simulator(server)
+        first, second = (user.session(task, domain.user_tools, []) for task in domain.tasks("base")[:2])
+    assert first.tools == [tool.openai_schema for tool in domain.user_tools]
+    assert first.tools and second.tools is first.tools
+    assert user.session(domain.tasks("base")[0], list(domain.user_tools), []).tools == first.tools
+
+
 @pytest.mark.parametrize("strategy", ["react", "verify", "reflection"])
 def test_strategies(strategy):
     if strategy == "react":

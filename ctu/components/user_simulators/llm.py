@@ -49,6 +49,16 @@ class LLMUserSimulator:
     def __init__(self, params: Params) -> None:
         self.params = params
         self.endpoint = ChatEndpoint(params)
+        self._schemas: dict[int, tuple[Sequence[Tool], list[dict]]] = {}
+
+    def tool_schemas(self, user_tools: Sequence[Tool]) -> list[dict]:
+        """The OpenAI schemas of `user_tools`, built once per tool list (a domain hands every episode the same
+        list; do not mutate the result). tau2 builds a schema through pydantic's JSON-schema generator, ~1 ms
+        a tool: at every telecom episode's start that was 8.8 s of a 256-episode batch's 11.7 s of CPU."""
+        held = self._schemas.get(id(user_tools))
+        if held is None or held[0] is not user_tools:  # the list is held, so its id is not reused meanwhile
+            held = self._schemas[id(user_tools)] = (user_tools, [tool.openai_schema for tool in user_tools])
+        return held[1]
 
     def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> LLMUserSession:
         """A session prompted with tau2's guidelines (with the user-tools variant when `user_tools`) and the task."""
@@ -69,7 +79,7 @@ class LLMUserSession:
         self.system_prompt = Tau2UserSimulator(tools=tools, instructions=str(task.user_scenario)).system_prompt
         if simulator.params.strategy == "react":
             self.system_prompt += REACT_INSTRUCTIONS
-        self.tools = [tool.openai_schema for tool in tools] if tools else None
+        self.tools = simulator.tool_schemas(user_tools) if user_tools else None
         self.history: list[Message] = []
 
     def _prompt(self, note: str | None = None) -> list[dict]:
