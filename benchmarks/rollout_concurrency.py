@@ -1,44 +1,52 @@
 """Rollout concurrency: many episodes against an OpenAI-compatible server on 127.0.0.1 that answers both the
-policy and the simulated user after an injected latency.
+policy and the simulated user after an injected latency, ctu's generator side by side with tau2's own runner.
 
-Run: `uv run python benchmarks/rollout_concurrency.py [--domain retail|telecom] [--episodes 256] [--samples 4]
-[--latency 0.2] [--runners ctu,tau2] [--repeats 5] [--profile]`.
+Run: `uv run python benchmarks/rollout_concurrency.py [--rows retail,telecom,mixed,mixed-1024] [--episodes N]
+[--samples K] [--latency S] [--runners ctu,tau2] [--repeats 3] [--tau2-episodes 256] [--profile]`.
+
+Rows (`ROWS`, with the rollout-scale issue's goals): `retail`, `telecom` and `mixed` (retail, airline and
+telecom tasks taken in turn) are 256 concurrent episodes, 4 samples a task, at 200 ms a request; `mixed-1024` is
+1024 mixed episodes, 8 samples a task (airline's base split has 50 tasks), at 500 ms. `--episodes`, `--samples`
+and `--latency` override every row's.
 
 The server (aiohttp, answering as ctu's `ScriptedOpenAIServer` scripts would) runs in a separate process, so
-its CPU time is not counted as the runners'. The batch is shaped like a GRPO step: `--episodes / --samples`
-tasks of the domain (tau2's `base` split, in order), each run `--samples` times. In every retail episode
-(`RetailScript`; telecom's, where the user also runs a tool on their phone, is `TelecomScript`) the user opens,
-asking where one order is (an order of the database, picked from the task's instructions, so tasks differ);
-the policy looks the order up, lists the product types and answers; the user asks again; the policy looks the
-order up again and answers; the user ends the call: 8 requests, every one a turn, each answered after the
-latency. As in a GRPO group sampled at a temperature, the tool calls of a task's samples coincide while the
-free text differs: every policy answer in words and every user reply after the opening carries the request's
-number (the opening is the same for a task's samples, as a user simulator at temperature 0 writes it), and
-every tool call has its own id, as vLLM gives them. A warm-up batch of as many episodes on two other tasks
-is not measured: it pays what only a run's first step pays (imports, one connection per concurrent request to
-each endpoint: a run keeps its event loop and so its connection pools). The measured batch includes
-everything met the first time a task is seen (its gold outcome for the reward, tokenisation of new tool
-results).
+its CPU time is not counted as the runners'. A batch is shaped like a GRPO step: `episodes / samples` tasks of
+the row's domains (tau2's `base` splits, in order), each run `samples` times. In every retail episode
+(`RetailScript`) the user opens, asking where one order is (an order of the database, picked from the task's
+instructions, so tasks differ); the policy looks the order up, lists the product types and answers; the user
+asks again; the policy looks the order up again and answers; the user ends the call: 8 requests, every one a
+turn, each answered after the latency. Airline's episode (`AirlineScript`) is the same about a reservation;
+telecom's (`TelecomScript`, 9 requests) has the user run a tool on their phone. As in a GRPO group sampled at a
+temperature, the tool calls of a task's samples coincide while the free text differs: every policy answer in
+words and every user reply after the opening carries the request's number (the opening is the same for a
+task's samples, as a user simulator at temperature 0 writes it), and every tool call has its own id, as vLLM
+gives them. A warm-up batch of as many episodes on two other tasks of each domain is not measured: it pays
+what only a run's first step pays (imports, one connection per concurrent request to each endpoint: a run keeps
+its event loop and so its connection pools). The measured batch includes everything met the first time a task
+is seen (its gold outcome for the reward, tokenisation of new tool results).
 
 - ctu: its generator (`TauGenerator`, native tool calling, the policy over HTTP through `OpenAIChatSampler`,
   the `llm` user simulator), as `ctu run` builds it, all episodes in one event loop;
 - tau2: tau2's own runner on the same episodes (`Orchestrator`, `LLMAgent` and `UserSimulator` over litellm,
-  a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`).
+  a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`), on at
+  most `--tau2-episodes` of a row's episodes (tau2 is CPU-bound here near 10 turns/s whatever the concurrency).
 
-Prints, for each, turns per second against the ideal (concurrent episodes / latency: every episode always has
-one request in flight) and CPU time per turn (the runner process's CPU time over the measured batch, which
-excludes the injected latency, divided by turns; resets, tokenisation, tool calls and rewards included), and
-the ratios. ctu's batch is measured `--repeats` times, each time in a new process (nothing cached by an
-earlier repetition: every repetition pays what a run's step pays on tasks it has not seen), and the medians
-are compared; tau2's runner (minutes per batch) is measured once. Goals from the performance issue: >= 0.9 x
-ideal, <= 1 ms of ctu CPU per turn. `--profile` prints what cost ctu the most CPU in its first measured batch
-(event-loop thread only).
+Prints, for each batch, turns per second against the ideal (concurrent episodes / latency: every episode always
+has one request in flight), CPU time per turn (the runner process's CPU time over the measured batch, which
+excludes the injected latency, divided by turns; resets, tokenisation, tool calls and rewards included) and,
+for ctu, resident memory per live episode (the process's peak resident memory during the batch above that
+before it, over the batch's episodes); then a table of the medians per row, CPU normalised to the reference
+loop (`machine.py`), the ratios to tau2 and the goals. ctu's batch is measured `--repeats` times, each time in a
+new process (nothing cached by an earlier repetition: every repetition pays what a run's step pays on tasks it
+has not seen); tau2's runner (minutes per batch) once. `--profile` prints what cost ctu the most CPU in its
+first measured batch of each row (event-loop thread only).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import multiprocessing
 import re
@@ -48,7 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import reference_loop_seconds
+from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for the test support in tests/support
 
@@ -94,6 +102,43 @@ class RetailScript:
 
     def per_task(self, policy: bool, said: int) -> bool:
         """Whether `answer` gives every sample of a task the same message (the server then serialises it once)."""
+        return not policy and said != 1
+
+
+class AirlineScript:
+    """Airline, shaped as retail's episode: the user asks about one reservation; the policy reads it, lists the
+    airports and answers; the user asks again; the policy reads the reservation again and answers; the user ends
+    the call: 8 requests."""
+
+    domain = "airline"
+    requests = 8
+    asks = re.compile(rb"my reservation ([0-9A-Z]{6})\b")
+    calls = {1: "get_reservation_details", 2: "list_all_airports", 4: "get_reservation_details"}
+
+    def subjects(self) -> list[str]:
+        """The airline database's reservation ids, sorted."""
+        from tau_bench_env.env import shared_domain
+
+        return sorted(shared_domain("airline").base_database.tables["reservations"])
+
+    def answer(self, policy: bool, said: int, reservation: str, number: int = 0) -> Any:
+        """As `RetailScript.answer`, for the airline episode above."""
+        from tests.support.openai_server import Answer
+
+        if policy:
+            if said in self.calls:
+                name = self.calls[said]
+                arguments = {"reservation_id": reservation} if name == "get_reservation_details" else {}
+                return Answer(tool_calls=[tool_call(name, arguments, number)])
+            return Answer.text(f"Your reservation {reservation} is confirmed (reference {number}). Anything else?")
+        if said == 0:
+            return Answer.text(f"Hi, could you check my reservation {reservation} for me?")
+        if said == 1:
+            return Answer.text(f"Could you check it once more, please? My reference is {number}.")
+        return Answer.text("###STOP###")
+
+    def per_task(self, policy: bool, said: int) -> bool:
+        """Whether `answer` gives every sample of a task the same message."""
         return not policy and said != 1
 
 
@@ -149,19 +194,22 @@ def tool_call(name: str, arguments: dict[str, Any], number: int) -> dict[str, An
     return {"id": f"chatcmpl-tool-{number}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
-SCRIPTS = {"retail": RetailScript, "telecom": TelecomScript}
+SCRIPTS = {"retail": RetailScript, "airline": AirlineScript, "telecom": TelecomScript}
 
 
-def serve(latency: float, domain: str, connection: Any) -> None:
-    """Server process: an asyncio (aiohttp) OpenAI-compatible server answering the domain's script (`SCRIPTS`)
-    `latency` seconds after each request arrived; on "count" it reports (requests so far, its CPU seconds).
+def serve(latency: float, domains: list[str], connection: Any) -> None:
+    """Server process: an asyncio (aiohttp) OpenAI-compatible server answering the scripts (`SCRIPTS`) of
+    `domains` `latency` seconds after each request arrived; on "count" it reports (requests so far, its CPU
+    seconds); on a number, it takes that as the latency from then on.
 
-    The user's opening names one of the script's subjects (an order, a phone number), picked by a checksum of
-    the request (its system prompt holds the task's instructions); the policy acts on the subject the user
-    named. The server stays cheap so that its own work does not pile on the injected latency (its CPU competes
-    with the runners' on a small machine): requests are classified by searches of their raw bytes (tau2's agent
-    prompt means the policy; assistant roles are counted) instead of parsing them, and each answer a task's
-    samples share is serialised once.
+    A request's domain is the script whose opening phrase it holds (every request after the user's opening
+    holds it), else the user prompt's "Domain:" line (tau2's scenario). The user's opening names one of the
+    script's subjects (an order, a reservation, a phone number), picked by a checksum of the request (its system
+    prompt holds the task's instructions); the policy acts on the subject the user named. The server stays cheap
+    so that its own work does not pile on the injected latency (its CPU competes with the runners' on a small
+    machine): requests are classified by searches of their raw bytes (tau2's agent prompt means the policy;
+    assistant roles are counted) instead of parsing them, and each answer a task's samples share is serialised
+    once.
     """
     import threading
     import zlib
@@ -169,11 +217,21 @@ def serve(latency: float, domain: str, connection: Any) -> None:
     from aiohttp import web
 
     populate_registry()
-    script = SCRIPTS[domain]()
-    subjects = script.subjects()
+    scripts = {domain: SCRIPTS[domain]() for domain in domains}
+    subjects = {domain: script.subjects() for domain, script in scripts.items()}
     assistant = re.compile(rb'"role":\s*"assistant"')
-    bodies: dict[tuple[bool, int, str], bytes] = {}
-    requests = 0
+    scenario_domain = re.compile(rb"Domain: (\w+)")
+    bodies: dict[tuple[str, bool, int, str], bytes] = {}
+    requests, wait = 0, latency
+
+    def classify(raw: bytes) -> tuple[str, str | None]:
+        """(the request's domain, the subject its user named, or None before the user's opening)."""
+        for domain, script in scripts.items():
+            if named := script.asks.search(raw):
+                return domain, named.group(1).decode()
+        found = scenario_domain.search(raw)
+        domain = found.group(1).decode() if found and found.group(1).decode() in scripts else domains[0]
+        return domain, None
 
     async def completions(request: web.Request) -> web.Response:
         nonlocal requests
@@ -181,32 +239,34 @@ def serve(latency: float, domain: str, connection: Any) -> None:
         requests += 1
         raw = await request.read()
         policy, said = POLICY_MARKER in raw, len(assistant.findall(raw))
-        if policy:
-            named = script.asks.search(raw)
-            subject = named.group(1).decode() if named else subjects[0]
-        else:
-            subject = subjects[zlib.crc32(raw) % len(subjects)] if said == 0 else ""
+        domain, subject = classify(raw)
+        script, known = scripts[domain], subjects[domain]
+        if subject is None:
+            subject = known[zlib.crc32(raw) % len(known)] if not policy and said == 0 else known[0]
         if script.per_task(policy, said):
-            key = (policy, said, subject)
+            key = (domain, policy, said, subject)
             if key not in bodies:
-                bodies[key] = script.answer(*key).body("scripted", 0)
+                bodies[key] = script.answer(policy, said, subject).body("scripted", 0)
             body = bodies[key]
         else:
             body = script.answer(policy, said, subject, requests).body("scripted", requests)
-        await asyncio.sleep(max(0.0, latency - (time.monotonic() - arrived)))
+        await asyncio.sleep(max(0.0, wait - (time.monotonic() - arrived)))
         return web.Response(body=body, content_type="application/json")
 
     async def main() -> None:
+        nonlocal wait
         app = web.Application(client_max_size=2**26)
         app.router.add_post("/v1/chat/completions", completions)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=8192)
         await site.start()
         port = runner.addresses[0][1]
         connection.send(f"http://127.0.0.1:{port}/v1")
         loop = asyncio.get_running_loop()
         while (command := await loop.run_in_executor(None, connection.recv)) != "stop":
+            if isinstance(command, float):
+                wait = command
             connection.send((requests, time.process_time()) if command == "count" else None)
         await runner.cleanup()
 
@@ -214,39 +274,92 @@ def serve(latency: float, domain: str, connection: Any) -> None:
     asyncio.run(main())
 
 
-def batch_tasks(domain: str, episodes: int, samples: int) -> tuple[list[str], list[str]]:
-    """(task ids of the measured batch, task ids of the warm-up): `episodes / samples` tasks of `domain`'s
-    `base` split in order, and two tasks after them.
+Episode = tuple[str, str]
+"""(domain, task id)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One measured configuration: `episodes` concurrent episodes, `samples` per task, of `domains`' tasks
+    (round robin over the domains), every request answered after `latency` seconds."""
+
+    name: str
+    domains: tuple[str, ...]
+    episodes: int
+    samples: int
+    latency: float
+    goal_rate: float
+    """The goal for turns per second, as a fraction of the ideal (the rollout-scale issue)."""
+    goal_cpu_ms: float
+    """The goal for CPU per turn, normalised to the reference loop (`machine.normalised`)."""
+
+    @property
+    def requests(self) -> float:
+        """Requests (turns) per episode, averaged over the batch's domains in the batch's proportions."""
+        tasks, _ = batch_tasks(self)
+        return sum(SCRIPTS[domain].requests for domain, _ in tasks) / len(tasks)
+
+
+ROWS = {
+    "retail": Row("retail", ("retail",), 256, 4, 0.2, 0.9, 0.5),
+    "telecom": Row("telecom", ("telecom",), 256, 4, 0.2, 0.9, 1.0),
+    "mixed": Row("mixed", ("retail", "airline", "telecom"), 256, 4, 0.2, 0.9, 1.0),
+    "mixed-1024": Row("mixed-1024", ("retail", "airline", "telecom"), 1024, 8, 0.5, 0.85, 1.0),
+}
+"""The issue's goals: retail <= 0.5 ms of CPU per turn normalised (>= 0.9 x ideal on a slow day too);
+telecom and a mixed batch >= 0.9 x ideal at 256 episodes @ 200 ms and <= 1 ms; 1024 mixed episodes >= 0.85 x
+ideal @ 500 ms (8 samples a task: airline's base split has 50 tasks), CPU per turn and memory per live episode
+within 20% of the 256-episode mixed row's."""
+
+
+def batch_tasks(row: Row) -> tuple[list[Episode], list[Episode]]:
+    """(the measured batch's tasks, the warm-up's): `row.episodes / row.samples` tasks of `row.domains`' `base`
+    splits in order, taken round robin over the domains; the warm-up has the two tasks after them in each domain.
 
     Raises:
-        ValueError: `episodes` is not a multiple of `samples`, or the split has too few tasks.
+        ValueError: `episodes` is not a multiple of `samples`, or a split has too few tasks.
     """
     from tau_bench_env.env import shared_domain
 
-    if samples < 1 or episodes % samples:
-        raise ValueError(f"--episodes {episodes} is not a multiple of --samples {samples}")
-    ids = [task.id for task in shared_domain(domain).tasks("base")]
-    prompts = episodes // samples
-    if prompts + 2 > len(ids):
-        raise ValueError(f"{domain}'s base split has {len(ids)} tasks; {prompts} prompts and 2 warm-up tasks asked")
-    return ids[:prompts], ids[prompts:prompts + 2]
+    if row.samples < 1 or row.episodes % row.samples:
+        raise ValueError(f"--episodes {row.episodes} is not a multiple of --samples {row.samples}")
+    ids = {domain: [task.id for task in shared_domain(domain).tasks("base")] for domain in row.domains}
+    prompts = row.episodes // row.samples
+    taken = {domain: -(-(prompts - n) // len(row.domains)) for n, domain in enumerate(row.domains)}
+    for domain, count in taken.items():
+        if count + 2 > len(ids[domain]):
+            raise ValueError(f"{domain}'s base split has {len(ids[domain])} tasks; {count} prompts and 2 warm-up tasks asked")
+    tasks = [(domain, ids[domain][n]) for n in range(max(taken.values())) for domain in row.domains if n < taken[domain]]
+    warm_up = [(domain, task) for domain in row.domains for task in ids[domain][taken[domain]:taken[domain] + 2]]
+    return tasks, warm_up
 
 
-def warm_up_samples(episodes: int, warm_up: list[str]) -> int:
+def warm_up_samples(episodes: int, warm_up: list[Episode]) -> int:
     """Samples per warm-up task, so that the warm-up batch holds at least `episodes` episodes (every
     concurrent request opens its connection then)."""
     return -(-episodes // len(warm_up))
 
 
-async def generate(domain: str, tasks: list[str], warm_up: list[str], samples: int, base_url: str,
-                   profile: bool) -> tuple[float, float, Any]:
-    """Build ctu's generator as `ctu run` would, warm it up on `warm_up`, then time one batch: each of `tasks`
-    `samples` times, all episodes at once.
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux `/proc/self/statm`), in bytes."""
+    import os
+
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def generate(row: Row, base_url: str, profile: bool) -> tuple[float, float, float, Any]:
+    """Build ctu's generator as `ctu run` would, warm it up on the row's warm-up tasks, then time one batch:
+    each of its tasks `row.samples` times, all episodes at once.
 
     Returns:
-        (wall seconds, CPU seconds of this process, the cProfile profile or None) of the measured batch.
+        (wall seconds, CPU seconds of this process, peak resident bytes above those before the batch, the
+        cProfile profile or None) of the measured batch. The warm-up's output is kept alive meanwhile, so the
+        batch cannot reuse its memory and the peak counts what the batch's own episodes hold (sampled every
+        5 ms on the event loop).
     """
     import cProfile
+    import gc
 
     from transformers import AutoTokenizer
 
@@ -259,60 +372,73 @@ async def generate(domain: str, tasks: list[str], warm_up: list[str], samples: i
     from ctu.runners.tinker.batch import generator_input
     from ctu.spec import spec_from_dict
 
+    tasks, warm_up = batch_tasks(row)
     user = {"type": "llm", "model": "user", "base_url": base_url, "api_key_env": None, "timeout_s": 120}
     spec = spec_from_dict({
         "experiment": {"name": "bench"}, "model": {"path": "builtin:tiny-qwen3", "max_model_len": 32768},
-        "data": {"train": [{"domain": domain}]}, "environment": {"user_simulator": user, "max_turns": 10},
-        "rollout": {"native_tool_calling": True, "generator": {"type": "tau_multiturn", "max_concurrent_episodes": len(tasks) * samples}},
+        "data": {"train": [{"domain": domain} for domain in row.domains]},
+        "environment": {"user_simulator": user, "max_turns": 10},
+        "rollout": {"native_tool_calling": True, "generator": {"type": "tau_multiturn", "max_concurrent_episodes": row.episodes}},
         "backend": {"type": "tinker"}, "algorithm": {"use_kl_loss": False},
     }).spec
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path()))
     endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=base_url, api_key_env=None, timeout_s=120))
     generator = build_generator(build_components(spec), tokenizer, OpenAIChatSampler(endpoint))
 
-    def rows(ids: list[str]) -> list[TaskRow]:
-        return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for task in ids]
+    def rows(ids: list[Episode]) -> list[TaskRow]:
+        return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for domain, task in ids]
 
-    warm_up_batch = generator_input(rows(warm_up), warm_up_samples(len(tasks) * samples, warm_up), "eval", 0)
-    await generator.generate(warm_up_batch)  # not measured
+    warm_up_batch = generator_input(rows(warm_up), warm_up_samples(row.episodes, warm_up), "eval", 0)
+    warm_output = await generator.generate(warm_up_batch)  # not measured; held, see above
+    gc.collect()
+    before, peak = resident_bytes(), 0
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, resident_bytes())
+            await asyncio.sleep(0.005)
+
+    watcher = asyncio.create_task(watch())
     profiler = cProfile.Profile(time.thread_time) if profile else None  # CPU time of the event-loop thread
     cpu, wall = time.process_time(), time.perf_counter()
     if profiler:
         profiler.enable()
-    output = await generator.generate(generator_input(rows(tasks), samples, "eval", 0))
+    output = await generator.generate(generator_input(rows(tasks), row.samples, "eval", 0))
     if profiler:
         profiler.disable()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    peak = max(peak, resident_bytes())
+    watcher.cancel()
     account = generator.account
     print(f"  ctu's caches, warm-up batch included: token encodings {account.encoding_cache_hits} hits, "
           f"{account.encoding_cache_misses} misses; batch memo of prompts, observations and assistant turns "
-          f"{account.memo_hits} hits, {account.memo_misses} misses")
-    if len(output["rewards"]) != len(tasks) * samples:
-        raise RuntimeError(f"expected {len(tasks) * samples} trajectories, got {len(output['rewards'])}")
-    return wall, cpu, profiler
+          f"{account.memo_hits} hits, {account.memo_misses} misses", flush=True)
+    if len(output["rewards"]) != row.episodes or len(warm_output["rewards"]) < row.episodes:
+        raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
+    return wall, cpu, peak - before, profiler
 
 
-def ctu_repetition(domain: str, tasks: list[str], warm_up: list[str], samples: int, base_url: str, profile: bool,
-                   connection: Any) -> None:
-    """Child process of one ctu repetition: `generate`, then send (wall seconds, CPU seconds, the profile's
-    printed top costs or None) through `connection`."""
+def ctu_repetition(row: Row, base_url: str, profile: bool, connection: Any) -> None:
+    """Child process of one ctu repetition: `generate`, then send (wall seconds, CPU seconds, peak resident
+    bytes added, the profile's printed top costs or None) through `connection`."""
     import io
     import pstats
 
     populate_registry()
-    wall, cpu, profiler = asyncio.run(generate(domain, tasks, warm_up, samples, base_url, profile))
+    wall, cpu, memory, profiler = asyncio.run(generate(row, base_url, profile))
     report = None
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats("ctu|tau_bench_env|tau2|jinja|tokeniz", 45)
         report = out.getvalue()
-    connection.send((wall, cpu, report))
+    connection.send((wall, cpu, memory, report))
 
 
-def tau2_batch(domain_name: str, tasks: list[str], warm_up: list[str], samples: int, base_url: str) -> tuple[float, float]:
-    """The same episodes through tau2's own runner: an `Orchestrator` per episode with tau2's `LLMAgent` and
-    `UserSimulator` (litellm over the same server), one thread per concurrent episode as tau2's
+def tau2_batch(row: Row, episodes: int, base_url: str) -> tuple[float, float]:
+    """The row's first `episodes` episodes through tau2's own runner: an `Orchestrator` per episode with tau2's
+    `LLMAgent` and `UserSimulator` (litellm over the same server), one thread per concurrent episode as tau2's
     `run_tasks(max_concurrency=...)` runs them, and tau2's `evaluate_simulation` for the reward.
 
     Returns:
@@ -331,11 +457,11 @@ def tau2_batch(domain_name: str, tasks: list[str], warm_up: list[str], samples: 
 
     from tau_bench_env.env import shared_domain
 
-    domain = shared_domain(domain_name)
     llm_args = {"api_base": base_url, "api_key": "EMPTY", "temperature": 0.0}
 
-    def episode(task_id: str) -> float:
-        task = domain.task(task_id)
+    def episode(job: Episode) -> float:
+        domain_name, task_id = job
+        task = shared_domain(domain_name).task(task_id)
         environment = registry.get_env_constructor(domain_name)()
         agent = LLMAgent(tools=environment.get_tools(), domain_policy=environment.get_policy(), llm="openai/policy", llm_args=llm_args)
         user_tools = environment.get_user_tools() if environment.user_tools is not None else None
@@ -343,94 +469,146 @@ def tau2_batch(domain_name: str, tasks: list[str], warm_up: list[str], samples: 
         run = Orchestrator(domain_name, agent, user, environment, task, max_steps=100).run()
         return evaluate_simulation(run, task, EvaluationType.ALL, False, domain_name).reward
 
+    tasks, warm_up = batch_tasks(row)
     episode(warm_up[0])  # litellm's import and caches, not measured
-    batch = [task for task in tasks for _ in range(samples)]
+    batch = [task for task in tasks for _ in range(row.samples)][:episodes]
     cpu, wall = time.process_time(), time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(batch)) as pool:
         list(pool.map(episode, batch))
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+@dataclasses.dataclass
+class Measured:
+    """One batch: turns, wall and CPU seconds of the runner, the server's CPU per request, the runner's peak
+    resident bytes added (ctu only, else None)."""
+
+    turns: int
+    wall: float
+    cpu: float
+    server_cpu: float
+    memory: float | None = None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--domain", default="retail", choices=sorted(SCRIPTS), help="whose tasks and tools the episodes use")
-    parser.add_argument("--episodes", type=int, default=256, help="concurrent episodes")
-    parser.add_argument("--samples", type=int, default=4, help="samples per task (a GRPO group)")
-    parser.add_argument("--latency", type=float, default=0.2, help="seconds the server waits before each answer")
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"which rows to measure, comma-separated, of: {', '.join(ROWS)}")
+    parser.add_argument("--episodes", type=int, help="concurrent episodes of every row (default: the row's)")
+    parser.add_argument("--samples", type=int, help="samples per task, a GRPO group (default: the row's)")
+    parser.add_argument("--latency", type=float, help="seconds the server waits before each answer (default: the row's)")
     parser.add_argument("--runners", default="ctu,tau2", help="which to run, comma-separated: ctu, tau2")
-    parser.add_argument("--repeats", type=int, default=5, help="measured ctu batches, each in a new process (medians compared)")
-    parser.add_argument("--profile", action="store_true", help="print the top CPU costs of ctu's first measured batch")
+    parser.add_argument("--repeats", type=int, default=3, help="measured ctu batches per row, each in a new process (medians compared)")
+    parser.add_argument("--tau2-episodes", type=int, default=256,
+                        help="tau2 runs at most this many of a row's episodes (it is CPU-bound near 10 turns/s here: a "
+                             "1024-episode batch would take ~15 min, at the same rate)")
+    parser.add_argument("--profile", action="store_true", help="print the top CPU costs of ctu's first measured batch of each row")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     populate_registry()
-    try:
-        tasks, warm_up = batch_tasks(args.domain, args.episodes, args.samples)
-    except ValueError as exc:
-        parser.error(str(exc))
+    rows = []
+    for name in args.rows.split(","):
+        if name not in ROWS:
+            parser.error(f"unknown row {name!r}; rows: {', '.join(ROWS)}")
+        row = ROWS[name]
+        row = dataclasses.replace(row, episodes=args.episodes or row.episodes, samples=args.samples or row.samples,
+                                  latency=args.latency or row.latency)
+        try:
+            batch_tasks(row)
+        except ValueError as exc:
+            parser.error(f"row {name}: {exc}")
+        rows.append(row)
+    runners = args.runners.split(",")
+    if unknown := set(runners) - {"ctu", "tau2"}:
+        parser.error(f"unknown runners {sorted(unknown)}")
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
-    requests_per_episode = SCRIPTS[args.domain].requests
-    server = context.Process(target=serve, args=(args.latency, args.domain, theirs), daemon=True)
+    server = context.Process(target=serve, args=(rows[0].latency, sorted({d for row in rows for d in row.domains}), theirs), daemon=True)
     server.start()
-    results: dict[str, list[tuple[int, float, float, float]]] = {}
-    report = None
+    results: dict[str, dict[str, list[Measured]]] = {}
+    reports = []
 
-    def counted(run: Any, warm_up_requests: int) -> tuple[int, float, float, float]:
+    def counted(run: Any, warm_up_requests: int) -> Measured:
         ours.send("count")
         before, server_before = ours.recv()
-        wall, cpu = run()
+        measured = run()
         ours.send("count")
         after, server_after = ours.recv()
-        turns = after - before - warm_up_requests
-        return turns, wall, cpu, (server_after - server_before) / max(after - before, 1)
+        return Measured(after - before - warm_up_requests, measured[0], measured[1],
+                        (server_after - server_before) / max(after - before, 1), *measured[2:])
 
     try:
         base_url = ours.recv()
-        for runner in args.runners.split(","):
-            if runner == "ctu":
-                def run_ctu(first: bool) -> tuple[float, float]:
-                    nonlocal report
-                    mine, child = context.Pipe()
-                    process = context.Process(target=ctu_repetition, args=(args.domain, tasks, warm_up, args.samples, base_url, args.profile and first, child))
-                    process.start()
-                    wall, cpu, printed = mine.recv()
-                    process.join()
-                    report = report or printed
-                    return wall, cpu
+        for row in rows:
+            ours.send(float(row.latency))
+            ours.recv()
+            _, warm_up = batch_tasks(row)
+            results[row.name] = {}
+            for runner in runners:
+                if runner == "ctu":
+                    def run_ctu(first: bool, row: Row = row) -> tuple[float, float, float]:
+                        mine, child = context.Pipe()
+                        process = context.Process(target=ctu_repetition, args=(row, base_url, args.profile and first, child))
+                        process.start()
+                        wall, cpu, memory, printed = mine.recv()
+                        process.join()
+                        if printed:
+                            reports.append((row.name, printed))
+                        return wall, cpu, memory
 
-                warm_up_episodes = warm_up_samples(args.episodes, warm_up) * len(warm_up)
-                results["ctu"] = [counted(lambda first=(n == 0): run_ctu(first), warm_up_episodes * requests_per_episode)
-                                  for n in range(args.repeats)]
-            elif runner == "tau2":
-                results["tau2"] = [counted(lambda: tau2_batch(args.domain, tasks, warm_up, args.samples, base_url), requests_per_episode)]
-            else:
-                parser.error(f"unknown runner {runner!r}")
+                    samples = warm_up_samples(row.episodes, warm_up)
+                    warm_up_requests = sum(SCRIPTS[domain].requests * samples for domain, _ in warm_up)
+                    results[row.name]["ctu"] = [counted(lambda first=(n == 0): run_ctu(first), warm_up_requests)
+                                                for n in range(args.repeats)]
+                else:
+                    results[row.name]["tau2"] = [counted(lambda row=row: tau2_batch(row, args.tau2_episodes, base_url),
+                                                         SCRIPTS[warm_up[0][0]].requests)]
     finally:
         ours.send("stop")
         server.join(timeout=10)
-    ideal = args.episodes / args.latency
-    print(f"{args.episodes} concurrent {args.domain} episodes ({len(tasks)} tasks x {args.samples} samples, "
-          f"{requests_per_episode} requests each), "
-          f"{args.latency * 1000:.0f} ms injected latency per request; ideal {ideal:.0f} turns/s")
-    medians: dict[str, tuple[float, float]] = {}  # runner -> (turns per second, CPU seconds per turn)
-    for name, runs in results.items():
-        for turns, wall, cpu, server_cpu in runs:
-            print(f"  {name:<5} {turns:5d} turns in {wall:6.2f} s   {turns / wall:7.1f} turns/s = {turns / wall / ideal:4.2f} x ideal"
-                  f"   CPU per turn {cpu / turns * 1000:7.3f} ms   (server: {server_cpu * 1000:.2f} ms per request)")
-        medians[name] = (statistics.median(t / w for t, w, _, _ in runs), statistics.median(c / t for t, _, c, _ in runs))
-        if len(runs) > 1:
-            rate, cpu_per_turn = medians[name]
-            print(f"  {name:<5} median of {len(runs)}: {rate:7.1f} turns/s = {rate / ideal:4.2f} x ideal (range "
-                  f"{min(t / w for t, w, _, _ in runs) / ideal:.2f}-{max(t / w for t, w, _, _ in runs) / ideal:.2f})"
-                  f"   CPU per turn {cpu_per_turn * 1000:7.3f} ms")
-    if "ctu" in medians and "tau2" in medians:
-        (ctu_rate, ctu_cpu), (tau2_rate, tau2_cpu) = medians["ctu"], medians["tau2"]
-        print(f"  ratio tau2/ctu: wall {ctu_rate / tau2_rate:.1f}x, CPU per turn {tau2_cpu / ctu_cpu:.1f}x")
-    print("  goals: >= 0.9 x ideal, <= 1 ms of ctu CPU per turn")
-    print(f"  this machine now: a reference loop of 10M additions takes {reference_loop_seconds():.2f} s of CPU")
-    if report is not None:
-        print(report)
+    loop = reference_loop_seconds()
+    report(rows, results, loop, args.tau2_episodes)
+    for name, printed in reports:
+        print(f"profile of ctu's first measured batch, row {name}:\n{printed}")
+
+
+def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop: float, tau2_episodes: int) -> None:
+    """Print every batch, then one table: per row and runner, turns per second as a fraction of the ideal
+    (concurrent episodes / latency), CPU per turn (measured and normalised to the reference loop), ctu's
+    resident memory per live episode, tau2's figures and the ratios, and the goals."""
+    print(f"this machine now: a reference loop of 10M additions takes {loop:.2f} s of CPU (goals at {REFERENCE_LOOP_S} s)")
+    table = []
+    for row in rows:
+        print(f"row {row.name}: {row.episodes} concurrent episodes of {'/'.join(row.domains)} "
+              f"({row.episodes // row.samples} tasks x {row.samples} samples, {row.requests:.2f} requests each), "
+              f"{row.latency * 1000:.0f} ms per request; ideal {row.episodes / row.latency:.0f} turns/s")
+        medians: dict[str, tuple[float, float, float, float, float]] = {}
+        for runner, runs in results[row.name].items():
+            episodes = min(row.episodes, tau2_episodes) if runner == "tau2" else row.episodes
+            ideal = episodes / row.latency
+            for run in runs:
+                memory = f"   {run.memory / row.episodes / 1e6:5.3f} MB per live episode" if run.memory is not None else ""
+                print(f"  {runner:<5} {run.turns:5d} turns in {run.wall:6.2f} s {run.turns / run.wall:7.1f} turns/s = "
+                      f"{run.turns / run.wall / ideal:4.2f} x ideal   CPU per turn {run.cpu / run.turns * 1000:7.3f} ms"
+                      f"{memory}   (server: {run.server_cpu * 1000:.2f} ms per request)")
+            rates = [run.turns / run.wall / ideal for run in runs]
+            cpu = statistics.median(run.cpu / run.turns for run in runs)
+            memory_mb = statistics.median(run.memory / row.episodes / 1e6 for run in runs) if runs[0].memory is not None else float("nan")
+            medians[runner] = (statistics.median(rates), min(rates), max(rates), cpu, memory_mb)
+        table.append((row, medians))
+    print("\n| row | episodes @ latency | ctu x ideal (range) | tau2 x ideal | ctu CPU per turn (normalised) | tau2 CPU per turn | "
+          "tau2/ctu CPU | ctu memory per live episode | goals (normalised) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row, medians in table:
+        ctu, tau2 = medians.get("ctu"), medians.get("tau2")
+        ctu_rate = f"{ctu[0]:.2f} ({ctu[1]:.2f}-{ctu[2]:.2f})" if ctu else "-"
+        ctu_cpu = f"{ctu[3] * 1000:.2f} ms ({normalised(ctu[3], loop) * 1000:.2f})" if ctu else "-"
+        tau2_rate = f"{tau2[0]:.2f}" if tau2 else "-"
+        tau2_cpu = f"{tau2[3] * 1000:.1f} ms" if tau2 else "-"
+        ratio = f"{tau2[3] / ctu[3]:.0f}x" if ctu and tau2 else "-"
+        memory = f"{ctu[4]:.3f} MB" if ctu else "-"
+        print(f"| {row.name} | {row.episodes} @ {row.latency * 1000:.0f} ms | {ctu_rate} | {tau2_rate} | {ctu_cpu} | {tau2_cpu} | "
+              f"{ratio} | {memory} | >= {row.goal_rate} x ideal, <= {row.goal_cpu_ms} ms |")
 
 
 if __name__ == "__main__":
