@@ -3,7 +3,7 @@
 Ray, an FSDP2 policy worker on gloo, ctu's `CtuPPOExp`, generator and trackers, sampling from SkyRL's own vLLM
 server (vLLM's CPU build) behind SkyRL's router. Stand-ins and why: tests/skyrl_cpu/README.md.
 
-Two GRPO steps of the main job's spec (tests/skyrl_cpu/smoke_skyrl.yaml), evaluation before and after,
+Two GRPO steps of the main job's spec (tests/skyrl_cpu/smoke_skyrl.yaml), the second resumed, evaluation before and after,
 checkpoints, weights handed to the sampler after each step. A few minutes on two cores.
 """
 
@@ -58,31 +58,40 @@ SAMPLING_8B = ["rollout.temperature=0.85", f"rollout.top_p={TOP_P}"]
 """specs/retail_8b_taxonomy.yaml's sampling parameters."""
 
 
-def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
+def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
     """At the 8B spec's temperature and top_p, with the KL loss against the reference model, and a validation set
     besides the test set, from a domain with params (retail read from a `tasks_file` whose one task has an id tau2's
     retail lacks): the params reach the environment in SkyRL's worker through the parquet rows and the domains the
-    composition root built there (without them, the row would find tau2's retail and no such task)."""
+    composition root built there (without them, the row would find tau2's retail and no such task). Step 1, then
+    `--resume` to step 2 at an epoch's end (4 tasks, 4 a step), where SkyRL 0.4.0 on its own trains nothing more
+    (`restart_finished_epoch`), without losing or duplicating a line."""
     from tau2.utils import DATA_DIR
 
-    [first, *_] = json.loads((DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json").read_text())
+    [first_task, *_] = json.loads((DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json").read_text())
     tasks_file = tmp_path / "validation_tasks.json"
-    tasks_file.write_text(json.dumps([{**first, "id": "validation-0"}]))
+    tasks_file.write_text(json.dumps([{**first_task, "id": "validation-0"}]))
     validation = f"data.validation={{domain: {{type: retail, tasks_file: '{tasks_file}'}}, split: base, max_tasks: 1}}"
-    result = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true", validation, cluster=cluster)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    first = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true", validation, "trainer.max_steps=1", cluster=cluster)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
-    assert f"Ray workers run {REPO}/.venv/bin/python): vllm, flash_attn import; CUDA sees 1 GPU(s)" in result.stdout
+    assert f"Ray workers run {REPO}/.venv/bin/python): vllm, flash_attn import; CUDA sees 1 GPU(s)" in first.stdout
     run = tmp_path / "run"
+    assert [line["step"] for line in metric_lines(run)] == [0, 1]
+    assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}
+    assert (run / "spec.resolved.yaml").exists() and (run / "spec.sha256").exists()
+    resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
     lines = metric_lines(run)
-    assert [line["step"] for line in lines] == [0, 1, 2]
-    for line in (lines[0], lines[2]):  # evaluation before training and after the last step
+    assert [line["step"] for line in lines] == [0, 1, 2]  # no second evaluation at step 1, no lost step
+    assert json.loads((run / "state.json").read_text())["step"] == 2
+    assert (run / "checkpoints" / "global_step_1" / "data.pt.epoch_end").exists()
+    for line in lines:  # evaluation before training and after each run's last step
         assert {"test-retail/average_reward", "test-retail/success_rate", "test-retail/pass^1"} <= set(line)
         assert line["test-retail/num_episodes"] == 2.0
         assert line["validation/num_episodes"] == 1.0 and "validation/success_rate" in line  # its own area
         assert line["validation/num_infra_errors"] == 0.0  # its domain, params and all, was there
-    assert json.loads((run / "best_validation.json").read_text())["step"] in (0, 2)
+    assert json.loads((run / "best_validation.json").read_text())["step"] in (0, 1, 2)
     for line in lines[1:]:
         # what the trainer computed for the sampled tokens agrees with what vLLM reported: vLLM's processed logprobs
         # are of the distribution it sampled from (temperature, then the top_p nucleus renormalised), the trainer's
@@ -97,18 +106,19 @@ def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight
     assert (run / "checkpoints" / "global_step_2" / "policy").is_dir()
     assert (run / "checkpoints" / "latest_ckpt_global_step.txt").read_text().strip() == "2"
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
-        "eval_step000000.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl", "train_step000002.jsonl"]
-    assert weight_loads(run) == 3  # vLLM reloaded the initial weights, then those after each step
+        "eval_step000000.jsonl", "eval_step000001.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl",
+        "train_step000002.jsonl"]
+    # each run had vLLM reload its starting weights, then those after each step it trained
+    assert weight_loads(run) == 4
     # colocated as the GPU specs are: SkyRL slept vLLM for each training phase and woke its weights, then its KV
     # cache, around each weight sync (vLLM's CPU worker keeps the memory: the calls are SkyRL's real cycle)
-    (infra_log,) = (run / "logs").glob("infra-*.log")
-    calls = infra_log.read_text(errors="replace")
-    assert calls.count("POST /wake_up?tags=weights") == calls.count("POST /wake_up?tags=kv_cache") == 3
-    assert calls.count("POST /sleep") >= 3
+    calls = "".join(log.read_text(errors="replace") for log in (run / "logs").glob("infra-*.log"))
+    assert calls.count("POST /wake_up?tags=weights") == calls.count("POST /wake_up?tags=kv_cache") == 4
+    assert calls.count("POST /sleep") >= 4
     # vLLM's own worker loaded each of them in place of the weights it served (its log line of every reload)
-    assert calls.count("Reloading and processing weights took") == 3
-    # Hugging Face exports: after the last step (ctu's hf_save_interval 0), and at each epoch's end (SkyRL's rule;
-    # an epoch is one step here); loadable by transformers, and `ctu eval --run-dir` evaluates the newest
+    assert calls.count("Reloading and processing weights took") == 4
+    # Hugging Face exports: after each run's last step (ctu's hf_save_interval 0), and at each epoch's end (SkyRL's
+    # rule; an epoch is one step here); loadable by transformers, and `ctu eval --run-dir` evaluates the newest
     exports = sorted((run / "exports").glob("global_step_*/policy"))
     assert [p.parent.name for p in exports] == ["global_step_1", "global_step_2"]
     from transformers import AutoModelForCausalLM
@@ -119,29 +129,6 @@ def test_two_grpo_steps_of_skyrls_trainer_with_evaluation_checkpoints_and_weight
     assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
     report = json.loads((run / "eval" / "run-step2" / "eval.json").read_text())
     assert report["policy"] == "run-step2" and report["overall"]["episodes"] == 1
-
-
-def test_native_tool_calling_run_resumes_only_when_asked_without_losing_or_duplicating_a_line(cluster: str, tmp_path: Path):
-    """Native tool calling at the 8B spec's sampling parameters: the tools in the model's own template, each turn
-    sampled token-in/token-out from exactly the ids trained on (a chat request to vLLM would be sampled from its own
-    rendering of the history), so no turn is re-rendered and rollout and trainer logprobs agree. Resumed at an
-    epoch's end (4 tasks, 4 a step), where SkyRL 0.4.0 on its own trains nothing more (`restart_finished_epoch`)."""
-    first = run_skyrl_on_cpu(tmp_path, "rollout.native_tool_calling=true", *SAMPLING_8B, "trainer.max_steps=1", cluster=cluster)
-    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-    run = tmp_path / "run"
-    assert [line["step"] for line in metric_lines(run)] == [0, 1]
-    assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}
-    assert (run / "spec.resolved.yaml").exists() and (run / "spec.sha256").exists()
-    resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
-    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
-    lines = metric_lines(run)
-    assert [line["step"] for line in lines] == [0, 1, 2]  # no second evaluation at step 1, no lost step
-    assert all("test-retail/average_reward" in lines[i] for i in (0, 1, 2))
-    assert json.loads((run / "state.json").read_text())["step"] == 2
-    assert (run / "checkpoints" / "global_step_1" / "data.pt.epoch_end").exists()
-    for line in lines[1:]:
-        assert line["generation/rerendered_turns"] == 0.0
-        assert line["policy/rollout_train_logprobs_abs_diff_mean"] < -math.log(TOP_P) + 0.02
 
 
 def flaky_user_simulator(every: int):
@@ -179,17 +166,21 @@ def two_resumed_steps_with_a_flaky_user(tmp_path: Path, features: list[str], clu
 
 def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_out_across_a_resume(cluster: str, tmp_path: Path):
     """Truncated importance sampling, the zero-variance filter and DAPO's dynamic sampling at once, in native tool
-    calling, with a user simulator failing now and then: dynamic sampling re-pulls batches, so the trainer reads each
+    calling at the 8B spec's sampling parameters, with a user simulator failing now and then: dynamic sampling re-pulls batches, so the trainer reads each
     trajectory's infrastructure error from the trajectory itself (the generator's last batch is not the trained
     one). Two steps, evaluated after each run's last step."""
     # epochs: 20, so that re-sampled batches never run out of tasks (SkyRL then ends the run without a step)
     trained = two_resumed_steps_with_a_flaky_user(tmp_path, [
-        "rollout.native_tool_calling=true", "trainer.epochs=20",
+        "rollout.native_tool_calling=true", *SAMPLING_8B, "trainer.epochs=20",
         "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
         "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], cluster)
     for line in trained:
         assert line["train/sampling_rounds"] >= 1.0 and "train/zero_variance_groups" in line
+        # native tool calling samples each turn token-in/token-out from exactly the ids trained on (a chat request
+        # to vLLM would be sampled from its own rendering of the history): no turn is re-rendered, and rollout and
+        # trainer logprobs agree at the 8B spec's sampling parameters (see the two-step test)
         assert line["generation/rerendered_turns"] == 0.0
+        assert line["policy/rollout_train_logprobs_abs_diff_mean"] < -math.log(TOP_P) + 0.02
     # the correction ran on the sampler's logprobs of the sampled ids (SkyRL's off-policy metrics)
     assert any(name.startswith("policy/") and "is_ratio" in name for name in trained[0]), sorted(trained[0])
 
