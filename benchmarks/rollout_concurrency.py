@@ -29,7 +29,7 @@ is seen (its gold outcome for the reward, tokenisation of new tool results).
   the `llm` user simulator), as `ctu run` builds it, all episodes in one event loop;
 - tau2: tau2's own runner on the same episodes (`Orchestrator`, `LLMAgent` and `UserSimulator` over litellm,
   a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`), on at
-  most `--tau2-episodes` of a row's episodes (tau2 is CPU-bound here near 10 turns/s whatever the concurrency).
+  most `--tau2-episodes` of a row's episodes (it managed 3-70 turns/s here, whatever the concurrency).
 
 Prints, for each batch, turns per second against the ideal (concurrent episodes / latency: every episode always
 has one request in flight), CPU time per turn (the runner process's CPU time over the measured batch, which
@@ -499,8 +499,8 @@ def main() -> None:
     parser.add_argument("--runners", default="ctu,tau2", help="which to run, comma-separated: ctu, tau2")
     parser.add_argument("--repeats", type=int, default=3, help="measured ctu batches per row, each in a new process (medians compared)")
     parser.add_argument("--tau2-episodes", type=int, default=256,
-                        help="tau2 runs at most this many of a row's episodes (it is CPU-bound near 10 turns/s here: a "
-                             "1024-episode batch would take ~15 min, at the same rate)")
+                        help="tau2 runs at most this many of a row's episodes (it managed 3-70 turns/s here: 256 mixed "
+                             "episodes took 11 min, 1024 would take 45)")
     parser.add_argument("--profile", action="store_true", help="print the top CPU costs of ctu's first measured batch of each row")
     args = parser.parse_args()
     if args.repeats < 1:
