@@ -12,10 +12,10 @@ and `--latency` override every row's.
 The server (aiohttp, answering as ctu's `ScriptedOpenAIServer` scripts would) runs in a separate process, so
 its CPU time is not counted as the runners'. A batch is shaped like a GRPO step: `episodes / samples` tasks of
 the row's domains (tau2's `base` splits, in order), each run `samples` times. In every retail episode
-(`RetailScript`) the user opens, asking where one order is (an order of the database, picked from the task's
-instructions, so tasks differ); the policy looks the order up, lists the product types and answers; the user
-asks again; the policy looks the order up again and answers; the user ends the call: 8 requests, every one a
-turn, each answered after the latency. Airline's episode (`AirlineScript`) is the same about a reservation;
+(`RetailScript`, a `LookupScript`) the user opens, asking where one order is (an order of the database, picked
+from the task's instructions, so tasks differ); the policy looks the order up, lists the product types and
+answers; the user asks again; the policy looks the order up again and answers; the user ends the call: 8
+requests, every one a turn, each answered after the latency. Airline's episode (`AirlineScript`) is the same about a reservation;
 telecom's (`TelecomScript`, 9 requests) has the user run a tool on their phone. As in a GRPO group sampled at a
 temperature, the tool calls of a task's samples coincide while the free text differs: every policy answer in
 words and every user reply after the opening carries the request's number (the opening is the same for a
@@ -66,36 +66,53 @@ POLICY_MARKER = b"You are a customer service agent"
 """Bytes of tau2's agent system prompt: a request holding them is the policy's, else the user's."""
 
 
-class RetailScript:
-    """Retail: the user asks where one of their orders is; the policy looks it up twice (see the module docstring)."""
+class LookupScript:
+    """An episode about one record the user names (see the module docstring): the user asks; the policy looks the
+    record up, lists something of the domain and answers; the user asks again; the policy looks it up again and
+    answers; the user ends the call: 8 requests. Subclasses name the domain's record, tools and words."""
 
-    domain = "retail"
+    domain: str
+    table: str
+    """The database table whose keys users ask about."""
+    asks: re.Pattern[bytes]
+    """The user's opening, with the record's key as its group: it names the request's domain and subject."""
+    opening: str
+    """The user's opening, formatted with the key."""
+    closing: str
+    """The policy's answer in words, formatted with the key and the request's number."""
+    lookup: str
+    """The policy's tool that reads the record, and its argument."""
+    argument: str
+    listing: str
+    """The policy's tool without arguments it calls in between."""
     requests = 8
-    asks = re.compile(rb"where is my order (#W\d{7})")
-    calls = {1: "get_order_details", 2: "list_all_product_types", 4: "get_order_details"}
-    """The policy's tool call by the number of assistant messages in its request (tau2's greeting counts)."""
+
+    @property
+    def calls(self) -> dict[int, str]:
+        """The policy's tool call by the number of assistant messages in its request (tau2's greeting counts)."""
+        return {1: self.lookup, 2: self.listing, 4: self.lookup}
 
     def subjects(self) -> list[str]:
-        """What users ask about: the retail database's order ids, sorted."""
+        """What users ask about: the keys of the domain's `table`, sorted."""
         from tau_bench_env.env import shared_domain
 
-        return sorted(shared_domain("retail").base_database.tables["orders"])
+        return sorted(shared_domain(self.domain).base_database.tables[self.table])
 
-    def answer(self, policy: bool, said: int, order: str, number: int = 0) -> Any:
+    def answer(self, policy: bool, said: int, key: str, number: int = 0) -> Any:
         """The next message (a `tests.support.openai_server.Answer`) of the policy (`policy`) or of the user, given
         how many assistant messages the request holds (`said`: for the policy, tau2's greeting and its own turns;
-        for the user, its own earlier messages, roles being flipped), the episode's `order` and the request's
+        for the user, its own earlier messages, roles being flipped), the episode's record `key` and the request's
         `number` (written into free text, see the module docstring)."""
         from tests.support.openai_server import Answer
 
         if policy:
             if said in self.calls:
                 name = self.calls[said]
-                arguments = {"order_id": order} if name == "get_order_details" else {}
+                arguments = {self.argument: key} if name == self.lookup else {}
                 return Answer(tool_calls=[tool_call(name, arguments, number)])
-            return Answer.text(f"Your order {order} is on its way (reference {number}). Is there anything else I can help you with?")
+            return Answer.text(self.closing.format(key=key, number=number))
         if said == 0:
-            return Answer.text(f"Hi, where is my order {order}?")
+            return Answer.text(self.opening.format(key=key))
         if said == 1:
             return Answer.text(f"Could you check it once more, please? My reference is {number}.")
         return Answer.text("###STOP###")
@@ -105,41 +122,24 @@ class RetailScript:
         return not policy and said != 1
 
 
-class AirlineScript:
-    """Airline, shaped as retail's episode: the user asks about one reservation; the policy reads it, lists the
-    airports and answers; the user asks again; the policy reads the reservation again and answers; the user ends
-    the call: 8 requests."""
+class RetailScript(LookupScript):
+    """Retail: the user asks where one of their orders is."""
 
-    domain = "airline"
-    requests = 8
+    domain, table = "retail", "orders"
+    asks = re.compile(rb"where is my order (#W\d{7})")
+    opening = "Hi, where is my order {key}?"
+    closing = "Your order {key} is on its way (reference {number}). Is there anything else I can help you with?"
+    lookup, argument, listing = "get_order_details", "order_id", "list_all_product_types"
+
+
+class AirlineScript(LookupScript):
+    """Airline: the user asks about one of their reservations."""
+
+    domain, table = "airline", "reservations"
     asks = re.compile(rb"my reservation ([0-9A-Z]{6})\b")
-    calls = {1: "get_reservation_details", 2: "list_all_airports", 4: "get_reservation_details"}
-
-    def subjects(self) -> list[str]:
-        """The airline database's reservation ids, sorted."""
-        from tau_bench_env.env import shared_domain
-
-        return sorted(shared_domain("airline").base_database.tables["reservations"])
-
-    def answer(self, policy: bool, said: int, reservation: str, number: int = 0) -> Any:
-        """As `RetailScript.answer`, for the airline episode above."""
-        from tests.support.openai_server import Answer
-
-        if policy:
-            if said in self.calls:
-                name = self.calls[said]
-                arguments = {"reservation_id": reservation} if name == "get_reservation_details" else {}
-                return Answer(tool_calls=[tool_call(name, arguments, number)])
-            return Answer.text(f"Your reservation {reservation} is confirmed (reference {number}). Anything else?")
-        if said == 0:
-            return Answer.text(f"Hi, could you check my reservation {reservation} for me?")
-        if said == 1:
-            return Answer.text(f"Could you check it once more, please? My reference is {number}.")
-        return Answer.text("###STOP###")
-
-    def per_task(self, policy: bool, said: int) -> bool:
-        """Whether `answer` gives every sample of a task the same message."""
-        return not policy and said != 1
+    opening = "Hi, could you check my reservation {key} for me?"
+    closing = "Your reservation {key} is confirmed (reference {number}). Anything else?"
+    lookup, argument, listing = "get_reservation_details", "reservation_id", "list_all_airports"
 
 
 class TelecomScript:
@@ -164,7 +164,7 @@ class TelecomScript:
         return sorted(self.customers)
 
     def answer(self, policy: bool, said: int, phone: str, number: int = 0) -> Any:
-        """As `RetailScript.answer`, for the telecom episode above."""
+        """As `LookupScript.answer`, for the telecom episode above."""
         from tests.support.openai_server import Answer
 
         if policy:
