@@ -112,7 +112,8 @@ class Episode:
         return prompt
 
     async def reset(self) -> list[dict[str, object]]:
-        """Build a fresh environment, apply the task's initial state and get the user's opening message.
+        """Build a fresh environment, apply the task's initial state and get the user's opening message (for a
+        task without a message history, asked for first: the environment is built while the request is in flight).
 
         Returns:
             The policy's prompt: system prompt, tau2's greeting and the user's first message (OpenAI format).
@@ -123,20 +124,35 @@ class Episode:
         self._started = time.time()
         if not self.domain.ready:
             await asyncio.to_thread(self.domain.warm_up)
-        self._env = await self._environment_work(self.domain.episode_environment, self.task)
+        self.tools = self.domain.tool_schemas
+        self._session = self.user.session(self.task, self.domain.user_tools, self.trajectory)
         state = self.task.initial_state
         history = list(state.message_history or []) if state is not None else []
-        await self._environment_work(
-            self._env.set_state,
-            initialization_data=state.initialization_data if state is not None else None,
-            initialization_actions=state.initialization_actions if state is not None else None,
-            message_history=history,
-        )
-        if self._fast_reward:
-            await self._environment_work(self.domain.gold_outcomes.warm, self.domain, self.task, self._env)
-        self.tools = self.domain.tool_schemas
-        user_tools = self.domain.user_tools if self._env.user_tools is not None else None
-        self._session = self.user.session(self.task, user_tools, self.trajectory)
+        opening = None
+        if not history:
+            opener = AssistantMessage(role="assistant", content=GREETING)
+            self.trajectory.append(opener)
+            opening = asyncio.ensure_future(self._session.reply(opener))
+            # The user's opening is on its way before the environment is built: the first yield lets its request
+            # start, the second puts this episode behind every other starting episode's request in the event
+            # loop's queue. When a batch starts all its episodes at once, their environment work then runs while
+            # the openings are in flight instead of delaying the later episodes' openings by all of it.
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        try:
+            self._env = await self._environment_work(self.domain.episode_environment, self.task)
+            await self._environment_work(
+                self._env.set_state,
+                initialization_data=state.initialization_data if state is not None else None,
+                initialization_actions=state.initialization_actions if state is not None else None,
+                message_history=history,
+            )
+            if self._fast_reward:
+                await self._environment_work(self.domain.gold_outcomes.warm, self.domain, self.task, self._env)
+        except BaseException:
+            if opening is not None and not opening.cancel() and not opening.cancelled():
+                opening.exception()  # it had already failed: retrieved, so asyncio does not log it as never retrieved
+            raise
         self.conversation = [{"role": "system", "content": self.system_prompt()}]
         if history:
             self.trajectory.extend(history)
@@ -145,10 +161,8 @@ class Episode:
                 return list(self.conversation)
             opener = history[-1]
         else:
-            opener = AssistantMessage(role="assistant", content=GREETING)
-            self.trajectory.append(opener)
             self.conversation += to_openai(opener)
-        self.conversation += await self._user_turn(opener)
+        self.conversation += await self._user_turn(opener, opening)
         return list(self.conversation)
 
     @property
@@ -165,13 +179,15 @@ class Episode:
             return function(*args, **kwargs)
         return await asyncio.to_thread(function, *args, **kwargs)
 
-    async def _user_turn(self, message: Message) -> list[dict[str, object]]:
-        """Send `message` to the user; run the user's own tool calls; return the user's text as observations."""
+    async def _user_turn(self, message: Message, sent: asyncio.Future[Message] | None = None) -> list[dict[str, object]]:
+        """Send `message` to the user (or take `sent`, the user's reply to it already asked for); run the user's
+        own tool calls; return the user's text as observations."""
         from tau2.data_model.message import MultiToolMessage
 
         for _ in range(self.config.max_user_tool_rounds):
             try:
-                reply = await self._session.reply(message)
+                reply = await (sent if sent is not None else self._session.reply(message))
+                sent = None
                 reply.validate()
             except (UserSimulatorError, ValueError) as exc:
                 self.user_error = str(exc)

@@ -197,3 +197,57 @@ def test_the_gold_state_is_computed_at_reset_and_a_failure_there_is_an_evaluatio
     out = failing.step("I cannot help further. ###STOP###")
     assert out["done"] and out["reward"] == 0.0 and len(computed) == 2
     assert out["metadata"]["evaluation_error"] == "ZeroDivisionError: division by zero"
+
+
+class RecordingUser:
+    """The scripted user, noting in `events` when an opening is asked for and when it was cancelled; each reply
+    takes 10 ms, as an endpoint would."""
+
+    def __init__(self, events: list[str], hang: bool = False) -> None:
+        self.inner, self.events, self.hang = ScriptedUserSimulator(), events, hang
+
+    def session(self, task, user_tools, trajectory):
+        inner, events, hang = self.inner.session(task, user_tools, trajectory), self.events, self.hang
+
+        class Session:
+            async def reply(self, message):
+                events.append("asked")
+                try:
+                    await asyncio.sleep(3600 if hang else 0.01)
+                except asyncio.CancelledError:
+                    events.append("cancelled")
+                    raise
+                return await inner.reply(message)
+
+        return Session()
+
+
+def test_a_batchs_openings_are_asked_for_before_any_environment_is_built_and_a_failed_build_cancels_its_opening(monkeypatch):
+    """Episodes started together send their users' openings first and build their environments while the openings
+    are in flight (so the last episode's opening does not wait for every environment); the prompts are those of
+    episodes reset one by one. An environment that cannot be built cancels its episode's opening."""
+    events: list[str] = []
+    alone = [make({"domain": "retail", "task_id": str(n)}).init([])[0] for n in range(3)]
+    envs = [make({"domain": "retail", "task_id": str(n)}, user=RecordingUser(events)) for n in range(3)]
+    domain = envs[0].episode.domain
+    build = type(domain).episode_environment
+    monkeypatch.setattr(type(domain), "episode_environment", lambda self, task=None: events.append("built") or build(self, task))
+
+    async def batch():
+        return await asyncio.gather(*(env.ainit([]) for env in envs))
+
+    prompts = [prompt for prompt, _ in asyncio.run(batch())]
+    assert events == ["asked"] * 3 + ["built"] * 3
+    assert prompts == alone
+
+    events.clear()
+    monkeypatch.setattr(type(domain), "episode_environment", lambda self, task=None: 1 / 0)
+    broken = make(user=RecordingUser(events, hang=True))
+
+    async def reset_and_settle():
+        with pytest.raises(ZeroDivisionError):
+            await broken.ainit([])
+        await asyncio.sleep(0)  # the cancelled opening runs its last step
+
+    asyncio.run(reset_and_settle())
+    assert events == ["asked", "cancelled"]
