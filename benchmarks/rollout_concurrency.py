@@ -36,9 +36,11 @@ runner spends no CPU and each request is answered `latency` after it was sent, s
 longest episode's requests x latency. In a single-domain row that is turns per second against concurrent
 episodes / latency; in a mixed row, whose retail and airline episodes end one request before telecom's, that
 fixed rate is out of reach even for the ideal runner (by 8.33 / 9 requests = 0.93). Then CPU time per turn (the
-runner process's CPU time over the measured batch, which excludes the injected latency, divided by turns; resets, tokenisation, tool calls and rewards included) and,
-for ctu, resident memory per live episode (the process's peak resident memory during the batch above that
-before it, over the batch's episodes); then a table of the medians per row, CPU normalised to the reference
+runner process's CPU time over the measured batch, which excludes the injected latency, divided by turns;
+resets, tokenisation, tool calls and rewards included) and, for ctu, resident memory per live episode (the
+process's peak resident memory during the batch above that before it, over the batch's episodes) and how far
+its episodes drifted apart (`wave_spread`: the time over which the widest wave of requests reached the server,
+which is about what the batch loses to the ideal); then a table of the medians per row, CPU normalised to the reference
 loop (`machine.py`), the ratios to tau2 and the goals. ctu's batch is measured `--repeats` times, each time in a
 new process (nothing cached by an earlier repetition: every repetition pays what a run's step pays on tasks it
 has not seen); tau2's runner (minutes per batch) once. `--profile` prints what cost ctu the most CPU in its
@@ -203,7 +205,8 @@ SCRIPTS = {"retail": RetailScript, "airline": AirlineScript, "telecom": TelecomS
 def serve(latency: float, domains: list[str], connection: Any) -> None:
     """Server process: an asyncio (aiohttp) OpenAI-compatible server answering the scripts (`SCRIPTS`) of
     `domains` `latency` seconds after each request arrived; on "count" it reports (requests so far, its CPU
-    seconds); on a number, it takes that as the latency from then on.
+    seconds, the arrivals since the last count: (monotonic seconds, domain, the policy's?, assistant messages)
+    per request); on a number, it takes that as the latency from then on.
 
     A request's domain is the script whose opening phrase it holds (every request after the user's opening
     holds it), else the user prompt's "Domain:" line (tau2's scenario). The user's opening names one of the
@@ -225,6 +228,7 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
     assistant = re.compile(rb'"role":\s*"assistant"')
     scenario_domain = re.compile(rb"Domain: (\w+)")
     bodies: dict[tuple[str, bool, int, str], bytes] = {}
+    arrivals: list[tuple[float, str, bool, int]] = []
     requests, wait = 0, latency
 
     def classify(raw: bytes) -> tuple[str, str | None]:
@@ -243,6 +247,7 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
         raw = await request.read()
         policy, said = POLICY_MARKER in raw, len(assistant.findall(raw))
         domain, subject = classify(raw)
+        arrivals.append((arrived, domain, policy, said))
         script, known = scripts[domain], subjects[domain]
         if subject is None:
             subject = known[zlib.crc32(raw) % len(known)] if not policy and said == 0 else known[0]
@@ -270,7 +275,8 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
         while (command := await loop.run_in_executor(None, connection.recv)) != "stop":
             if isinstance(command, float):
                 wait = command
-            connection.send((requests, time.process_time()) if command == "count" else None)
+            connection.send((requests, time.process_time(), arrivals.copy()) if command == "count" else None)
+            arrivals.clear()
         await runner.cleanup()
 
     threading.current_thread().name = "latency-server"
@@ -499,6 +505,26 @@ class Measured:
     cpu: float
     server_cpu: float
     memory: float | None = None
+    spread: tuple[float, float] | None = None
+    """(the users' openings', the widest) seconds over which the requests of one wave reached the server (`wave_spread`)."""
+
+
+def wave_spread(row: Row, arrivals: list[tuple[float, str, bool, int]]) -> tuple[float, float]:
+    """How far apart a measured batch's episodes drifted: a wave is the requests the batch's episodes of one
+    domain make at the same point of their script (the same domain, requester and count of assistant messages:
+    every episode makes one); returns (the users' openings' spread, the widest wave's), in seconds from the first
+    to the last arrival of a wave. `arrivals` (the server's, see `serve`) hold the warm-up batch's before the
+    measured batch's, so each wave's last arrivals, as many as the batch has episodes of the domain, are taken.
+    An ideal runner's waves arrive all at once; one event loop spreads a wave over about its episodes x its CPU
+    per episode, and the batch ends about the widest spread after the ideal.
+    """
+    tasks, _ = batch_tasks(row)
+    episodes = {domain: row.samples * sum(1 for d, _ in tasks if d == domain) for domain in row.domains}
+    waves: dict[tuple[str, bool, int], list[float]] = {}
+    for arrived, domain, policy, said in sorted(arrivals):
+        waves.setdefault((domain, policy, said), []).append(arrived)
+    spreads = {key: times[-1] - times[-episodes[key[0]]] for key, times in waves.items() if len(times) >= episodes[key[0]]}
+    return max(spreads.get((domain, False, 0), 0.0) for domain in row.domains), max(spreads.values(), default=0.0)
 
 
 def main() -> None:
@@ -539,14 +565,15 @@ def main() -> None:
     results: dict[str, dict[str, list[Measured]]] = {}
     reports = []
 
-    def counted(run: Any, warm_up_requests: int) -> Measured:
+    def counted(run: Any, warm_up_requests: int, row: Row | None = None) -> Measured:
         ours.send("count")
-        before, server_before = ours.recv()
+        before, server_before, _ = ours.recv()
         measured = run()
         ours.send("count")
-        after, server_after = ours.recv()
+        after, server_after, arrivals = ours.recv()
         return Measured(after - before - warm_up_requests, measured[0], measured[1],
-                        (server_after - server_before) / max(after - before, 1), *measured[2:])
+                        (server_after - server_before) / max(after - before, 1), *measured[2:],
+                        spread=wave_spread(row, arrivals) if row is not None else None)
 
     try:
         base_url = ours.recv()
@@ -569,7 +596,7 @@ def main() -> None:
 
                     samples = warm_up_samples(row.episodes, warm_up)
                     warm_up_requests = sum(SCRIPTS[domain].requests * samples for domain, _ in warm_up)
-                    results[row.name]["ctu"] = [counted(lambda first=(n == 0): run_ctu(first), warm_up_requests)
+                    results[row.name]["ctu"] = [counted(lambda first=(n == 0): run_ctu(first), warm_up_requests, row)
                                                 for n in range(args.repeats)]
                 else:
                     results[row.name]["tau2"] = [counted(lambda row=row: tau2_batch(row, args.tau2_episodes, base_url),
@@ -585,40 +612,45 @@ def main() -> None:
 
 def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop: float, tau2_episodes: int) -> None:
     """Print every batch, then one table: per row and runner, the batch's speed as a fraction of the ideal
-    (`Row.ideal_seconds` over the wall time), CPU per turn (measured and normalised to the reference loop), ctu's
-    resident memory per live episode, tau2's figures and the ratios, and the goals."""
+    (`Row.ideal_seconds` over the wall time), ctu's widest wave (`wave_spread`), CPU per turn (measured and
+    normalised to the reference loop), ctu's resident memory per live episode, tau2's figures and the ratios,
+    and the goals."""
     print(f"this machine now: a reference loop of 10M additions takes {loop:.2f} s of CPU (goals at {REFERENCE_LOOP_S} s)")
     table = []
     for row in rows:
         print(f"row {row.name}: {row.episodes} concurrent episodes of {'/'.join(row.domains)} "
               f"({row.episodes // row.samples} tasks x {row.samples} samples, {row.requests:.2f} requests each), "
               f"{row.latency * 1000:.0f} ms per request; ideal {row.ideal_seconds():.2f} s (the longest episode's requests)")
-        medians: dict[str, tuple[float, float, float, float, float]] = {}
+        medians: dict[str, tuple[float, float, float, float, float, float]] = {}
         for runner, runs in results[row.name].items():
             episodes = min(row.episodes, tau2_episodes) if runner == "tau2" else row.episodes
             ideal = row.ideal_seconds(episodes)
             for run in runs:
                 memory = f"   {run.memory / row.episodes / 1e6:5.3f} MB per live episode" if run.memory is not None else ""
+                spread = (f"   a wave spread over <= {run.spread[1] * 1000:.0f} ms (openings {run.spread[0] * 1000:.0f} ms)"
+                          if run.spread is not None else "")
                 print(f"  {runner:<5} {run.turns:5d} turns in {run.wall:6.2f} s {run.turns / run.wall:7.1f} turns/s = "
                       f"{ideal / run.wall:4.2f} x ideal   CPU per turn {run.cpu / run.turns * 1000:7.3f} ms"
-                      f"{memory}   (server: {run.server_cpu * 1000:.2f} ms per request)")
+                      f"{memory}{spread}   (server: {run.server_cpu * 1000:.2f} ms per request)")
             rates = [ideal / run.wall for run in runs]
             cpu = statistics.median(run.cpu / run.turns for run in runs)
             memory_mb = statistics.median(run.memory / row.episodes / 1e6 for run in runs) if runs[0].memory is not None else float("nan")
-            medians[runner] = (statistics.median(rates), min(rates), max(rates), cpu, memory_mb)
+            spread = statistics.median(run.spread[1] for run in runs) if runs[0].spread is not None else float("nan")
+            medians[runner] = (statistics.median(rates), min(rates), max(rates), cpu, memory_mb, spread)
         table.append((row, medians))
-    print("\n| row | episodes @ latency | ctu x ideal (range) | tau2 x ideal | ctu CPU per turn (normalised) | tau2 CPU per turn | "
-          "tau2/ctu CPU | ctu memory per live episode | goals (normalised) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| row | episodes @ latency | ctu x ideal (range) | ctu's widest wave | tau2 x ideal | ctu CPU per turn (normalised) | "
+          "tau2 CPU per turn | tau2/ctu CPU | ctu memory per live episode | goals (normalised) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row, medians in table:
         ctu, tau2 = medians.get("ctu"), medians.get("tau2")
         ctu_rate = f"{ctu[0]:.2f} ({ctu[1]:.2f}-{ctu[2]:.2f})" if ctu else "-"
+        ctu_spread = f"{ctu[5] * 1000:.0f} ms" if ctu else "-"
         ctu_cpu = f"{ctu[3] * 1000:.2f} ms ({normalised(ctu[3], loop) * 1000:.2f})" if ctu else "-"
         tau2_rate = f"{tau2[0]:.2f}" if tau2 else "-"
         tau2_cpu = f"{tau2[3] * 1000:.1f} ms" if tau2 else "-"
         ratio = f"{tau2[3] / ctu[3]:.0f}x" if ctu and tau2 else "-"
         memory = f"{ctu[4]:.3f} MB" if ctu else "-"
-        print(f"| {row.name} | {row.episodes} @ {row.latency * 1000:.0f} ms | {ctu_rate} | {tau2_rate} | {ctu_cpu} | {tau2_cpu} | "
+        print(f"| {row.name} | {row.episodes} @ {row.latency * 1000:.0f} ms | {ctu_rate} | {ctu_spread} | {tau2_rate} | {ctu_cpu} | {tau2_cpu} | "
               f"{ratio} | {memory} | >= {row.goal_rate} x ideal, <= {row.goal_cpu_ms} ms |")
 
 
