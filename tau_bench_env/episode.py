@@ -133,13 +133,14 @@ class Episode:
             opener = AssistantMessage(role="assistant", content=GREETING)
             self.trajectory.append(opener)
             opening = asyncio.ensure_future(self._session.reply(opener))
-            # The user's opening is on its way before the environment is built: the first yield lets its request
-            # start, the second puts this episode behind every other starting episode's request in the event
-            # loop's queue. When a batch starts all its episodes at once, their environment work then runs while
-            # the openings are in flight instead of delaying the later episodes' openings by all of it.
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
         try:
+            if opening is not None:
+                # The user's opening is on its way before the environment is built: the first yield lets its
+                # request start, the second puts this episode behind every other starting episode's request in
+                # the event loop's queue. When a batch starts all its episodes at once, their environment work
+                # then runs while the openings are in flight instead of delaying the later openings by all of it.
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
             self._env = await self._environment_work(self.domain.episode_environment, self.task)
             await self._environment_work(
                 self._env.set_state,
