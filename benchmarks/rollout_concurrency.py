@@ -39,9 +39,9 @@ fixed rate is out of reach even for the ideal runner (by 8.33 / 9 requests = 0.9
 runner process's CPU time over the measured batch, which excludes the injected latency, divided by turns;
 resets, tokenisation, tool calls and rewards included) and, for ctu, resident memory per live episode (the
 process's peak resident memory during the batch above that before it, over the batch's episodes) and how far
-its episodes drifted apart (`wave_spread`: the time over which the widest wave of requests reached the server,
-which is about what the batch loses to the ideal); then a table of the medians per row, CPU normalised to the reference
-loop (`machine.py`), the ratios to tau2 and the goals. ctu's batch is measured `--repeats` times, each time in a
+its episodes drifted apart (`wave_spread`: the time over which the widest wave of requests reached the
+server, which is about what the batch loses to the ideal); then a table of the medians per row, CPU normalised
+to the reference loop (`machine.py`), the ratios to tau2 and the goals. ctu's batch is measured `--repeats` times, each time in a
 new process (nothing cached by an earlier repetition: every repetition pays what a run's step pays on tasks it
 has not seen); tau2's runner (minutes per batch) once. `--profile` prints what cost ctu the most CPU in its
 first measured batch of each row (event-loop thread only).
@@ -205,8 +205,8 @@ SCRIPTS = {"retail": RetailScript, "airline": AirlineScript, "telecom": TelecomS
 def serve(latency: float, domains: list[str], connection: Any) -> None:
     """Server process: an asyncio (aiohttp) OpenAI-compatible server answering the scripts (`SCRIPTS`) of
     `domains` `latency` seconds after each request arrived; on "count" it reports (requests so far, its CPU
-    seconds, the arrivals since the last count: (monotonic seconds, domain, the policy's?, assistant messages)
-    per request); on a number, it takes that as the latency from then on.
+    seconds, the arrivals since the last count: (monotonic seconds, domain, whether the policy's,
+    assistant messages in it) per request); on a number, it takes that as the latency from then on.
 
     A request's domain is the script whose opening phrase it holds (every request after the user's opening
     holds it), else the user prompt's "Domain:" line (tau2's scenario). The user's opening names one of the
