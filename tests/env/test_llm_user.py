@@ -9,7 +9,7 @@ import pytest
 from ctu.components.endpoint import ChatEndpoint, EndpointError
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import HermesParser
-from ctu.components.user_simulators.llm import LLMUserSimulator
+from ctu.components.user_simulators.llm import SCHEMA_LISTS, LLMUserSimulator
 from tau_bench_env.env import shared_domain
 from tau_bench_env.episode import Episode
 from tau_bench_env.outcome import EpisodeConfig
@@ -106,6 +106,9 @@ def test_user_tool_schemas_are_tau2s_built_once_per_domain():
     assert first.tools == [tool.openai_schema for tool in domain.user_tools]
     assert first.tools and second.tools is first.tools
     assert user.session(domain.tasks("base")[0], list(domain.user_tools), []).tools == first.tools
+    for _ in range(SCHEMA_LISTS + 4):  # a caller handing over a new list each time: the memo stays bounded
+        assert user.tool_schemas(list(domain.user_tools)) == first.tools
+    assert len(user._schemas) == SCHEMA_LISTS
 
 
 @pytest.mark.parametrize("strategy", ["react", "verify", "reflection"])

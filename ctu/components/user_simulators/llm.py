@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
     from tau2.environment.tool import Tool
 
+SCHEMA_LISTS = 16
+"""User-tool lists whose schemas an `LLMUserSimulator` keeps (one per domain with user tools is what it meets): a
+caller that hands every episode a new list gets no reuse, and must not grow the memo without bound."""
+
 REACT_INSTRUCTIONS = (
     "\n\nBefore each reply, think privately. Write exactly two parts:\n"
     "Thought: <your reasoning about what to say next>\nUser Response: <the message you send to the agent>"
@@ -53,10 +57,12 @@ class LLMUserSimulator:
 
     def tool_schemas(self, user_tools: Sequence[Tool]) -> list[dict]:
         """The OpenAI schemas of `user_tools`, built once per tool list (a domain hands every episode the same
-        list; do not mutate the result). tau2 builds a schema through pydantic's JSON-schema generator, ~1 ms
+        list; the last `SCHEMA_LISTS` lists are kept; do not mutate the result). tau2 builds a schema through pydantic's JSON-schema generator, ~1 ms
         a tool: at every telecom episode's start that was 8.8 s of a 256-episode batch's 11.7 s of CPU."""
         held = self._schemas.get(id(user_tools))
         if held is None or held[0] is not user_tools:  # the list is held, so its id is not reused meanwhile
+            if held is None and len(self._schemas) >= SCHEMA_LISTS:
+                del self._schemas[next(iter(self._schemas))]  # the oldest list
             held = self._schemas[id(user_tools)] = (user_tools, [tool.openai_schema for tool in user_tools])
         return held[1]
 
