@@ -72,6 +72,10 @@ class ChatEndpoint:
         self._closers: dict[int, AsyncIterator[None]] = {}
         self.url = params.base_url.rstrip("/") + "/chat/completions"
 
+    def __reduce__(self) -> tuple[type[ChatEndpoint], tuple[OpenAIEndpointParams]]:
+        """Pickled as its params (sent to rollout worker processes): a copy opens sessions of its own."""
+        return (ChatEndpoint, (self.params,))
+
     async def _session(self) -> ClientSession:
         import asyncio
         import os

@@ -4,13 +4,15 @@ resolve rollout settings."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from ctu.composition import PHASES, Components
+from ctu.composition import PHASES, Components, build_components
 from ctu.errors import ComponentError
-from ctu.rollout.generator import RolloutSetup
 from ctu.rollout.records import Rollout
 from ctu.rollout.sampling import Sampler, SamplingParams
+from ctu.rollout.setup import RolloutSetup
+from ctu.spec import spec_from_dict, spec_to_dict
 from ctu.spec.models import Spec
 from tau_bench_env.env import EnvSetup
 from tau_bench_env.outcome import EpisodeConfig
@@ -44,21 +46,18 @@ def env_setup(components: Components) -> EnvSetup:
     return EnvSetup(components.user_simulator, components.parser, config, components.domains)
 
 
-def build_generator(
+def rollout_setup(
     components: Components,
     tokenizer: Any,
     sampler: Sampler,
     on_records: Callable[..., object] | None = None,
     on_episode: Callable[[int, bool], None] | None = None,
-) -> Rollout:
-    """The generator of `components` (the spec's `rollout.generator`) over `sampler` and `tokenizer`.
-
-    Raises:
-        ComponentError: the generator component built something without the `Rollout` interface.
-    """
+) -> RolloutSetup:
+    """The agent loop's setup: `components` (the spec's), the policy's `sampler` and `tokenizer`, and the runner's
+    callbacks; `in_worker` rebuilds it (callbacks aside) from the spec in a worker process (`WorkerSetup`)."""
     spec = components.spec
     eos = tokenizer.eos_token_id
-    setup = RolloutSetup(
+    return RolloutSetup(
         tokenizer=tokenizer,
         chat_template=components.chat_template,
         sampler=sampler,
@@ -70,7 +69,45 @@ def build_generator(
         native_parser=components.native_parser,
         on_records=on_records,
         on_episode=on_episode,
+        in_worker=WorkerSetup(spec_to_dict(spec), tokenizer, sampler),
     )
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker process needs to build a `RolloutSetup` again (`ProcessRollout`): the resolved spec as
+    plain data, the tokenizer and the sampler; picklable when the sampler is. Calling it registers ctu's
+    components, loads the spec (importing its `imports`, relative to the current directory, which a spawned
+    worker shares), builds its components and returns the setup, without callbacks.
+
+    Raises (when called):
+        SpecError: the spec no longer loads (a file of its `imports` is gone).
+    """
+
+    spec: dict[str, object]
+    tokenizer: Any
+    sampler: Sampler
+
+    def __call__(self) -> RolloutSetup:
+        spec = spec_from_dict(self.spec, source="the resolved spec, in a rollout worker").spec
+        return rollout_setup(build_components(spec), self.tokenizer, self.sampler)
+
+
+def build_generator(
+    components: Components,
+    tokenizer: Any,
+    sampler: Sampler,
+    on_records: Callable[..., object] | None = None,
+    on_episode: Callable[[int, bool], None] | None = None,
+) -> Rollout:
+    """The generator of `components` (the spec's `rollout.generator`) over `sampler` and `tokenizer`.
+
+    Raises:
+        ComponentError: the generator component built something without the `Rollout` interface, or could not
+            build (a loop over worker processes whose sampler cannot be sent to them).
+    """
+    spec = components.spec
+    setup = rollout_setup(components, tokenizer, sampler, on_records, on_episode)
     built = components.generator.build(setup)
     if not isinstance(built, Rollout):
         missing = [name for name in ("generate", "last_records", "pop_eval_records", "run_episode") if not hasattr(built, name)]

@@ -18,72 +18,25 @@ import logging
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 
-from ctu.components.chat_templates.base import ChatTemplate
-from ctu.components.parsers.base import ParsedTurn, Parser
+from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
-from ctu.components.rewards.chain import RewardChain
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.records import TrajectoryRecord, episode_row, infrastructure_error, rollout_metrics
-from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.rollout.tokens import TokenAccount
 from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
-from tau_bench_env.env import EnvSetup, TauBenchEnv
+from tau_bench_env.env import TauBenchEnv
 from tau_bench_env.outcome import EpisodeResult, Termination
 
+if TYPE_CHECKING:
+    from ctu.rollout.setup import RolloutSetup
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class RolloutSetup:
-    """Everything the generator needs, resolved from the spec by a runner.
-
-    Attributes:
-        tokenizer: the policy's Hugging Face tokenizer.
-        chat_template: the chat-template policy (built component).
-        sampler: the policy's sampler.
-        env: the environment setup (user simulator, parser, episode config).
-        rewards: the reward chain of each phase.
-        sampling: sampling params of each phase.
-        max_model_len: longest conversation in tokens.
-        native_tool_calling: tools as OpenAI `tools` (chat samplers) or in the template (token samplers).
-        native_parser: parses the model family's own tool-call format on token samplers in native mode.
-        max_concurrent_episodes: episodes in flight at once.
-        on_records: called with each batch's `TrajectoryRecord`s, its phase and global step (trajectory logs).
-        on_episode: called with the batch size when a batch starts (episodes 0 of n) and after each episode
-            that finishes (progress bars).
-    """
-
-    tokenizer: Any
-    chat_template: ChatTemplate
-    sampler: Sampler
-    env: EnvSetup
-    rewards: dict[Phase, RewardChain]
-    sampling: dict[Phase, SamplingParams]
-    max_model_len: int = 16384
-    native_tool_calling: bool = False
-    native_parser: Parser | None = None
-    max_concurrent_episodes: int = 256
-    on_records: Callable[[list[TrajectoryRecord], Phase, int], object] | None = None
-    on_episode: Callable[[int, bool], None] | None = None
-
-    def agent_loop(self, max_concurrent_episodes: int | None = None) -> TauGenerator:
-        """ctu's agent loop (`TauGenerator`) over this setup: what a generator component builds unless it
-        brings a loop of its own. The setup hands the loop to the component, so `ctu.components` never
-        imports the rollout layer.
-
-        Args:
-            max_concurrent_episodes: episodes in flight at once; None keeps the setup's.
-        """
-        if max_concurrent_episodes is not None:
-            return TauGenerator(replace(self, max_concurrent_episodes=max_concurrent_episodes))
-        return TauGenerator(self)
 
 
 class TauGenerator(GeneratorInterface):
@@ -117,29 +70,11 @@ class TauGenerator(GeneratorInterface):
         failure: a failed episode yields an empty, zero-reward trajectory, counted in `generation/episode_errors`."""
         started = time.perf_counter()
         phase, step = self._phase(input_batch)
-        self.account.new_batch()
         prompts = list(input_batch.get("prompts") or [])
         extras = list(input_batch.get("env_extras") or [{} for _ in prompts])
-        limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)
-        notify = self.setup.on_episode
-        if notify is not None:
-            notify(len(prompts), False)
-
-        async def one(prompt: list[dict[str, object]] | None, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
-            async with limit:
-                record = await self.run_episode(prompt, extra, phase, repetition)
-            if notify is not None:
-                notify(len(prompts), True)
-            return record
-
-        seen: Counter[str] = Counter()
-        repetitions = []
-        for extra in extras:  # the k-th sample of a task in this batch is its repetition k (0-based)
-            key = f"{extra.get('domain')}/{extra.get('task_id')}"
-            repetitions.append(seen[key])
-            seen[key] += 1
-        with frozen_heap():
-            records = list(await asyncio.gather(*(one(p, e, r) for p, e, r in zip(prompts, extras, repetitions, strict=True))))
+        if self.setup.on_episode is not None:
+            self.setup.on_episode(len(prompts), False)
+        records = await self.batch_records(prompts, extras, phase)
         self.last_records = records
         if phase == "eval":
             self.eval_records += records
@@ -167,6 +102,40 @@ class TauGenerator(GeneratorInterface):
             image_grid_thw=None,
         )
 
+    async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
+                            phase: Phase) -> list[TrajectoryRecord]:
+        """One record per prompt, in input order: every episode on this event loop, at most
+        `max_concurrent_episodes` at once. The k-th sample of a task (the same ``domain`` and ``task_id`` in
+        `extras`) is its repetition k (`run_episode`). Calls `setup.on_episode(len(prompts), True)` after each
+        episode."""
+        self.account.new_batch()
+        limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)
+        notify = self.setup.on_episode
+
+        async def one(prompt: list[dict[str, object]] | None, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
+            async with limit:
+                record = await self.run_episode(prompt, extra, phase, repetition)
+            if notify is not None:
+                notify(len(prompts), True)
+            return record
+
+        seen: Counter[str] = Counter()
+        repetitions = []
+        for extra in extras:
+            key = task_key(extra)
+            repetitions.append(seen[key])
+            seen[key] += 1
+        with frozen_heap():
+            return list(await asyncio.gather(*(one(p, e, r) for p, e, r in zip(prompts, extras, repetitions, strict=True))))
+
+    def failed_record(self, extras: dict[str, object], error: str) -> TrajectoryRecord:
+        """The record of an episode that could not run (`error` says why): empty, zero reward, an
+        infrastructure error."""
+        eos = self.account.eos_id if self.account.eos_id is not None else 0
+        result = EpisodeResult(str(extras.get("domain")), str(extras.get("task_id")))
+        return TrajectoryRecord([eos], [eos], [0], [0.0], 0.0, "error", result,
+                                extras=dict(extras), error=error, infra_error=f"episode failed: {error}")
+
     async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
         """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set.
 
@@ -178,11 +147,7 @@ class TauGenerator(GeneratorInterface):
             record = await self._episode(prompt, extras, phase, repetition)
         except Exception as exc:  # one broken episode must not end a multi-day run
             logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
-            eos = self.account.eos_id if self.account.eos_id is not None else 0
-            error = f"{type(exc).__name__}: {exc}"
-            result = EpisodeResult(str(extras.get("domain")), str(extras.get("task_id")))
-            record = TrajectoryRecord([eos], [eos], [0], [0.0], 0.0, "error", result,
-                                      extras=dict(extras), error=error, infra_error=f"episode failed: {error}")
+            record = self.failed_record(extras, f"{type(exc).__name__}: {exc}")
         record.seconds = time.perf_counter() - started
         return record
 
@@ -244,6 +209,11 @@ class TauGenerator(GeneratorInterface):
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, outcome, reward_metrics,
                                 dict(extras), policy_turns=turns, infra_error=infrastructure_error(outcome, context.fatal_error),
                                 verdict=context.verdict, rerendered_turns=rerendered)
+
+def task_key(extras: dict[str, object]) -> str:
+    """``domain/task_id`` of an episode's `extras`: the samples of one task (a GRPO group) share it."""
+    return f"{extras.get('domain')}/{extras.get('task_id')}"
+
 
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
 

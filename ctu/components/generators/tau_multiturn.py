@@ -19,11 +19,17 @@ class TauMultiTurnGenerator:
 
     class Params(ComponentParams):
         max_concurrent_episodes: int = Field(256, gt=0)
-        """Episodes run concurrently within one `generate` call."""
+        """Episodes run concurrently within one `generate` call (over all its processes)."""
+        processes: int = Field(1, ge=1, le=256)
+        """Worker processes a batch's episodes are spread over, each with an event loop of its own
+        (`ctu.rollout.processes`); 1 runs them all on the runner's. One event loop spends about 0.35 ms of
+        CPU a turn, so its episodes drift apart by about that times the batch's episodes; with more processes
+        (and a core for each) by that over the processes. Needs a sampler that can be sent to another process
+        (SkyRL's HTTP inference client, an OpenAI-compatible endpoint), not Tinker's."""
 
     def __init__(self, params: Params) -> None:
         self.params = params
 
     def build(self, setup: LoopSetup) -> object:
-        """The SkyRL generator over `setup` (a `ctu.rollout.generator.RolloutSetup`); imports skyrl and torch."""
-        return setup.agent_loop(max_concurrent_episodes=self.params.max_concurrent_episodes)
+        """The SkyRL generator over `setup` (a `ctu.rollout.setup.RolloutSetup`); imports skyrl and torch."""
+        return setup.agent_loop(max_concurrent_episodes=self.params.max_concurrent_episodes, processes=self.params.processes)

@@ -30,8 +30,8 @@ class TinkerBackend:
         self.params = params
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
-        """What the Tinker path cannot honour: a KL loss or reference model, sampling penalties, no server, and the
-        training features only SkyRL's trainer has."""
+        """What the Tinker path cannot honour: a KL loss or reference model, sampling penalties, no server, rollout
+        worker processes, and the training features only SkyRL's trainer has."""
         if spec.algorithm.use_kl_loss and spec.algorithm.kl_loss_coef > 0:
             yield SpecIssue("algorithm.use_kl_loss",
                             "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false")
@@ -43,6 +43,9 @@ class TinkerBackend:
             yield SpecIssue("model.reference_path", "the tinker backend has no reference model: remove it")
         if not self.params.local and not self.params.base_url:
             yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
+        if getattr(spec.rollout.generator.params, "processes", 1) > 1:
+            yield SpecIssue("rollout.generator.processes", "Tinker's sampling client lives in the training process "
+                                                           "and cannot be sent to rollout worker processes: set 1")
         yield from _skyrl_only(spec)
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:

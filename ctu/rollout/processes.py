@@ -1,0 +1,259 @@
+"""`ProcessRollout`: ctu's agent loop with each batch spread over worker processes, each running its share of
+the episodes on an event loop of its own.
+
+Why: one event loop does every episode's CPU work in turn (HTTP, the environment's tools, tokenisation,
+rewards), about 0.35 ms a turn at the reference speed (`benchmarks/rollout_concurrency.py`). The episodes of a
+batch make their requests in waves (every episode's n-th request at about the same time), and one loop sends a
+wave out over its episodes x that CPU; the batch ends about that much after a runner that costs nothing would
+(0.15 s for 256 retail episodes on this project's machines, 0.90 of the ideal at 200 ms a request, less on a
+slower machine or a bigger batch). P processes each hold 1/P of the episodes, so a wave spreads over 1/P of
+that, given a core for each.
+
+How: the worker processes are spawned at the first batch, all at once, and the batch waits until each has
+built its setup (not forked: the parent may hold threads, Ray's or the tokenizer's); they live until `close()`
+or this process's exit (daemon processes; a worker whose parent is gone ends). Each builds the setup again from
+`RolloutSetup.in_worker` (the spec, the tokenizer and the sampler, pickled: the sampler must be one that can be
+sent to another process, such as an HTTP client) and runs `TauGenerator.batch_records` on its shard, sent
+through a pipe of its own. A GRPO group (a task's samples) stays in one worker, so the batch memo of prompts
+(`ctu.rollout.tokens`) keeps its hits, and each sample keeps its repetition number. Progress (`on_episode`)
+comes back through the pipe as each episode ends; the records come back in input order, and everything else
+(`last_records`, evaluation records, `on_records`, metrics, SkyRL's output) is `TauGenerator`'s, in this
+process. A worker that dies turns its shard's episodes into infrastructure errors, and the next batch starts a
+new one; a worker that cannot build its setup is a `ComponentError` on the first batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import multiprocessing
+import os
+import pickle
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from ctu.components.rewards.base import Phase
+from ctu.errors import ComponentError
+from ctu.rollout.generator import TauGenerator, task_key
+from ctu.rollout.records import TrajectoryRecord
+
+if TYPE_CHECKING:
+    from ctu.rollout.setup import RolloutSetup
+
+logger = logging.getLogger(__name__)
+
+
+def shards(extras: list[dict[str, object]], processes: int) -> list[list[int]]:
+    """The batch's episodes (their `extras`, in input order) split over `processes` workers, as lists of input
+    indices (each ascending; some empty when there are fewer tasks than workers).
+
+    A task's samples (the same `task_key`) go to one worker; tasks are dealt in order of first appearance, each to
+    the worker holding the fewest episodes so far (the first such), so workers differ by at most one group.
+    """
+    groups: dict[str, list[int]] = {}
+    for index, extra in enumerate(extras):
+        groups.setdefault(task_key(extra), []).append(index)
+    split: list[list[int]] = [[] for _ in range(processes)]
+    for indices in groups.values():
+        min(split, key=len).extend(indices)
+    return [sorted(indices) for indices in split]
+
+
+class WorkerError(Exception):
+    """A rollout worker process failed: it could not build its setup, or died (the message says how)."""
+
+
+def _serve(connection: Connection, in_worker: Callable[[], RolloutSetup], max_concurrent_episodes: int) -> None:
+    """A worker process: build the setup, then run each shard sent through `connection` on one event loop kept
+    for every batch (connection pools live with it), until None (or the parent's end) arrives.
+
+    Messages sent: ``("ready", pid)`` or ``("failed", traceback)`` once; then per shard ``("episode", None)`` as
+    each episode finishes, and ``("records", records)`` in the order given.
+    """
+    try:
+        setup = replace(in_worker(), max_concurrent_episodes=max_concurrent_episodes, on_records=None,
+                        on_episode=lambda size, finished: connection.send(("episode", None)) if finished else None)
+        generator = TauGenerator(setup)
+        loop = asyncio.new_event_loop()
+    except BaseException:
+        connection.send(("failed", traceback.format_exc()))
+        return
+    connection.send(("ready", os.getpid()))
+    try:
+        while (shard := connection.recv()) is not None:
+            prompts, extras, phase = shard
+            connection.send(("records", loop.run_until_complete(generator.batch_records(prompts, extras, phase))))
+    except EOFError:  # the parent is gone
+        pass
+    finally:
+        loop.close()
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe."""
+
+    def __init__(self, context: Any, in_worker: Callable[[], RolloutSetup], max_concurrent_episodes: int, number: int) -> None:
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, in_worker, max_concurrent_episodes),
+                                       name=f"ctu-rollout-{number}", daemon=True)
+        self.process.start()
+        child.close()
+        self.pid = 0
+
+    def _receive(self) -> tuple[str, Any]:
+        try:
+            message: tuple[str, Any] = self.connection.recv()
+        except (EOFError, OSError) as exc:
+            raise self._gone() from exc
+        return message
+
+    def _gone(self) -> WorkerError:
+        """The error for a worker whose pipe broke: it died (its exit code once it has ended)."""
+        self.process.join(timeout=5)
+        return WorkerError(f"rollout worker process {self.process.pid} died (exit code {self.process.exitcode})")
+
+    def ready(self) -> None:
+        """Wait until the worker has built its setup.
+
+        Raises:
+            WorkerError: it could not (its traceback in the message), or died.
+        """
+        kind, payload = self._receive()
+        if kind != "ready":
+            raise WorkerError(f"a rollout worker process could not build its setup:\n{payload}")
+        self.pid = payload
+
+    def run(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]], phase: Phase,
+            finished: Callable[[], None]) -> list[TrajectoryRecord]:
+        """Run a shard in the worker (blocking: called in a thread), calling `finished()` after each episode.
+
+        Raises:
+            WorkerError: the worker died.
+        """
+        try:
+            self.connection.send((prompts, extras, phase))
+        except OSError as exc:
+            raise self._gone() from exc
+        while True:
+            kind, payload = self._receive()
+            if kind == "records":
+                records: list[TrajectoryRecord] = payload
+                return records
+            finished()
+
+    def stop(self) -> None:
+        """Ask the worker to end, and wait for it (killed after 10 s)."""
+        try:
+            self.connection.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.connection.close()
+
+
+class ProcessRollout(TauGenerator):
+    """`TauGenerator` whose batches run in `processes` worker processes (see the module docstring); its single
+    episodes (`run_episode`) run in this process.
+
+    Attributes:
+        processes: worker processes a batch is spread over.
+        worker_pids: the ids of the worker processes now running (for benchmarks reading their CPU time).
+    """
+
+    def __init__(self, setup: RolloutSetup, processes: int) -> None:
+        """Raises:
+            ComponentError: `setup` has no `in_worker`, or it cannot be sent to another process (a sampler bound
+                to this process, such as Tinker's sampling client).
+        """
+        super().__init__(setup)
+        if setup.in_worker is None:
+            raise ComponentError(f"processes: {processes} needs a setup that worker processes can build again "
+                                 "(`RolloutSetup.in_worker`, set by `ctu.rollout.build.build_generator`)")
+        self._in_worker: Callable[[], RolloutSetup] = setup.in_worker
+        try:
+            pickle.dumps(setup.in_worker)
+        except Exception as exc:
+            raise ComponentError(
+                f"processes: {processes} sends the policy's sampler ({type(setup.sampler).__name__}) to worker "
+                f"processes, and it cannot be sent ({type(exc).__name__}: {exc}); set processes to 1") from exc
+        self.processes = processes
+        self._workers: list[_Worker | None] = [None] * processes
+        self._threads = ThreadPoolExecutor(processes, thread_name_prefix="ctu-rollout")
+        """One thread per worker, waiting on its pipe (asyncio's default pool may have fewer)."""
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [worker.pid for worker in self._workers if worker is not None]
+
+    async def _ready_workers(self) -> list[_Worker]:
+        """The worker processes, those not running started (all at once) and waited for.
+
+        Raises:
+            ComponentError: a worker could not build its setup.
+        """
+        missing = [n for n, worker in enumerate(self._workers) if worker is None]
+        if missing:
+            context = multiprocessing.get_context("spawn")
+            per_worker = max(1, math.ceil(self.setup.max_concurrent_episodes / self.processes))
+            for n in missing:
+                self._workers[n] = _Worker(context, self._in_worker, per_worker, n)
+            loop = asyncio.get_running_loop()
+            started = [worker for worker in self._workers if worker is not None]
+            failures = await asyncio.gather(*(loop.run_in_executor(self._threads, started[n].ready) for n in missing),
+                                            return_exceptions=True)
+            if errors := [failure for failure in failures if isinstance(failure, BaseException)]:
+                self.close()
+                raise ComponentError(str(errors[0])) from errors[0]
+        return [worker for worker in self._workers if worker is not None]
+
+    async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
+                            phase: Phase) -> list[TrajectoryRecord]:
+        """`TauGenerator.batch_records` over the worker processes (see the module docstring).
+
+        Raises:
+            ComponentError: a worker could not build its setup (its traceback in the message).
+        """
+        workers = await self._ready_workers()
+        loop = asyncio.get_running_loop()
+        notify = self.setup.on_episode
+
+        def finished() -> None:
+            if notify is not None:
+                loop.call_soon_threadsafe(notify, len(prompts), True)
+
+        split = shards(extras, self.processes)
+        results = await asyncio.gather(
+            *(loop.run_in_executor(self._threads, worker.run, [prompts[i] for i in indices], [extras[i] for i in indices], phase, finished)
+              for worker, indices in zip(workers, split, strict=True) if indices),
+            return_exceptions=True,
+        )
+        records: list[TrajectoryRecord | None] = [None] * len(prompts)
+        for (n, indices), result in zip([(n, indices) for n, indices in enumerate(split) if indices], results, strict=True):
+            if isinstance(result, BaseException):
+                error = f"{type(result).__name__}: {result}"
+                logger.error("%s: its %d episodes are infrastructure errors", error, len(indices))
+                for index in indices:
+                    records[index] = self.failed_record(extras[index], error)
+                dead = self._workers[n]
+                if dead is not None:
+                    dead.stop()
+                self._workers[n] = None  # a new one is started for the next batch
+                continue
+            for index, record in zip(indices, result, strict=True):
+                records[index] = record
+        return [record for record in records if record is not None]
+
+    def close(self) -> None:
+        """Stop the worker processes (a later batch starts new ones)."""
+        for n, worker in enumerate(self._workers):
+            if worker is not None:
+                worker.stop()
+            self._workers[n] = None

@@ -1,0 +1,76 @@
+"""`RolloutSetup`: everything the agent loop needs, resolved from the spec by a runner (`ctu.rollout.build`), and
+the loop it makes: one event loop in this process (`TauGenerator`), or a batch spread over worker processes
+(`ProcessRollout`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ctu.components.chat_templates.base import ChatTemplate
+from ctu.components.parsers.base import Parser
+from ctu.components.rewards.base import Phase
+from ctu.components.rewards.chain import RewardChain
+from ctu.rollout.generator import TauGenerator
+from ctu.rollout.processes import ProcessRollout
+from ctu.rollout.records import TrajectoryRecord
+from ctu.rollout.sampling import Sampler, SamplingParams
+from tau_bench_env.env import EnvSetup
+
+
+@dataclass
+class RolloutSetup:
+    """Everything the generator needs, resolved from the spec by a runner.
+
+    Attributes:
+        tokenizer: the policy's Hugging Face tokenizer.
+        chat_template: the chat-template policy (built component).
+        sampler: the policy's sampler.
+        env: the environment setup (user simulator, parser, episode config).
+        rewards: the reward chain of each phase.
+        sampling: sampling params of each phase.
+        max_model_len: longest conversation in tokens.
+        native_tool_calling: tools as OpenAI `tools` (chat samplers) or in the template (token samplers).
+        native_parser: parses the model family's own tool-call format on token samplers in native mode.
+        max_concurrent_episodes: episodes in flight at once (over all worker processes).
+        on_records: called with each batch's `TrajectoryRecord`s, its phase and global step (trajectory logs).
+        on_episode: called with the batch size when a batch starts (episodes 0 of n) and after each episode
+            that finishes (progress bars).
+        in_worker: builds this setup again in a worker process (`ctu.rollout.build.WorkerSetup`, picklable,
+            without the callbacks), for a loop spread over processes; None when the setup cannot be rebuilt
+            elsewhere (a setup made by hand).
+    """
+
+    tokenizer: Any
+    chat_template: ChatTemplate
+    sampler: Sampler
+    env: EnvSetup
+    rewards: dict[Phase, RewardChain]
+    sampling: dict[Phase, SamplingParams]
+    max_model_len: int = 16384
+    native_tool_calling: bool = False
+    native_parser: Parser | None = None
+    max_concurrent_episodes: int = 256
+    on_records: Callable[[list[TrajectoryRecord], Phase, int], object] | None = None
+    on_episode: Callable[[int, bool], None] | None = None
+    in_worker: Callable[[], RolloutSetup] | None = None
+
+    def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int = 1) -> TauGenerator | ProcessRollout:
+        """ctu's agent loop over this setup: what a generator component builds unless it brings a loop of its
+        own. The setup hands the loop to the component, so `ctu.components` never imports the rollout layer.
+
+        Args:
+            max_concurrent_episodes: episodes in flight at once; None keeps the setup's.
+            processes: 1 runs every episode on this process's event loop (`TauGenerator`); more spread each
+                batch over as many worker processes, each with its own event loop (`ProcessRollout`).
+
+        Raises:
+            ComponentError: `processes` > 1 and the setup cannot be rebuilt in a worker process (no
+                `in_worker`, or a sampler that cannot be sent to another process).
+        """
+        setup = self if max_concurrent_episodes is None else replace(self, max_concurrent_episodes=max_concurrent_episodes)
+        if processes > 1:
+            return ProcessRollout(setup, processes)
+        return TauGenerator(setup)

@@ -1,0 +1,99 @@
+"""A batch spread over rollout worker processes (`rollout.generator.processes`): the same trajectories as one event
+loop, progress from the workers, a worker that dies costs its own episodes only, and what cannot run in a
+worker is refused with a clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import signal
+
+import pytest
+
+from ctu.composition import build_components
+from ctu.errors import ComponentError
+from ctu.rollout.build import build_generator
+from ctu.rollout.processes import ProcessRollout, shards
+from ctu.spec import spec_from_dict
+
+from ..support.scripted_sampler import ScriptedSampler
+from .conftest import ReplayScript
+from .test_generator import batch
+
+TASKS = ["0", "1", "2"]
+
+
+def spec(minimal, processes: int):
+    minimal["backend"] = {"type": "skyrl"}
+    minimal["trainer"] = {"train_batch_size": 4, "policy_mini_batch_size": 4}
+    minimal["model"] = {"path": "builtin:tiny-qwen3", "max_model_len": 32768}
+    minimal["rollout"] = {"generator": {"type": "tau_multiturn", "processes": processes}}
+    return spec_from_dict(minimal).spec
+
+
+def replay_sampler(tokenizer) -> ScriptedSampler:
+    """The gold replay of `TASKS` as a token sampler that can be sent to a worker process."""
+    script = ReplayScript(tokenizer, "retail", TASKS)
+    return ScriptedSampler(script, functools.partial(tokenizer.encode, add_special_tokens=False), tokenizer.eos_token_id)
+
+
+def test_shards_keep_a_tasks_samples_together_and_balance_the_workers():
+    extras = [{"domain": "retail", "task_id": task} for task in ["a", "b", "a", "c", "b", "d", "a"]]
+    split = shards(extras, 2)
+    assert split == [[0, 2, 5, 6], [1, 3, 4]]  # a (3) to the first worker, b (2) and c (1) to the second, d to the first
+    assert shards(extras[:2], 3) == [[0], [1], []]
+    assert shards([], 2) == [[], []]
+
+
+def test_a_batch_over_two_worker_processes_gives_one_event_loops_trajectories(minimal, tokenizer):
+    progress: list[tuple[int, bool]] = []
+    sampler = replay_sampler(tokenizer)
+    one_loop = build_generator(build_components(spec(dict(minimal), 1)), tokenizer, sampler)
+    spread = build_generator(build_components(spec(minimal, 2)), tokenizer, sampler,
+                             on_episode=lambda size, finished: progress.append((size, finished)))
+    assert isinstance(spread, ProcessRollout)
+    try:
+        expected = asyncio.run(one_loop.generate(batch(TASKS, samples=2)))
+        calls = sampler.calls
+        got = asyncio.run(spread.generate(batch(TASKS, samples=2)))
+        for key in ("prompt_token_ids", "response_ids", "loss_masks", "rewards", "stop_reasons", "rollout_logprobs"):
+            assert got[key] == expected[key], key
+        assert got["rewards"] == [1.0] * 6
+        assert [r.extras["task_id"] for r in spread.last_records] == ["0", "0", "1", "1", "2", "2"]
+        assert progress == [(6, False)] + [(6, True)] * 6
+        pids = spread.worker_pids
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+        assert calls > 0 and sampler.calls == calls  # every turn was sampled in the workers, by their own copies
+
+        os.kill(pids[1], signal.SIGKILL)  # the second worker (task 1's samples) dies between batches
+        broken = asyncio.run(spread.generate(batch(TASKS, samples=2)))
+        errors = [r.infra_error for r in spread.last_records]
+        assert errors[2:4] == [errors[2]] * 2 and "died" in errors[2] and f"process {pids[1]}" in errors[2]
+        assert errors[:2] == errors[4:] == [None, None] and broken["rewards"] == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+        assert broken["rollout_metrics"]["environment/infra_errors"] == 2.0
+
+        again = asyncio.run(spread.generate(batch(TASKS, samples=2)))  # a new worker takes the dead one's place
+        assert again["rewards"] == [1.0] * 6
+        assert spread.worker_pids[0] == pids[0] and spread.worker_pids[1] not in pids
+    finally:
+        spread.close()
+    assert spread.worker_pids == []
+
+
+def test_a_sampler_that_cannot_leave_its_process_is_refused_when_the_generator_is_built(minimal, tokenizer):
+    sampler = ScriptedSampler(lambda ids, n: "hi", lambda text: tokenizer.encode(text), tokenizer.eos_token_id)
+    with pytest.raises(ComponentError, match=r"processes: 2 sends the policy's sampler \(ScriptedSampler\).*set processes to 1"):
+        build_generator(build_components(spec(minimal, 2)), tokenizer, sampler)
+
+
+def test_a_worker_that_cannot_build_its_setup_fails_the_first_batch_with_its_traceback(minimal, tokenizer, tmp_path, monkeypatch):
+    component = tmp_path / "my_rewards.py"
+    component.write_text("from ctu.registry import registry\n")
+    monkeypatch.chdir(tmp_path)
+    minimal["imports"] = ["my_rewards.py"]
+    generator = build_generator(build_components(spec(minimal, 2)), tokenizer, replay_sampler(tokenizer))
+    component.unlink()  # the workers load the spec again, and its import is gone
+    with pytest.raises(ComponentError, match=r"(?s)could not build its setup.*my_rewards\.py"):
+        asyncio.run(generator.generate(batch(TASKS[:1], samples=2)))
+    assert generator.worker_pids == []
