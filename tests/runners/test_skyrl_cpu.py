@@ -272,10 +272,13 @@ def test_a_step_whose_user_simulator_fails_is_skipped_with_a_warning(cluster: st
 def test_user_code_named_in_imports_reaches_the_ray_workers(cluster: str, tmp_path: Path):
     """The worked example's own domain, parser and reward (examples/healthcare), named by `imports:` relative to
     the directory the run starts in: SkyRL's Ray entrypoint imports them again before it validates the spec, and
-    its episodes run on the example's database with its parser and reward."""
+    its episodes run on the example's database with its parser and reward. The rollouts run in two worker
+    processes (`rollout.generator.processes`), which build the spec again, user code included, and sample
+    through SkyRL's inference client (its router and vLLM server)."""
     example = "examples/healthcare"
     result = run_skyrl_on_cpu(
         tmp_path, f"imports=['{example}/domain.py', '{example}/parser.py', '{example}/reward.py']",
+        "rollout.generator={type: tau_multiturn, processes: 2}",
         "data.train=[{domain: healthcare, split: train, max_tasks: 4}]",
         "data.test_sets={healthcare: {domain: healthcare, split: test, max_tasks: 2}}",
         "rollout.parser=xml_call", "rewards=[tau_outcome, {type: verified_first, penalty: 0.5}]",
