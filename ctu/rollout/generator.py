@@ -18,6 +18,7 @@ import logging
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -103,18 +104,20 @@ class TauGenerator(GeneratorInterface):
         )
 
     async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
-                            phase: Phase) -> list[TrajectoryRecord]:
+                            phase: Phase, on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
         """One record per prompt, in input order: every episode on this event loop, at most
         `max_concurrent_episodes` at once. The k-th sample of a task (the same ``domain`` and ``task_id`` in
-        `extras`) is its repetition k (`run_episode`). Calls `setup.on_episode(len(prompts), True)` after each
-        episode."""
+        `extras`) is its repetition k (`run_episode`). As each episode ends, calls `on_record(its index, its
+        record)` and `setup.on_episode(len(prompts), True)`."""
         self.account.new_batch()
         limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)
         notify = self.setup.on_episode
 
-        async def one(prompt: list[dict[str, object]] | None, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
+        async def one(index: int, prompt: list[dict[str, object]] | None, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
             async with limit:
                 record = await self.run_episode(prompt, extra, phase, repetition)
+            if on_record is not None:
+                on_record(index, record)
             if notify is not None:
                 notify(len(prompts), True)
             return record
@@ -126,7 +129,7 @@ class TauGenerator(GeneratorInterface):
             repetitions.append(seen[key])
             seen[key] += 1
         with frozen_heap():
-            return list(await asyncio.gather(*(one(p, e, r) for p, e, r in zip(prompts, extras, repetitions, strict=True))))
+            return list(await asyncio.gather(*(one(n, p, e, r) for n, (p, e, r) in enumerate(zip(prompts, extras, repetitions, strict=True)))))
 
     def failed_record(self, extras: dict[str, object], error: str) -> TrajectoryRecord:
         """The record of an episode that could not run (`error` says why): empty, zero reward, an

@@ -15,16 +15,19 @@ or this process's exit (daemon processes; a worker whose parent is gone ends). E
 `RolloutSetup.in_worker` (the spec, the tokenizer and the sampler, pickled: the sampler must be one that can be
 sent to another process, such as an HTTP client) and runs `TauGenerator.batch_records` on its shard, sent
 through a pipe of its own. A GRPO group (a task's samples) stays in one worker, so the batch memo of prompts
-(`ctu.rollout.tokens`) keeps its hits, and each sample keeps its repetition number. Progress (`on_episode`)
-comes back through the pipe as each episode ends; the records come back in input order, and everything else
-(`last_records`, evaluation records, `on_records`, metrics, SkyRL's output) is `TauGenerator`'s, in this
-process. A worker that dies turns its shard's episodes into infrastructure errors, and the next batch starts a
-new one; a worker that cannot build its setup is a `ComponentError` on the first batch.
+(`ctu.rollout.tokens`) keeps its hits, and each sample keeps its repetition number. Each record comes back
+through the pipe as its episode ends (so this process unpickles records while the rest run, not all at the
+batch's end; `TrajectoryRecord` pickles its token lists as arrays), with the progress (`on_episode`);
+everything else (`last_records` in input order, evaluation records, `on_records`, metrics, SkyRL's output) is
+`TauGenerator`'s, in this process. A worker that dies turns the episodes of its shard it had not sent into
+infrastructure errors, and the next batch starts a new one; a worker that cannot build its setup is a
+`ComponentError` on the first batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import multiprocessing
@@ -72,12 +75,12 @@ def _serve(connection: Connection, in_worker: Callable[[], RolloutSetup], max_co
     """A worker process: build the setup, then run each shard sent through `connection` on one event loop kept
     for every batch (connection pools live with it), until None (or the parent's end) arrives.
 
-    Messages sent: ``("ready", pid)`` or ``("failed", traceback)`` once; then per shard ``("episode", None)`` as
-    each episode finishes, and ``("records", records)`` in the order given.
+    Messages sent: ``("ready", pid)`` or ``("failed", traceback)`` once; then per shard ``("record", (index in
+    the shard, *_Packer.pack(record)))`` as each episode ends (the parent unpickles records while the rest run),
+    and ``("done", None)``.
     """
     try:
-        setup = replace(in_worker(), max_concurrent_episodes=max_concurrent_episodes, on_records=None,
-                        on_episode=lambda size, finished: connection.send(("episode", None)) if finished else None)
+        setup = replace(in_worker(), max_concurrent_episodes=max_concurrent_episodes, on_records=None, on_episode=None)
         generator = TauGenerator(setup)
         loop = asyncio.new_event_loop()
     except BaseException:
@@ -87,11 +90,67 @@ def _serve(connection: Connection, in_worker: Callable[[], RolloutSetup], max_co
     try:
         while (shard := connection.recv()) is not None:
             prompts, extras, phase = shard
-            connection.send(("records", loop.run_until_complete(generator.batch_records(prompts, extras, phase))))
+            sent = functools.partial(_send_record, connection, _Packer())
+            loop.run_until_complete(generator.batch_records(prompts, extras, phase, on_record=sent))
+            connection.send(("done", None))
     except EOFError:  # the parent is gone
         pass
     finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())  # closes the endpoints' HTTP sessions
         loop.close()
+
+
+def _send_record(connection: Connection, packer: _Packer, index: int, record: TrajectoryRecord) -> None:
+    """A worker sends the record of its shard's episode `index`, packed."""
+    connection.send(("record", (index, *packer.pack(record))))
+
+
+class _Packer:
+    """A shard's records as sent through the pipe, without what the parent has had already: an episode's tool
+    schemas are its domain's (one list for all of the domain's episodes) and a GRPO group's samples share their
+    prompt ids. The parent spends ~0.35 ms unpickling a full retail record (its ids as Python ints 0.15 ms,
+    the tools 0.09 ms), all of it while the worker runs, and it unpickles every worker's records."""
+
+    def __init__(self) -> None:
+        self.tools: dict[int, int] = {}  # id of a tools list sent -> its number
+        self.prompts: dict[str, list[int]] = {}  # task -> the prompt ids sent with its first sample
+
+    def pack(self, record: TrajectoryRecord) -> tuple[TrajectoryRecord, int, bool, bool]:
+        """(the record to send, its tools' number, whether it carries them, whether its prompt ids are left
+        out as those of its task's record sent before)."""
+        number = self.tools.get(id(record.result.tools))
+        carries = number is None
+        if number is None:
+            number = self.tools[id(record.result.tools)] = len(self.tools)
+        task = task_key(record.extras)
+        known = self.prompts.get(task) == record.prompt_ids
+        if not known:
+            self.prompts[task] = record.prompt_ids
+        if carries and not known:
+            return record, number, carries, known
+        result = record.result if carries else replace(record.result, tools=[])
+        return replace(record, result=result, prompt_ids=[] if known else record.prompt_ids), number, carries, known
+
+
+class _Unpacker:
+    """The parent's side of `_Packer`, for one shard."""
+
+    def __init__(self) -> None:
+        self.tools: dict[int, list[dict[str, object]]] = {}
+        self.prompts: dict[str, list[int]] = {}
+
+    def unpack(self, record: TrajectoryRecord, number: int, carries: bool, known: bool) -> TrajectoryRecord:
+        """The record `_Packer.pack` sent, whole again (a prompt left out is a copy of the one sent before)."""
+        if carries:
+            self.tools[number] = record.result.tools
+        else:
+            record.result = replace(record.result, tools=self.tools[number])
+        task = task_key(record.extras)
+        if known:
+            record.prompt_ids = list(self.prompts[task])
+        else:
+            self.prompts[task] = record.prompt_ids
+        return record
 
 
 class _Worker:
@@ -129,11 +188,12 @@ class _Worker:
         self.pid = payload
 
     def run(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]], phase: Phase,
-            finished: Callable[[], None]) -> list[TrajectoryRecord]:
-        """Run a shard in the worker (blocking: called in a thread), calling `finished()` after each episode.
+            received: Callable[..., None]) -> None:
+        """Run a shard in the worker (blocking: called in a thread), calling `received(index in the shard,
+        *packed record)` as each episode ends (`_Packer.pack`).
 
         Raises:
-            WorkerError: the worker died.
+            WorkerError: the worker died (the records received until then stand).
         """
         try:
             self.connection.send((prompts, extras, phase))
@@ -141,10 +201,9 @@ class _Worker:
             raise self._gone() from exc
         while True:
             kind, payload = self._receive()
-            if kind == "records":
-                records: list[TrajectoryRecord] = payload
-                return records
-            finished()
+            if kind == "done":
+                return
+            received(*payload)
 
     def stop(self) -> None:
         """Ask the worker to end, and wait for it (killed after 10 s)."""
@@ -215,8 +274,9 @@ class ProcessRollout(TauGenerator):
         return [worker for worker in self._workers if worker is not None]
 
     async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
-                            phase: Phase) -> list[TrajectoryRecord]:
-        """`TauGenerator.batch_records` over the worker processes (see the module docstring).
+                            phase: Phase, on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
+        """`TauGenerator.batch_records` over the worker processes (see the module docstring); `on_record` is
+        called in this process, from the thread that received the record.
 
         Raises:
             ComponentError: a worker could not build its setup (its traceback in the message).
@@ -224,31 +284,40 @@ class ProcessRollout(TauGenerator):
         workers = await self._ready_workers()
         loop = asyncio.get_running_loop()
         notify = self.setup.on_episode
+        records: list[TrajectoryRecord | None] = [None] * len(prompts)
 
-        def finished() -> None:
-            if notify is not None:
-                loop.call_soon_threadsafe(notify, len(prompts), True)
+        def receiver(indices: list[int]) -> Callable[..., None]:
+            unpacker = _Unpacker()
+
+            def received(index: int, *packed: Any) -> None:  # in the worker's thread
+                record = unpacker.unpack(*packed)
+                records[indices[index]] = record
+                if on_record is not None:
+                    on_record(indices[index], record)
+                if notify is not None:
+                    loop.call_soon_threadsafe(notify, len(prompts), True)
+            return received
 
         split = shards(extras, self.processes)
+        running = [(n, indices) for n, indices in enumerate(split) if indices]
         results = await asyncio.gather(
-            *(loop.run_in_executor(self._threads, worker.run, [prompts[i] for i in indices], [extras[i] for i in indices], phase, finished)
-              for worker, indices in zip(workers, split, strict=True) if indices),
+            *(loop.run_in_executor(self._threads, workers[n].run, [prompts[i] for i in indices],
+                                   [extras[i] for i in indices], phase, receiver(indices))
+              for n, indices in running),
             return_exceptions=True,
         )
-        records: list[TrajectoryRecord | None] = [None] * len(prompts)
-        for (n, indices), result in zip([(n, indices) for n, indices in enumerate(split) if indices], results, strict=True):
-            if isinstance(result, BaseException):
-                error = f"{type(result).__name__}: {result}"
-                logger.error("%s: its %d episodes are infrastructure errors", error, len(indices))
-                for index in indices:
-                    records[index] = self.failed_record(extras[index], error)
-                dead = self._workers[n]
-                if dead is not None:
-                    dead.stop()
-                self._workers[n] = None  # a new one is started for the next batch
+        for (n, indices), result in zip(running, results, strict=True):
+            if not isinstance(result, BaseException):
                 continue
-            for index, record in zip(indices, result, strict=True):
-                records[index] = record
+            error = f"{type(result).__name__}: {result}"
+            lost = [index for index in indices if records[index] is None]
+            logger.error("%s: %d episodes are infrastructure errors", error, len(lost))
+            for index in lost:
+                records[index] = self.failed_record(extras[index], error)
+            dead = self._workers[n]
+            if dead is not None:
+                dead.stop()
+            self._workers[n] = None  # a new one is started for the next batch
         return [record for record in records if record is not None]
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ episode facts), `infrastructure_error`, the batch metrics (`rollout_metrics`) an
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -45,6 +46,22 @@ class TrajectoryRecord:
     """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled with its token lists as arrays (`PACKED_LISTS`): records cross from rollout worker processes
+        (`ctu.rollout.processes`), and a list of ints loads ~40x slower than an array of them (13.6 ms against
+        0.3 ms for the prompts of 128 retail episodes)."""
+        state = dict(self.__dict__)
+        for name, code in PACKED_LISTS.items():
+            state[name] = array(code, state[name])
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name in PACKED_LISTS:
+            packed = state[name]
+            assert isinstance(packed, array)
+            state[name] = packed.tolist()
+        self.__dict__.update(state)
+
     @property
     def raw_reward(self) -> float:
         """tau2's reward, before the reward chain."""
@@ -54,6 +71,11 @@ class TrajectoryRecord:
     def success(self) -> bool:
         """tau2 scored the episode 1.0 (`ctu.metrics.is_success`)."""
         return is_success(self.raw_reward)
+
+
+PACKED_LISTS = {"prompt_ids": "i", "response_ids": "i", "loss_mask": "b", "logprobs": "d"}
+"""A record's lists pickled as arrays, with their type codes: token ids as C ints (32 bits), the loss mask as
+bytes, logprobs as doubles (Python's floats, exactly)."""
 
 
 def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) -> str | None:

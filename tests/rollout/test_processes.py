@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import pickle
 import signal
 
 import pytest
@@ -14,8 +15,10 @@ import pytest
 from ctu.composition import build_components
 from ctu.errors import ComponentError
 from ctu.rollout.build import build_generator
-from ctu.rollout.processes import ProcessRollout, shards
+from ctu.rollout.processes import ProcessRollout, _Packer, _Unpacker, shards
+from ctu.rollout.records import TrajectoryRecord
 from ctu.spec import spec_from_dict
+from tau_bench_env.outcome import EpisodeResult
 
 from ..support.scripted_sampler import ScriptedSampler
 from .conftest import ReplayScript
@@ -44,6 +47,28 @@ def test_shards_keep_a_tasks_samples_together_and_balance_the_workers():
     assert split == [[0, 2, 5, 6], [1, 3, 4]]  # a (3) to the first worker, b (2) and c (1) to the second, d to the first
     assert shards(extras[:2], 3) == [[0], [1], []]
     assert shards([], 2) == [[], []]
+
+
+def record(task: str, prompt: list[int], tools: list[dict[str, object]], response: int) -> TrajectoryRecord:
+    return TrajectoryRecord(list(prompt), [response, 2], [1, 0], [-0.5, 0.0], 1.0, "stop",
+                            EpisodeResult("retail", task, tools=tools), extras={"domain": "retail", "task_id": task})
+
+
+def test_records_cross_processes_whole_with_what_the_parent_has_sent_once():
+    tools = [{"type": "function", "function": {"name": "find_user"}}]
+    sent = [record("0", [1, 2, 3], tools, 7), record("0", [1, 2, 3], tools, 8), record("1", [1, 9], tools, 9),
+            record("1", [1, 9, 9], tools, 10)]  # a sample whose prompt differs from its group's is sent whole
+    packer, unpacker = _Packer(), _Unpacker()
+    wire = [pickle.dumps(packer.pack(r)) for r in sent]
+    assert [pickle.loads(w)[1:] for w in wire] == [(0, True, False), (0, False, True), (0, False, False), (0, False, False)]
+    assert len(wire[1]) < len(wire[0])
+    got = [unpacker.unpack(*pickle.loads(w)) for w in wire]
+    for original, received in zip(sent, got, strict=True):
+        assert (received.prompt_ids, received.response_ids, received.loss_mask, received.logprobs) == (
+            original.prompt_ids, original.response_ids, original.loss_mask, original.logprobs)
+        assert type(received.prompt_ids) is list and received.result.tools == tools
+    assert got[1].prompt_ids is not got[0].prompt_ids  # a copy: one record's list changed leaves the other's
+    assert sent[1].prompt_ids == [1, 2, 3] and sent[1].result.tools == tools  # what was sent is left as it was
 
 
 def test_a_batch_over_two_worker_processes_gives_one_event_loops_trajectories(minimal, tokenizer):
