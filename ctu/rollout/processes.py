@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from ctu.components.rewards.base import Phase
 from ctu.errors import ComponentError
 from ctu.rollout.generator import TauGenerator, task_key
+from ctu.rollout.heap import frozen_heap
 from ctu.rollout.records import TrajectoryRecord
 
 if TYPE_CHECKING:
@@ -300,12 +301,13 @@ class ProcessRollout(TauGenerator):
 
         split = shards(extras, self.processes)
         running = [(n, indices) for n, indices in enumerate(split) if indices]
-        results = await asyncio.gather(
-            *(loop.run_in_executor(self._threads, workers[n].run, [prompts[i] for i in indices],
-                                   [extras[i] for i in indices], phase, receiver(indices))
-              for n, indices in running),
-            return_exceptions=True,
-        )
+        with frozen_heap():  # the records taken in would set off collections walking this process's whole heap
+            results = await asyncio.gather(
+                *(loop.run_in_executor(self._threads, workers[n].run, [prompts[i] for i in indices],
+                                       [extras[i] for i in indices], phase, receiver(indices))
+                  for n, indices in running),
+                return_exceptions=True,
+            )
         for (n, indices), result in zip(running, results, strict=True):
             if not isinstance(result, BaseException):
                 continue

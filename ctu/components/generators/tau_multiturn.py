@@ -23,8 +23,8 @@ class TauMultiTurnGenerator:
         processes: int = Field(1, ge=1, le=256)
         """Worker processes a batch's episodes are spread over, each with an event loop of its own
         (`ctu.rollout.processes`); 1 runs them all on the runner's. One event loop spends about 0.35 ms of
-        CPU a turn, so its episodes drift apart by about that times the batch's episodes; with more processes
-        (and a core for each) by that over the processes. Needs a sampler that can be sent to another process
+        CPU a turn, so each wave of requests leaves it about the batch's episodes x that apart; P processes
+        (a core for each) hold 1/P of the episodes each. Needs a sampler that can be sent to another process
         (SkyRL's HTTP inference client, an OpenAI-compatible endpoint), not Tinker's."""
 
     def __init__(self, params: Params) -> None:
