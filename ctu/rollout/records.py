@@ -47,9 +47,9 @@ class TrajectoryRecord:
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
 
     def __getstate__(self) -> dict[str, object]:
-        """Pickled with its token lists as arrays (`PACKED_LISTS`): records cross from rollout worker processes
-        (`ctu.rollout.processes`), and a list of ints loads ~40x slower than an array of them (13.6 ms against
-        0.3 ms for the prompts of 128 retail episodes)."""
+        """Pickled with its token lists as arrays (`PACKED_LISTS`), made lists again when loaded: records cross
+        from rollout worker processes (`ctu.rollout.processes`), and a list pickles one opcode per item. Measured
+        on 128 prompts of 3,500 token ids: 17.1 ms to load as lists, 9.8 ms as arrays made lists."""
         state = dict(self.__dict__)
         for name, code in PACKED_LISTS.items():
             state[name] = array(code, state[name])

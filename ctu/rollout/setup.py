@@ -38,9 +38,9 @@ class RolloutSetup:
         on_records: called with each batch's `TrajectoryRecord`s, its phase and global step (trajectory logs).
         on_episode: called with the batch size when a batch starts (episodes 0 of n) and after each episode
             that finishes (progress bars).
-        in_worker: builds this setup again in a worker process (`ctu.rollout.build.WorkerSetup`, picklable,
-            without the callbacks), for a loop spread over processes; None when the setup cannot be rebuilt
-            elsewhere (a setup made by hand).
+        in_worker: builds this setup again, without the callbacks, in a worker process
+            (`ctu.rollout.build.WorkerSetup`: picklable when the sampler is), for a loop spread over processes;
+            None when the setup cannot be rebuilt elsewhere (a setup made by hand).
     """
 
     tokenizer: Any
