@@ -369,8 +369,6 @@ def warm_up_samples(episodes: int, warm_up: list[Episode]) -> int:
 
 def resident_bytes(pids: Iterable[int | str] = ("self",)) -> int:
     """The resident memory now of the processes `pids` (Linux `/proc/<pid>/statm`), in bytes."""
-    import os
-
     total = 0
     for pid in pids:
         with open(f"/proc/{pid}/statm") as statm:
@@ -381,8 +379,6 @@ def resident_bytes(pids: Iterable[int | str] = ("self",)) -> int:
 def cpu_seconds(pids: Iterable[int]) -> float:
     """The CPU seconds (user and system) the processes `pids` have used so far (Linux `/proc/<pid>/stat`, in
     clock ticks of 10 ms)."""
-    import os
-
     total = 0
     for pid in pids:
         with open(f"/proc/{pid}/stat") as stat:
@@ -441,7 +437,7 @@ def wall_loop_seconds() -> float:
 
 
 async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
-                   share: float | None = None) -> tuple[float, float, float, Any, float | None]:
+                   share: float | None = None) -> tuple[float, float, float, Any, float | None, float]:
     """Build ctu's generator as `ctu run` would, warm it up on the row's warm-up tasks, then time one batch:
     each of its tasks `row.samples` times, all episodes at once.
 
