@@ -263,11 +263,11 @@ class ProcessRollout(TauGenerator):
         if missing:
             context = multiprocessing.get_context("spawn")
             per_worker = max(1, math.ceil(self.setup.max_concurrent_episodes / self.processes))
-            for n in missing:
-                self._workers[n] = _Worker(context, self._in_worker, per_worker, n)
+            started = [_Worker(context, self._in_worker, per_worker, n) for n in missing]
+            for n, worker in zip(missing, started, strict=True):
+                self._workers[n] = worker
             loop = asyncio.get_running_loop()
-            started = [worker for worker in self._workers if worker is not None]
-            failures = await asyncio.gather(*(loop.run_in_executor(self._threads, started[n].ready) for n in missing),
+            failures = await asyncio.gather(*(loop.run_in_executor(self._threads, worker.ready) for worker in started),
                                             return_exceptions=True)
             if errors := [failure for failure in failures if isinstance(failure, BaseException)]:
                 self.close()
