@@ -26,6 +26,7 @@ from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator, UserSimu
 from tau_bench_env.messages import conversation_to_openai, to_openai
 from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, StepResult, Termination, check_scores
 from tau_bench_env.runtime import prepare
+from tau_bench_env.tool_calls import tool_response
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message
@@ -200,7 +201,7 @@ class Episode:
                     await self._finish(Termination.USER_STOP)
                     return []
                 return to_openai(reply)
-            results = [self.environment.get_response(call) for call in reply.tool_calls]
+            results = [tool_response(self.environment, call) for call in reply.tool_calls]
             self.user_tool_errors += sum(result.error for result in results)
             self.trajectory.extend(results)
             message = results[0] if len(results) == 1 else MultiToolMessage(role="tool", tool_messages=results)
@@ -266,7 +267,7 @@ class Episode:
                 return []
             self.trajectory.append(message)
             self.conversation.append(self._policy_message(message, raw))
-            results = [self.environment.get_response(call) for call in calls]
+            results = [tool_response(self.environment, call) for call in calls]
             self.tool_errors += sum(result.error for result in results)
             self.trajectory.extend(results)
             return [item for result in results for item in to_openai(result)]
