@@ -144,8 +144,8 @@ class _Unpacker:
         """The record `_Packer.pack` sent, whole again (a prompt left out is a copy of the one sent before)."""
         if carries:
             self.tools[number] = record.result.tools
-        else:
-            record.result = replace(record.result, tools=self.tools[number])
+        else:  # set in place: `replace` would read, so unpickle, the result's messages (`EpisodeResult.__getstate__`)
+            object.__setattr__(record.result, "tools", self.tools[number])
         task = task_key(record.extras)
         if known:
             record.prompt_ids = list(self.prompts[task])

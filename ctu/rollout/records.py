@@ -5,6 +5,7 @@ episode facts), `infrastructure_error`, the batch metrics (`rollout_metrics`) an
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,19 +48,21 @@ class TrajectoryRecord:
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
 
     def __getstate__(self) -> dict[str, object]:
-        """Pickled with its token lists as arrays (`PACKED_LISTS`), made lists again when loaded: records cross
-        from rollout worker processes (`ctu.rollout.processes`), and a list pickles one opcode per item. Measured
-        on 128 prompts of 3,500 token ids: 17.1 ms to load as lists, 9.8 ms as arrays made lists."""
+        """Pickled with its token lists as packed C values (`PACKED_LISTS`), made lists again when loaded: records
+        cross from rollout worker processes (`ctu.rollout.processes`), and a list pickles one opcode per item.
+        Measured on 5,000 token ids: packed 0.05 ms and loaded 0.08 ms, against 0.16 and 0.25 ms as a list."""
         state = dict(self.__dict__)
         for name, code in PACKED_LISTS.items():
-            state[name] = array(code, state[name])
+            values = state[name]
+            assert isinstance(values, list)
+            state[name] = struct.pack(f"{len(values)}{code}", *values)
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        for name in PACKED_LISTS:
+        for name, code in PACKED_LISTS.items():
             packed = state[name]
-            assert isinstance(packed, array)
-            state[name] = packed.tolist()
+            assert isinstance(packed, bytes)
+            state[name] = array(code, packed).tolist()
         self.__dict__.update(state)
 
     @property
@@ -74,8 +77,8 @@ class TrajectoryRecord:
 
 
 PACKED_LISTS = {"prompt_ids": "i", "response_ids": "i", "loss_mask": "b", "logprobs": "d"}
-"""A record's lists pickled as arrays, with their type codes: token ids as C ints (32 bits), the loss mask as
-bytes, logprobs as doubles (Python's floats, exactly)."""
+"""A record's lists pickled packed, with their type codes (`struct`'s and `array`'s, native): token ids as C ints
+(32 bits), the loss mask as bytes, logprobs as doubles (Python's floats, exactly)."""
 
 
 def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) -> str | None:

@@ -50,8 +50,14 @@ def test_shards_keep_a_tasks_samples_together_and_balance_the_workers():
 
 
 def record(task: str, prompt: list[int], tools: list[dict[str, object]], response: int) -> TrajectoryRecord:
-    return TrajectoryRecord(list(prompt), [response, 2], [1, 0], [-0.5, 0.0], 1.0, "stop",
-                            EpisodeResult("retail", task, tools=tools), extras={"domain": "retail", "task_id": task})
+    from tau2.data_model.message import AssistantMessage, ToolCall
+
+    conversation = [{"role": "user", "content": f"order {task}"}, {"role": "assistant", "content": str(response)}]
+    trajectory = [AssistantMessage(role="assistant", content=None, tool_calls=[
+        ToolCall(id="call_1", name="find_user", arguments={"zip": task}, requestor="assistant")])]
+    result = EpisodeResult("retail", task, turns=2, tools=tools, conversation=conversation, trajectory=trajectory)
+    return TrajectoryRecord(list(prompt), [response, 2 ** 31 - 1], [1, 0], [-0.5, 0.1], 1.0, "stop", result,
+                            extras={"domain": "retail", "task_id": task})
 
 
 def test_records_cross_processes_whole_with_what_the_parent_has_sent_once():
@@ -67,6 +73,8 @@ def test_records_cross_processes_whole_with_what_the_parent_has_sent_once():
         assert (received.prompt_ids, received.response_ids, received.loss_mask, received.logprobs) == (
             original.prompt_ids, original.response_ids, original.loss_mask, original.logprobs)
         assert type(received.prompt_ids) is list and received.result.tools == tools
+        assert "conversation" not in vars(received.result)  # the messages are not unpickled until read
+        assert received.result.turns == 2 and received.result == original.result  # read: all of it, equal
     assert got[1].prompt_ids is not got[0].prompt_ids  # a copy: one record's list changed leaves the other's
     assert sent[1].prompt_ids == [1, 2, 3] and sent[1].result.tools == tools  # what was sent is left as it was
 
