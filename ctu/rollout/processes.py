@@ -17,9 +17,9 @@ sent to another process, such as an HTTP client) and runs `TauGenerator.batch_re
 through a pipe of its own. A GRPO group (a task's samples) stays in one worker, so the batch memo of prompts
 (`ctu.rollout.tokens`) keeps its hits, and each sample keeps its repetition number. Each record comes back
 through the pipe as its episode ends (so this process unpickles records while the rest run, not all at the
-batch's end; `TrajectoryRecord` pickles its token lists as arrays), with the progress (`on_episode`);
-everything else (`last_records` in input order, evaluation records, `on_records`, metrics, SkyRL's output) is
-`TauGenerator`'s, in this process. A worker that dies turns the episodes of its shard it had not sent into
+batch's end; `TrajectoryRecord` packs its token lists, and `EpisodeResult` sends its messages as bytes unpickled
+only when read), with the progress (`on_episode`); everything else (`last_records` in input order, evaluation
+records, `on_records`, metrics, SkyRL's output) is `TauGenerator`'s, in this process. A worker that dies turns the episodes of its shard it had not sent into
 infrastructure errors, and the next batch starts a new one; a worker that cannot build its setup is a
 `ComponentError` on the first batch.
 """
@@ -109,8 +109,9 @@ def _send_record(connection: Connection, packer: _Packer, index: int, record: Tr
 class _Packer:
     """A shard's records as sent through the pipe, without what the parent has had already: an episode's tool
     schemas are its domain's (one list for all of the domain's episodes) and a GRPO group's samples share their
-    prompt ids. The parent spends ~0.35 ms unpickling a full retail record (its ids as Python ints 0.15 ms,
-    the tools 0.09 ms), all of it while the worker runs, and it unpickles every worker's records."""
+    prompt ids. The parent unpickles every worker's records: a retail record whose tools and prompt ids it had
+    takes 0.055 ms, one that carries them 0.13 ms (measured on this project's machine; 0.2-0.35 ms before
+    records packed their token ids and messages)."""
 
     def __init__(self) -> None:
         self.tools: dict[int, int] = {}  # id of a tools list sent -> its number
