@@ -390,8 +390,9 @@ def cpu_seconds(pids: Iterable[int]) -> float:
 MEMORY_SAMPLE_S = 0.02
 """How often the runner samples its and its workers' resident memory during a measured batch. Each sample reads
 /proc once per process on the runner's event loop (33 us for 3 processes here): every 5 ms, as it was, a
-1.8 s batch of 256 episodes spent 12 ms of the runner's CPU on it (0.05 ms per episode, a quarter of what the
-runner spends taking in 2 workers' records, 0.21 ms), which a throttled runner (`--slow-day`) cannot spare."""
+1.8 s batch of 256 episodes spent 12 ms of the runner's CPU on it (0.05 ms per episode; unpickling 2 workers'
+records then cost it 0.21 ms per episode, 0.055-0.13 ms since records cross packed), which a throttled runner
+(`--slow-day`) cannot spare."""
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
 """cgroup v1's CPU controller: `--slow-day` puts each of ctu's processes in a group of its own there."""
