@@ -76,6 +76,8 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_evaluati
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
     assert f"Ray workers run {REPO}/.venv/bin/python): vllm, flash_attn import; CUDA sees 1 GPU(s)" in first.stdout
+    # the task lists were filtered for prompt length in the entrypoint's process, not in 8 spawned ones
+    assert "Filtering prompts longer than" in first.stderr + first.stdout and "Reducing num_proc" not in first.stderr + first.stdout
     run = tmp_path / "run"
     assert [line["step"] for line in metric_lines(run)] == [0, 1]
     assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}

@@ -149,3 +149,35 @@ def test_skyrls_advantages_are_unchanged_without_infrastructure_errors():
     expected = RayPPOTrainer.compute_advantages_and_returns(reference, training_batch(rewards, ["a", "a", "b", "b"]))
     assert data["advantages"].tolist() == expected["advantages"].tolist()
     assert data["loss_mask"].tolist() == expected["loss_mask"].tolist() and not plain._skip_step
+
+
+def test_small_datasets_are_filtered_in_process_and_one_short_of_a_batch_is_refused(tmp_path: Path):
+    """SkyRL's `PromptDataset` would spawn 8 processes to filter a task list of a few rows (5-12 s a launch)."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+
+    from ctu.models.tiny_qwen3 import tokenizer_path
+    from ctu.runners.skyrl.experiment import IN_PROCESS_FILTER_ROWS, CtuPPOExp, filter_workers
+
+    def parquet(name: str, rows: int) -> str:
+        prompts = [[{"role": "user", "content": f"task {i}"}] for i in range(rows)]
+        pq.write_table(pa.table({"prompt": prompts, "env_class": ["tau_bench"] * rows}), tmp_path / name)
+        return str(tmp_path / name)
+
+    small, large = parquet("train.parquet", 3), parquet("large.parquet", IN_PROCESS_FILTER_ROWS - 2)
+    assert filter_workers([small]) == 1 and filter_workers([large]) == 1
+    assert filter_workers([small, large]) == 8  # past the bound in all: SkyRL's own
+    cfg = SimpleNamespace(data=SimpleNamespace(train_data=[small], val_data=[small]),
+                          trainer=SimpleNamespace(max_prompt_length=64, train_batch_size=3, eval_interval=1))
+    experiment = SimpleNamespace(cfg=cfg, tokenizer=AutoTokenizer.from_pretrained(str(tokenizer_path())))
+    experiment._prompt_dataset = lambda paths: CtuPPOExp._prompt_dataset(experiment, paths)
+    assert len(CtuPPOExp.get_train_dataset(experiment)) == 3
+    assert len(CtuPPOExp.get_eval_dataset(experiment)) == 3
+    cfg.trainer.eval_interval = 0
+    assert CtuPPOExp.get_eval_dataset(experiment) is None
+    cfg.trainer.train_batch_size = 4
+    with pytest.raises(ValueError, match="3 prompts, fewer than one batch"):
+        CtuPPOExp.get_train_dataset(experiment)
