@@ -4,7 +4,9 @@ Ray, an FSDP2 policy worker on gloo, ctu's `CtuPPOExp`, generator and trackers, 
 server (vLLM's CPU build) behind SkyRL's router. Stand-ins and why: tests/skyrl_cpu/README.md.
 
 Two GRPO steps of the main job's spec (tests/skyrl_cpu/smoke_skyrl.yaml), the second resumed, evaluation before and after,
-checkpoints, weights handed to the sampler after each step. A few minutes on two cores.
+checkpoints, weights handed to the sampler after each step, user code; then runs that each add what one run can't
+hold (off-policy correction with dynamic sampling, fully async training, a SIGKILL, failing user simulators). A
+launch costs ~1.5 min on two cores, so a test exercises as many features as one run can.
 """
 
 from __future__ import annotations
@@ -58,20 +60,35 @@ SAMPLING_8B = ["rollout.temperature=0.85", f"rollout.top_p={TOP_P}"]
 """specs/retail_8b_taxonomy.yaml's sampling parameters."""
 
 
-def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
-    """At the 8B spec's temperature and top_p, with the KL loss against the reference model, and a validation set
-    besides the test set, from a domain with params (retail read from a `tasks_file` whose one task has an id tau2's
-    retail lacks): the params reach the environment in SkyRL's worker through the parquet rows and the domains the
-    composition root built there (without them, the row would find tau2's retail and no such task). Step 1, then
-    `--resume` to step 2 at an epoch's end (4 tasks, 4 a step), where SkyRL 0.4.0 on its own trains nothing more
-    (`restart_finished_epoch`), without losing or duplicating a line."""
+HEALTHCARE = "examples/healthcare"
+USER_CODE = [f"imports=['{HEALTHCARE}/domain.py', '{HEALTHCARE}/parser.py', '{HEALTHCARE}/reward.py']",
+             "rollout.parser=xml_call", "rewards=[tau_outcome, {type: verified_first, penalty: 0.5}]"]
+"""The worked example's own domain, parser and reward (examples/healthcare), named by `imports:` relative to the
+directory the run starts in."""
+
+
+def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_code_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
+    """At the 8B spec's temperature and top_p, with the KL loss against the reference model, trained on the worked
+    example's own domain with its parser and reward (`imports:`: SkyRL's Ray entrypoint imports them again before
+    it validates the spec), rollouts spread over two worker processes (`rollout.generator.processes`: each builds
+    the spec again, user code included, and samples through SkyRL's inference client, its router and vLLM server),
+    and a validation set besides the test set, from a domain with params (retail read from a `tasks_file` whose one
+    task has an id tau2's retail lacks): the params reach the environment in SkyRL's workers through the parquet
+    rows and the domains the composition root built there (without them, the row would find tau2's retail and no
+    such task). Step 1, then `--resume` to step 2 at an epoch's end (4 tasks, 4 a step), where SkyRL 0.4.0 on its
+    own trains nothing more (`restart_finished_epoch`), without losing or duplicating a line. One driver run for
+    all of these: each launch costs ~1.5 min here."""
     from tau2.utils import DATA_DIR
 
     [first_task, *_] = json.loads((DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json").read_text())
     tasks_file = tmp_path / "validation_tasks.json"
     tasks_file.write_text(json.dumps([{**first_task, "id": "validation-0"}]))
     validation = f"data.validation={{domain: {{type: retail, tasks_file: '{tasks_file}'}}, split: base, max_tasks: 1}}"
-    first = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, "algorithm.use_kl_loss=true", validation, "trainer.max_steps=1", cluster=cluster)
+    healthcare = [*USER_CODE, "rollout.generator={type: tau_multiturn, processes: 2}",
+                  "data.train=[{domain: healthcare, split: train, max_tasks: 4}]",
+                  "data.test_sets={healthcare: {domain: healthcare, split: test, max_tasks: 2}}"]
+    first = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, *healthcare, "algorithm.use_kl_loss=true", validation, "trainer.max_steps=1",
+                             cluster=cluster)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
@@ -89,8 +106,8 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_evaluati
     assert json.loads((run / "state.json").read_text())["step"] == 2
     assert (run / "checkpoints" / "global_step_1" / "data.pt.epoch_end").exists()
     for line in lines:  # evaluation before training and after each run's last step
-        assert {"test-retail/average_reward", "test-retail/success_rate", "test-retail/pass^1"} <= set(line)
-        assert line["test-retail/num_episodes"] == 2.0
+        assert {"test-healthcare/average_reward", "test-healthcare/success_rate", "test-healthcare/pass^1"} <= set(line)
+        assert line["test-healthcare/num_episodes"] == 2.0
         assert line["validation/num_episodes"] == 1.0 and "validation/success_rate" in line  # its own area
         assert line["validation/num_infra_errors"] == 0.0  # its domain, params and all, was there
     assert json.loads((run / "best_validation.json").read_text())["step"] in (0, 1, 2)
@@ -105,11 +122,15 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_evaluati
         # SkyRL's own reward/avg_raw_reward is the final reward; tau2's outcome keeps a name of its own
         assert line["reward/avg_raw_reward"] == pytest.approx(line["reward/avg_final_reward"])
         assert 0.0 <= line["reward/avg_outcome_reward"] <= 1.0
+        assert "reward/verified_first/contribution" in line  # the example's own reward
     assert (run / "checkpoints" / "global_step_2" / "policy").is_dir()
     assert (run / "checkpoints" / "latest_ckpt_global_step.txt").read_text().strip() == "2"
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
         "eval_step000000.jsonl", "eval_step000001.jsonl", "eval_step000002.jsonl", "train_step000001.jsonl",
         "train_step000002.jsonl"]
+    [record, *_] = [json.loads(text) for text in (run / "trajectories" / "train_step000001.jsonl").read_text().splitlines()]
+    system_prompt = record["messages"][0]["content"]
+    assert "<call name=" in system_prompt and "book_appointment" in system_prompt  # xml_call's rendering, the example's tools
     # each run had vLLM reload its starting weights, then those after each step it trained
     assert weight_loads(run) == 4
     # colocated as the GPU specs are: SkyRL slept vLLM for each training phase and woke its weights, then its KV
@@ -269,27 +290,3 @@ def test_a_step_whose_user_simulator_fails_is_skipped_with_a_warning(cluster: st
     assert not any(name.startswith("policy/") for name in line)  # SkyRL's training step never ran
     assert "generation/success_rate" not in line and "test-retail/success_rate" not in line
     assert line["test-retail/num_infra_errors"] == 2.0
-
-
-def test_user_code_named_in_imports_reaches_the_ray_workers(cluster: str, tmp_path: Path):
-    """The worked example's own domain, parser and reward (examples/healthcare), named by `imports:` relative to
-    the directory the run starts in: SkyRL's Ray entrypoint imports them again before it validates the spec, and
-    its episodes run on the example's database with its parser and reward. The rollouts run in two worker
-    processes (`rollout.generator.processes`), which build the spec again, user code included, and sample
-    through SkyRL's inference client (its router and vLLM server)."""
-    example = "examples/healthcare"
-    result = run_skyrl_on_cpu(
-        tmp_path, f"imports=['{example}/domain.py', '{example}/parser.py', '{example}/reward.py']",
-        "rollout.generator={type: tau_multiturn, processes: 2}",
-        "data.train=[{domain: healthcare, split: train, max_tasks: 4}]",
-        "data.test_sets={healthcare: {domain: healthcare, split: test, max_tasks: 2}}",
-        "rollout.parser=xml_call", "rewards=[tau_outcome, {type: verified_first, penalty: 0.5}]",
-        "trainer.max_steps=1", "trainer.eval_before_train=false", cluster=cluster,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    run = tmp_path / "run"
-    [line] = metric_lines(run)
-    assert "reward/verified_first/contribution" in line and "test-healthcare/pass^1" in line
-    [record, *_] = [json.loads(text) for text in (run / "trajectories" / "train_step000001.jsonl").read_text().splitlines()]
-    system_prompt = record["messages"][0]["content"]
-    assert "<call name=" in system_prompt and "book_appointment" in system_prompt  # xml_call's rendering, the example's tools
