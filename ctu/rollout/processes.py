@@ -108,22 +108,28 @@ def _send_record(connection: Connection, packer: _Packer, index: int, record: Tr
 
 class _Packer:
     """A shard's records as sent through the pipe, without what the parent has had already: an episode's tool
-    schemas are its domain's (one list for all of the domain's episodes) and a GRPO group's samples share their
-    prompt ids. The parent unpickles every worker's records: a retail record whose tools and prompt ids it had
-    takes 0.055 ms, one that carries them 0.13 ms (measured on this project's machine; 0.2-0.35 ms before
-    records packed their token ids and messages)."""
+    schemas are its domain's (each episode's list holds the domain's schema objects) and a GRPO group's samples
+    share their prompt ids. The parent unpickles every worker's records: a retail record whose tools and prompt
+    ids it had takes 0.055 ms, one that carries them 0.13 ms (measured on this project's machine; 0.2-0.35 ms
+    before records packed their token ids and messages)."""
 
     def __init__(self) -> None:
-        self.tools: dict[int, int] = {}  # id of a tools list sent -> its number
+        # ids of a tools list's schemas -> its number, and the list (held, so that the ids stay its schemas')
+        self.tools: dict[tuple[int, ...], tuple[int, list[dict[str, object]]]] = {}
         self.prompts: dict[str, list[int]] = {}  # task -> the prompt ids sent with its first sample
 
     def pack(self, record: TrajectoryRecord) -> tuple[TrajectoryRecord, int, bool, bool]:
         """(the record to send, its tools' number, whether it carries them, whether its prompt ids are left
-        out as those of its task's record sent before)."""
-        number = self.tools.get(id(record.result.tools))
-        carries = number is None
-        if number is None:
-            number = self.tools[id(record.result.tools)] = len(self.tools)
+        out as those of its task's record sent before). Tools are known by their schema objects' identity:
+        every episode copies its domain's list (`Episode.result`)."""
+        key = tuple(map(id, record.result.tools))
+        known_tools = self.tools.get(key)
+        carries = known_tools is None
+        if known_tools is None:
+            number = len(self.tools)
+            self.tools[key] = (number, record.result.tools)
+        else:
+            number = known_tools[0]
         task = task_key(record.extras)
         known = self.prompts.get(task) == record.prompt_ids
         if not known:
@@ -142,11 +148,12 @@ class _Unpacker:
         self.prompts: dict[str, list[int]] = {}
 
     def unpack(self, record: TrajectoryRecord, number: int, carries: bool, known: bool) -> TrajectoryRecord:
-        """The record `_Packer.pack` sent, whole again (a prompt left out is a copy of the one sent before)."""
+        """The record `_Packer.pack` sent, whole again (tools and a prompt left out are copies of the lists sent
+        before, as every episode has lists of its own)."""
         if carries:
             self.tools[number] = record.result.tools
         else:  # set in place: `replace` would read, so unpickle, the result's messages (`EpisodeResult.__getstate__`)
-            object.__setattr__(record.result, "tools", self.tools[number])
+            object.__setattr__(record.result, "tools", list(self.tools[number]))
         task = task_key(record.extras)
         if known:
             record.prompt_ids = list(self.prompts[task])

@@ -61,13 +61,16 @@ def record(task: str, prompt: list[int], tools: list[dict[str, object]], respons
 
 
 def test_records_cross_processes_whole_with_what_the_parent_has_sent_once():
-    tools = [{"type": "function", "function": {"name": "find_user"}}]
-    sent = [record("0", [1, 2, 3], tools, 7), record("0", [1, 2, 3], tools, 8), record("1", [1, 9], tools, 9),
-            record("1", [1, 9, 9], tools, 10)]  # a sample whose prompt differs from its group's is sent whole
+    tools = [{"type": "function", "function": {"name": "find_user"}}]  # a domain's schemas; each episode copies the list
+    other = [{"type": "function", "function": {"name": "find_user"}}]  # another domain's, equal
+    sent = [record("0", [1, 2, 3], list(tools), 7), record("0", [1, 2, 3], list(tools), 8), record("1", [1, 9], list(tools), 9),
+            record("1", [1, 9, 9], list(tools), 10),  # a sample whose prompt differs from its group's is sent whole
+            record("2", [4], list(other), 11)]
     packer, unpacker = _Packer(), _Unpacker()
     wire = [pickle.dumps(packer.pack(r)) for r in sent]
-    assert [pickle.loads(w)[1:] for w in wire] == [(0, True, False), (0, False, True), (0, False, False), (0, False, False)]
-    assert len(wire[1]) < len(wire[0])
+    assert [pickle.loads(w)[1:] for w in wire] == [
+        (0, True, False), (0, False, True), (0, False, False), (0, False, False), (1, True, False)]
+    assert len(wire[1]) < len(wire[0]) and [vars(pickle.loads(w)[0].result)["tools"] for w in wire[1:4]] == [[]] * 3
     got = [unpacker.unpack(*pickle.loads(w)) for w in wire]
     for original, received in zip(sent, got, strict=True):
         assert (received.prompt_ids, received.response_ids, received.loss_mask, received.logprobs) == (
@@ -76,6 +79,7 @@ def test_records_cross_processes_whole_with_what_the_parent_has_sent_once():
         assert "conversation" not in vars(received.result)  # the messages are not unpickled until read
         assert received.result.turns == 2 and received.result == original.result  # read: all of it, equal
     assert got[1].prompt_ids is not got[0].prompt_ids  # a copy: one record's list changed leaves the other's
+    assert got[2].result.tools is not got[1].result.tools and got[4].result.tools == other
     assert sent[1].prompt_ids == [1, 2, 3] and sent[1].result.tools == tools  # what was sent is left as it was
 
 
