@@ -437,8 +437,30 @@ def wall_loop_seconds() -> float:
     return time.perf_counter() - start
 
 
+@dataclasses.dataclass
+class CtuBatch:
+    """One measured batch of ctu's generator (`generate`)."""
+
+    wall: float
+    """Seconds from the call to `generate` to its return."""
+    cpu: float
+    """CPU seconds of the runner's process and its rollout workers over the batch."""
+    memory: float
+    """Peak resident bytes of those processes during the batch above those before it."""
+    runner_cpu: float
+    """CPU seconds of the runner's process alone (with workers: taking in their records)."""
+    endings: tuple[float, float, float]
+    """(the first episode's end, the last's, in seconds from the batch's start; then seconds from the last
+    episode's end to the batch's return): an episode ends when its record reaches the runner's event loop
+    (`on_episode`), which with rollout workers is after the runner has unpickled it."""
+    loop_wall: float | None = None
+    """On a simulated slow day (`--slow-day`), the reference loop's wall time in the throttled runner."""
+    profile: str | None = None
+    """With `--profile`, the profile's top costs, printed."""
+
+
 async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
-                   share: float | None = None) -> tuple[float, float, float, Any, float | None, float]:
+                   share: float | None = None) -> tuple[CtuBatch, Any]:
     """Build ctu's generator as `ctu run` would, warm it up on the row's warm-up tasks, then time one batch:
     each of its tasks `row.samples` times, all episodes at once.
 
@@ -447,11 +469,9 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     a core for the measured batch (`throttle`: a slow day, simulated).
 
     Returns:
-        (wall seconds, CPU seconds of this process and its rollout workers, peak resident bytes of them above
-        those before the batch, the cProfile profile or None, the reference loop's wall time in this process
-        when throttled, else None, CPU seconds of this process alone) of the measured batch. The warm-up's output is
-        kept alive meanwhile, so the batch cannot reuse its memory and the peak counts what the batch's own
-        episodes hold (sampled every `MEMORY_SAMPLE_S` on the event loop, and once after the batch).
+        (the measured batch, the cProfile profile or None). The warm-up's output is kept alive meanwhile, so the
+        batch cannot reuse its memory and the peak counts what the batch's own episodes hold (sampled every
+        `MEMORY_SAMPLE_S` on the event loop, and once after the batch).
     """
     import cProfile
     import gc
@@ -478,7 +498,13 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     }).spec
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path()))
     endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=base_url, api_key_env=None, timeout_s=120))
-    generator = build_generator(build_components(spec), tokenizer, OpenAIChatSampler(endpoint))
+    ended: list[float] = []  # when each episode's record reached the runner's event loop (`on_episode`)
+
+    def progress(batch: int, finished: bool) -> None:
+        if finished:
+            ended.append(time.perf_counter())
+
+    generator = build_generator(build_components(spec), tokenizer, OpenAIChatSampler(endpoint), on_episode=progress)
 
     def rows(ids: list[Episode]) -> list[TaskRow]:
         return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for domain, task in ids]
@@ -505,10 +531,14 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     cpu, worker_cpu, wall = time.process_time(), cpu_seconds(workers), time.perf_counter()
     if profiler:
         profiler.enable()
+    ended.clear()
+    started = wall
     output = await generator.generate(generator_input(rows(tasks), row.samples, "eval", 0))
     if profiler:
         profiler.disable()
-    wall, parent_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    returned = time.perf_counter()
+    wall, parent_cpu = returned - wall, time.process_time() - cpu
+    endings = (min(ended) - started, max(ended) - started, returned - max(ended))
     cpu = parent_cpu + cpu_seconds(workers) - worker_cpu
     peak = max(peak, resident_bytes(pids))
     watcher.cancel()
@@ -525,25 +555,23 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
         raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
     if any(record.error for record in generator.last_records):
         raise RuntimeError(f"an episode failed: {next(r.error for r in generator.last_records if r.error)}")
-    return wall, cpu, peak - before, profiler, loop_wall, parent_cpu
+    return CtuBatch(wall, cpu, peak - before, parent_cpu, endings, loop_wall), profiler
 
 
 def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, connection: Any) -> None:
-    """Child process of one ctu repetition: `generate`, then send (wall seconds, CPU seconds, peak resident
-    bytes added, the profile's printed top costs or None, the throttled loop's wall time or None, this
-    process's own CPU seconds) through `connection`."""
+    """Child process of one ctu repetition: `generate`, then send its `CtuBatch` (with the profile's printed top
+    costs when profiled) through `connection`."""
     import io
     import pstats
 
     populate_registry()
-    wall, cpu, memory, profiler, loop_wall, parent_cpu = asyncio.run(generate(row, base_url, profile, processes, share))
-    report = None
+    batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share))
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats("ctu|tau_bench_env|tau2|jinja|tokeniz", 45)
-        report = out.getvalue()
-    connection.send((wall, cpu, memory, report, loop_wall, parent_cpu))
+        batch.profile = out.getvalue()
+    connection.send(batch)
 
 
 def tau2_batch(row: Row, episodes: int, base_url: str) -> tuple[float, float]:
@@ -590,20 +618,17 @@ def tau2_batch(row: Row, episodes: int, base_url: str) -> tuple[float, float]:
 
 @dataclasses.dataclass
 class Measured:
-    """One batch: turns, wall and CPU seconds of the runner, the server's CPU per request, the runner's peak
-    resident bytes added (ctu only, else None)."""
+    """One batch: turns, wall and CPU seconds of the runner (its workers included), the server's CPU per request,
+    and for ctu the batch's own figures and how far its waves spread."""
 
     turns: int
     wall: float
     cpu: float
     server_cpu: float
-    memory: float | None = None
+    ctu: CtuBatch | None = None
     spread: tuple[float, float] | None = None
     """(the users' openings', the widest) seconds over which the requests of one wave reached the server (`wave_spread`)."""
-    loop_wall: float | None = None
-    parent_cpu: float | None = None
-    """With rollout worker processes, the CPU seconds of the runner's own process (taking in the records)."""
-    """On a simulated slow day (`--slow-day`), the reference loop's wall time in the throttled runner."""
+    processes: int = 1
 
 
 def wave_spread(row: Row, arrivals: list[tuple[float, str, bool, int]]) -> tuple[float, float]:
@@ -682,17 +707,17 @@ def main() -> None:
     results: dict[str, dict[str, list[Measured]]] = {}
     reports = []
 
-    def counted(run: Any, warm_up_requests: int, row: Row | None = None) -> Measured:
+    def counted(run: Any, warm_up_requests: int, row: Row, processes: int = 1) -> Measured:
         ours.send("count")
         before, server_before, _ = ours.recv()
         measured = run()
         ours.send("count")
         after, server_after, arrivals = ours.recv()
-        return Measured(after - before - warm_up_requests, measured[0], measured[1],
-                        (server_after - server_before) / max(after - before, 1), *measured[2:3],
-                        spread=wave_spread(row, arrivals) if row is not None else None,
-                        loop_wall=measured[3] if len(measured) > 3 else None,
-                        parent_cpu=measured[4] if len(measured) > 4 else None)
+        server_cpu = (server_after - server_before) / max(after - before, 1)
+        turns = after - before - warm_up_requests
+        if isinstance(measured, CtuBatch):
+            return Measured(turns, measured.wall, measured.cpu, server_cpu, measured, wave_spread(row, arrivals), processes)
+        return Measured(turns, *measured, server_cpu)
 
     try:
         base_url = ours.recv()
@@ -703,26 +728,27 @@ def main() -> None:
             results[row.name] = {}
             for runner in runners:
                 if runner == "ctu":
-                    def run_ctu(first: bool, processes: int, row: Row = row) -> tuple[float, float, float, float | None, float | None]:
+                    def run_ctu(first: bool, processes: int, row: Row = row) -> CtuBatch:
                         mine, child = context.Pipe()
                         process = context.Process(target=ctu_repetition,
                                                   args=(row, base_url, args.profile and first, processes, share, child))
                         process.start()
-                        wall, cpu, memory, printed, loop_wall, parent_cpu = mine.recv()
+                        batch: CtuBatch = mine.recv()
                         process.join()
-                        if printed:
-                            reports.append((row.name, printed))
-                        return wall, cpu, memory, loop_wall, parent_cpu if processes > 1 else None
+                        if batch.profile:
+                            reports.append((row.name, batch.profile))
+                        return batch
 
                     samples = warm_up_samples(row.episodes, warm_up)
                     warm_up_requests = sum(SCRIPTS[domain].requests * samples for domain, _ in warm_up)
                     for processes in counts:
                         results[row.name][ctu_label(processes, share is not None)] = [
-                            counted(lambda first=(n == 0), processes=processes: run_ctu(first, processes), warm_up_requests, row)
+                            counted(lambda first=(n == 0), processes=processes: run_ctu(first, processes),
+                                    warm_up_requests, row, processes)
                             for n in range(args.repeats)]
                 else:
                     results[row.name]["tau2"] = [counted(lambda row=row: tau2_batch(row, args.tau2_episodes, base_url),
-                                                         SCRIPTS[warm_up[0][0]].requests)]
+                                                         SCRIPTS[warm_up[0][0]].requests, row)]
     finally:
         ours.send("stop")
         server.join(timeout=10)
@@ -736,6 +762,26 @@ def ctu_label(processes: int, slow_day: bool = False) -> str:
     """The runner's name in the report: ``ctu``, or ``ctu xP`` for P rollout worker processes, then ``slow day``
     when throttled (`--slow-day`)."""
     return ("ctu" if processes == 1 else f"ctu x{processes}") + (" slow day" if slow_day else "")
+
+
+def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
+    """A ctu batch's own figures, printed after its speed: memory per live episode, how far its waves spread,
+    when its episodes ended against the ideal, the throttled loop's wall time on a slow day and, with rollout
+    workers, the runner's own CPU per episode; empty for tau2's runner."""
+    batch = run.ctu
+    if batch is None:
+        return ""
+    first, last, tail = batch.endings
+    figures = f"   {batch.memory / episodes / 1e6:5.3f} MB per live episode"
+    if run.spread is not None:
+        figures += f"   a wave spread over <= {run.spread[1] * 1000:.0f} ms (openings {run.spread[0] * 1000:.0f} ms)"
+    figures += (f"   episodes ended {(first - ideal) * 1000:+.0f} to {(last - ideal) * 1000:+.0f} ms after the ideal batch's end, "
+                f"the batch returned {tail * 1000:.0f} ms after the last")
+    if batch.loop_wall is not None:
+        figures += f"   slow day: the loop took {batch.loop_wall:.2f} s of wall time"
+    if run.processes > 1:
+        figures += f"   the runner's own process (taking in the records): {batch.runner_cpu / episodes * 1000:.2f} ms per episode"
+    return figures
 
 
 def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop: float, tau2_episodes: int) -> None:
@@ -754,20 +800,13 @@ def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop:
             episodes = min(row.episodes, tau2_episodes) if runner == "tau2" else row.episodes
             ideal = row.ideal_seconds(episodes)
             for run in runs:
-                memory = f"   {run.memory / row.episodes / 1e6:5.3f} MB per live episode" if run.memory is not None else ""
-                spread = (f"   a wave spread over <= {run.spread[1] * 1000:.0f} ms (openings {run.spread[0] * 1000:.0f} ms)"
-                          if run.spread is not None else "")
-                if run.loop_wall is not None:
-                    spread += f"   slow day: the loop took {run.loop_wall:.2f} s of wall time"
-                if run.parent_cpu is not None:
-                    spread += f"   the runner's own process (taking in the records): {run.parent_cpu / row.episodes * 1000:.2f} ms per episode"
                 print(f"  {runner:<5} {run.turns:5d} turns in {run.wall:6.2f} s {run.turns / run.wall:7.1f} turns/s = "
                       f"{ideal / run.wall:4.2f} x ideal   CPU per turn {run.cpu / run.turns * 1000:7.3f} ms"
-                      f"{memory}{spread}   (server: {run.server_cpu * 1000:.2f} ms per request)")
+                      f"{ctu_figures(run, row.episodes, ideal)}   (server: {run.server_cpu * 1000:.2f} ms per request)")
             rates = [ideal / run.wall for run in runs]
             cpu = statistics.median(run.cpu / run.turns for run in runs)
-            memory_mb = statistics.median(run.memory / row.episodes / 1e6 for run in runs) if runs[0].memory is not None else float("nan")
-            spread = statistics.median(run.spread[1] for run in runs) if runs[0].spread is not None else float("nan")
+            memory_mb = statistics.median(run.ctu.memory / row.episodes / 1e6 for run in runs if run.ctu) if runs[0].ctu else float("nan")
+            spread = statistics.median(run.spread[1] for run in runs if run.spread) if runs[0].spread else float("nan")
             medians[runner] = (statistics.median(rates), min(rates), max(rates), cpu, memory_mb, spread)
         table.append((row, medians))
     print("\n| row | runner | episodes @ latency | ctu x ideal (range) | ctu's widest wave | tau2 x ideal | "
