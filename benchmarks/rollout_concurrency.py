@@ -2,8 +2,8 @@
 policy and the simulated user after an injected latency, ctu's generator side by side with tau2's own runner.
 
 Run: `uv run python benchmarks/rollout_concurrency.py [--rows retail,telecom,mixed,mixed-1024] [--episodes N]
-[--samples K] [--latency S] [--runners ctu,tau2] [--repeats 3] [--tau2-episodes 256] [--processes 1,2]
-[--slow-day LOOP] [--profile]`.
+[--samples K] [--latency S] [--runners ctu,tau2] [--repeats 3] [--tau2-episodes 256] [--tau2-timeout 1800]
+[--processes 1,2] [--slow-day LOOP] [--profile]`.
 
 Rows (`ROWS`, with the rollout-scale issue's goals): `retail`, `telecom` and `mixed` (retail, airline and
 telecom tasks taken in turn) are 256 concurrent episodes, 4 samples a task, at 200 ms a request; `mixed-1024` is
@@ -33,7 +33,8 @@ is seen (its gold outcome for the reward, tokenisation of new tool results).
   one of P workers holds, on one event loop);
 - tau2: tau2's own runner on the same episodes (`Orchestrator`, `LLMAgent` and `UserSimulator` over litellm,
   a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`), on at
-  most `--tau2-episodes` of a row's episodes (it managed 3-70 turns/s here, whatever the concurrency).
+  most `--tau2-episodes` of a row's episodes (it managed 3-70 turns/s here, whatever the concurrency), in a
+  process of its own stopped after `--tau2-timeout` seconds (its litellm threads once waited for ever here).
 
 Prints, for each batch, its speed against the ideal: the ideal wall time divided by the batch's. An ideal
 runner spends no CPU and each request is answered `latency` after it was sent, so the batch lasts as long as its
@@ -616,6 +617,11 @@ def tau2_batch(row: Row, episodes: int, base_url: str) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def tau2_repetition(row: Row, episodes: int, base_url: str, connection: Any) -> None:
+    """Child process of tau2's batch: `tau2_batch`, then send (wall seconds, CPU seconds) through `connection`."""
+    connection.send(tau2_batch(row, episodes, base_url))
+
+
 @dataclasses.dataclass
 class Measured:
     """One batch: turns, wall and CPU seconds of the runner (its workers included), the server's CPU per request,
@@ -660,6 +666,9 @@ def main() -> None:
     parser.add_argument("--tau2-episodes", type=int, default=256,
                         help="tau2 runs at most this many of a row's episodes (it managed 3-70 turns/s here: 256 mixed "
                              "episodes took 11 min, 1024 would take 45)")
+    parser.add_argument("--tau2-timeout", type=float, default=1800.0,
+                        help="seconds after which tau2's runner, if it has not finished a row's batch, is stopped and the "
+                             "row reported without it (its litellm threads once waited for ever here, the server idle)")
     parser.add_argument("--profile", action="store_true", help="print the top CPU costs of ctu's first measured batch of each row")
     parser.add_argument("--slow-day", type=float, metavar="LOOP",
                         help="simulate a slow day: ctu's processes (each) get the share of a core that makes the reference "
@@ -707,12 +716,14 @@ def main() -> None:
     results: dict[str, dict[str, list[Measured]]] = {}
     reports = []
 
-    def counted(run: Any, warm_up_requests: int, row: Row, processes: int = 1) -> Measured:
+    def counted(run: Any, warm_up_requests: int, row: Row, processes: int = 1) -> Measured | None:
         ours.send("count")
         before, server_before, _ = ours.recv()
         measured = run()
         ours.send("count")
         after, server_after, arrivals = ours.recv()
+        if measured is None:
+            return None
         server_cpu = (server_after - server_before) / max(after - before, 1)
         turns = after - before - warm_up_requests
         if isinstance(measured, CtuBatch):
@@ -742,13 +753,28 @@ def main() -> None:
                     samples = warm_up_samples(row.episodes, warm_up)
                     warm_up_requests = sum(SCRIPTS[domain].requests * samples for domain, _ in warm_up)
                     for processes in counts:
-                        results[row.name][ctu_label(processes, share is not None)] = [
-                            counted(lambda first=(n == 0), processes=processes: run_ctu(first, processes),
-                                    warm_up_requests, row, processes)
-                            for n in range(args.repeats)]
+                        measured_ctu = [counted(lambda first=(n == 0), processes=processes: run_ctu(first, processes),
+                                                warm_up_requests, row, processes)
+                                        for n in range(args.repeats)]
+                        results[row.name][ctu_label(processes, share is not None)] = [m for m in measured_ctu if m is not None]
                 else:
-                    results[row.name]["tau2"] = [counted(lambda row=row: tau2_batch(row, args.tau2_episodes, base_url),
-                                                         SCRIPTS[warm_up[0][0]].requests, row)]
+                    def run_tau2(row: Row = row) -> tuple[float, float] | None:
+                        mine, child = context.Pipe()
+                        process = context.Process(target=tau2_repetition, args=(row, args.tau2_episodes, base_url, child),
+                                                  daemon=True)
+                        process.start()
+                        if not mine.poll(args.tau2_timeout):  # litellm's threads can wait for ever (seen here)
+                            process.kill()
+                            process.join()
+                            print(f"  tau2's runner gave no answer within {args.tau2_timeout:.0f} s on row {row.name}: "
+                                  "stopped", flush=True)
+                            return None
+                        measured: tuple[float, float] = mine.recv()
+                        process.join()
+                        return measured
+
+                    measured = counted(run_tau2, SCRIPTS[warm_up[0][0]].requests, row)
+                    results[row.name]["tau2"] = [measured] if measured is not None else []
     finally:
         ours.send("stop")
         server.join(timeout=10)
@@ -799,6 +825,9 @@ def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop:
         for runner, runs in results[row.name].items():
             episodes = min(row.episodes, tau2_episodes) if runner == "tau2" else row.episodes
             ideal = row.ideal_seconds(episodes)
+            if not runs:
+                print(f"  {runner:<5} stopped: no answer within --tau2-timeout")
+                continue
             for run in runs:
                 print(f"  {runner:<5} {run.turns:5d} turns in {run.wall:6.2f} s {run.turns / run.wall:7.1f} turns/s = "
                       f"{ideal / run.wall:4.2f} x ideal   CPU per turn {run.cpu / run.turns * 1000:7.3f} ms"
@@ -821,7 +850,7 @@ def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop:
             ctu_rate = f"{ours[0]:.2f} ({ours[1]:.2f}-{ours[2]:.2f})" if ours else "-"
             ctu_spread = f"{ours[5] * 1000:.0f} ms" if ours else "-"
             ctu_cpu = f"{ours[3] * 1000:.2f} ms ({normalised(ours[3], loop) * 1000:.2f})" if ours else "-"
-            tau2_rate = f"{tau2[0]:.2f}" if tau2 else "-"
+            tau2_rate = f"{tau2[0]:.2f}" if tau2 else ("stopped" if "tau2" in results[row.name] else "-")
             tau2_cpu = f"{tau2[3] * 1000:.1f} ms" if tau2 else "-"
             ratio = f"{tau2[3] / ours[3]:.0f}x" if ours and tau2 else "-"
             memory = f"{ours[4]:.3f} MB" if ours else "-"
