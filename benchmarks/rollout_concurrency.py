@@ -450,6 +450,8 @@ class CtuBatch:
     """Peak resident bytes of those processes during the batch above those before it."""
     runner_cpu: float
     """CPU seconds of the runner's process alone (with workers: taking in their records)."""
+    processes: int
+    """Rollout worker processes the batch was spread over (1: one event loop)."""
     endings: tuple[float, float, float]
     """(the first episode's end, the last's, in seconds from the batch's start; then seconds from the last
     episode's end to the batch's return): an episode ends when its record reaches the runner's event loop
@@ -556,7 +558,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
         raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
     if any(record.error for record in generator.last_records):
         raise RuntimeError(f"an episode failed: {next(r.error for r in generator.last_records if r.error)}")
-    return CtuBatch(wall, cpu, peak - before, parent_cpu, endings, loop_wall), profiler
+    return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, loop_wall), profiler
 
 
 def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, connection: Any) -> None:
@@ -634,7 +636,6 @@ class Measured:
     ctu: CtuBatch | None = None
     spread: tuple[float, float] | None = None
     """(the users' openings', the widest) seconds over which the requests of one wave reached the server (`wave_spread`)."""
-    processes: int = 1
 
 
 def wave_spread(row: Row, arrivals: list[tuple[float, str, bool, int]]) -> tuple[float, float]:
@@ -716,7 +717,7 @@ def main() -> None:
     results: dict[str, dict[str, list[Measured]]] = {}
     reports = []
 
-    def counted(run: Any, warm_up_requests: int, row: Row, processes: int = 1) -> Measured | None:
+    def counted(run: Any, warm_up_requests: int, row: Row) -> Measured | None:
         ours.send("count")
         before, server_before, _ = ours.recv()
         measured = run()
@@ -727,7 +728,7 @@ def main() -> None:
         server_cpu = (server_after - server_before) / max(after - before, 1)
         turns = after - before - warm_up_requests
         if isinstance(measured, CtuBatch):
-            return Measured(turns, measured.wall, measured.cpu, server_cpu, measured, wave_spread(row, arrivals), processes)
+            return Measured(turns, measured.wall, measured.cpu, server_cpu, measured, wave_spread(row, arrivals))
         return Measured(turns, *measured, server_cpu)
 
     try:
@@ -754,7 +755,7 @@ def main() -> None:
                     warm_up_requests = sum(SCRIPTS[domain].requests * samples for domain, _ in warm_up)
                     for processes in counts:
                         measured_ctu = [counted(lambda first=(n == 0), processes=processes: run_ctu(first, processes),
-                                                warm_up_requests, row, processes)
+                                                warm_up_requests, row)
                                         for n in range(args.repeats)]
                         results[row.name][ctu_label(processes, share is not None)] = [m for m in measured_ctu if m is not None]
                 else:
@@ -805,7 +806,7 @@ def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
                 f"the batch returned {tail * 1000:.0f} ms after the last")
     if batch.loop_wall is not None:
         figures += f"   slow day: the loop took {batch.loop_wall:.2f} s of wall time"
-    if run.processes > 1:
+    if batch.processes > 1:
         figures += f"   the runner's own process (taking in the records): {batch.runner_cpu / episodes * 1000:.2f} ms per episode"
     return figures
 
