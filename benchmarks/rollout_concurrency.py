@@ -624,6 +624,21 @@ def tau2_repetition(row: Row, episodes: int, base_url: str, connection: Any) -> 
     connection.send(tau2_batch(row, episodes, base_url))
 
 
+def in_child(context: Any, target: Any, *args: Any, timeout: float | None = None) -> Any:
+    """Run `target(*args, connection)` in a new process of `context` and return what it sends through
+    `connection`; None, the process killed, when it sends nothing within `timeout` seconds (None: no limit)."""
+    mine, child = context.Pipe()
+    process = context.Process(target=target, args=(*args, child))  # not a daemon: ctu's may start rollout workers
+    process.start()
+    if not mine.poll(timeout):
+        process.kill()
+        process.join()
+        return None
+    sent = mine.recv()
+    process.join()
+    return sent
+
+
 @dataclasses.dataclass
 class Measured:
     """One batch: turns, wall and CPU seconds of the runner (its workers included), the server's CPU per request,
@@ -741,12 +756,7 @@ def main() -> None:
             for runner in runners:
                 if runner == "ctu":
                     def run_ctu(first: bool, processes: int, row: Row = row) -> CtuBatch:
-                        mine, child = context.Pipe()
-                        process = context.Process(target=ctu_repetition,
-                                                  args=(row, base_url, args.profile and first, processes, share, child))
-                        process.start()
-                        batch: CtuBatch = mine.recv()
-                        process.join()
+                        batch: CtuBatch = in_child(context, ctu_repetition, row, base_url, args.profile and first, processes, share)
                         if batch.profile:
                             reports.append((row.name, batch.profile))
                         return batch
@@ -760,18 +770,11 @@ def main() -> None:
                         results[row.name][ctu_label(processes, share is not None)] = [m for m in measured_ctu if m is not None]
                 else:
                     def run_tau2(row: Row = row) -> tuple[float, float] | None:
-                        mine, child = context.Pipe()
-                        process = context.Process(target=tau2_repetition, args=(row, args.tau2_episodes, base_url, child),
-                                                  daemon=True)
-                        process.start()
-                        if not mine.poll(args.tau2_timeout):  # litellm's threads can wait for ever (seen here)
-                            process.kill()
-                            process.join()
+                        # litellm's threads can wait for ever (seen here)
+                        measured = in_child(context, tau2_repetition, row, args.tau2_episodes, base_url, timeout=args.tau2_timeout)
+                        if measured is None:
                             print(f"  tau2's runner gave no answer within {args.tau2_timeout:.0f} s on row {row.name}: "
                                   "stopped", flush=True)
-                            return None
-                        measured: tuple[float, float] = mine.recv()
-                        process.join()
                         return measured
 
                     measured = counted(run_tau2, SCRIPTS[warm_up[0][0]].requests, row)
