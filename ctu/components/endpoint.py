@@ -45,6 +45,10 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 """HTTP statuses retried besides 5xx (OpenAI's own client retries the same ones)."""
 
 
+TOOL_LISTS = 16
+"""Tool-schema lists whose JSON a `ChatEndpoint` keeps (one per domain is what a run meets)."""
+
+
 class _Retryable(Exception):
     """One attempt failed in a way worth retrying (timeout, connection, 408/409/429/5xx, malformed answer)."""
 
@@ -57,12 +61,12 @@ class ChatEndpoint:
     other 4xx. Answers are validated into the OpenAI SDK's `ChatCompletion`.
 
     Built for hundreds of concurrent episodes: one aiohttp session per event loop (connections reused across
-    episodes, no limit on connections in flight), the request body serialised once with orjson, and no
-    per-request client-side processing. Cookies are neither kept nor sent (OpenAI-compatible endpoints take
-    none; a load balancer's sticky-session cookie would send every episode to one replica). The OpenAI SDK's
-    own client costs ~1.4 ms of CPU per request at tau-bench sizes (its walk over every message and tool
-    schema, httpx's connection pool, response construction), more than the whole per-turn budget of a rollout
-    (benchmarks/rollout_concurrency.py).
+    episodes, no limit on connections in flight), the request body serialised once with orjson (a list of tool
+    schemas once for all the requests it goes with: see `complete`), and no per-request client-side processing.
+    Cookies are neither kept nor sent (OpenAI-compatible endpoints take none; a load balancer's sticky-session
+    cookie would send every episode to one replica). The OpenAI SDK's own client costs ~1.4 ms of CPU per
+    request at tau-bench sizes (its walk over every message and tool schema, httpx's connection pool, response
+    construction), more than the whole per-turn budget of a rollout (benchmarks/rollout_concurrency.py).
     A session is closed by `aclose()`, or when its event loop shuts down (`asyncio.run`'s end).
     """
 
@@ -70,6 +74,7 @@ class ChatEndpoint:
         self.params = params
         self._sessions: dict[int, ClientSession] = {}
         self._closers: dict[int, AsyncIterator[None]] = {}
+        self._tools_json: dict[int, tuple[list[dict[str, object]], bytes]] = {}
         self.url = params.base_url.rstrip("/") + "/chat/completions"
 
     def __reduce__(self) -> tuple[type[ChatEndpoint], tuple[OpenAIEndpointParams]]:
@@ -140,6 +145,17 @@ class ChatEndpoint:
             raise _Retryable("the answer's message is empty")
         return answer
 
+    def _serialised(self, tools: list[dict[str, object]]) -> bytes:
+        """`tools` as JSON, serialised on its first request (see `complete`)."""
+        import orjson
+
+        held = self._tools_json.get(id(tools))
+        if held is None or held[0] is not tools:  # the list is held, so its id is not reused meanwhile
+            if held is None and len(self._tools_json) >= TOOL_LISTS:
+                del self._tools_json[next(iter(self._tools_json))]  # the oldest list
+            held = self._tools_json[id(tools)] = (tools, orjson.dumps(tools))
+        return held[1]
+
     async def complete(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None,
                        **extra: object) -> ChatCompletionMessage:
         """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`).
@@ -148,6 +164,10 @@ class ChatEndpoint:
             messages: OpenAI chat messages.
             tools: OpenAI tool schemas, or None.
             extra: more request fields (e.g. ``max_tokens``).
+
+        A list of tool schemas is serialised once and reused for every request given the same list object (a
+        domain hands every episode the same list, ~11 KB of JSON for retail's: most of a request's bytes); the
+        last `TOOL_LISTS` lists are kept. Do not change a list once it has been sent.
 
         Raises:
             EndpointError: after `max_retries` retries, or at once on a non-retryable 4xx.
@@ -158,9 +178,9 @@ class ChatEndpoint:
 
         params = self.params
         request: dict[str, object] = {"model": params.model, "messages": messages, "temperature": params.temperature, **extra}
-        if tools:
-            request["tools"] = tools
         body = orjson.dumps(request)
+        if tools:  # the same bytes as `request["tools"] = tools` serialised with the rest
+            body = b"".join((body[:-1], b',"tools":', self._serialised(tools), b"}"))
         last: BaseException | None = None
         for attempt in range(params.max_retries + 1):
             try:

@@ -71,3 +71,27 @@ def test_an_endpoint_error_is_a_ctu_error_printed_without_a_traceback():
     from ctu.errors import CtuError
 
     assert issubclass(EndpointError, CtuError)
+
+
+def test_tools_are_sent_as_given_and_serialised_once_per_list():
+    """The tools' JSON, kept for a list object (see `ChatEndpoint.complete`), goes out as the request's "tools"
+    field beside the other fields, on every request that gives the same list."""
+    tools = [{"type": "function", "function": {"name": "find_order", "parameters": {"type": "object", "properties": {
+        "order_id": {"type": "string", "description": "Like \"#W1\"; ünïcode kept."}}}}}]
+    other = [{"type": "function", "function": {"name": "cancel", "parameters": {"type": "object", "properties": {}}}}]
+    with ScriptedOpenAIServer(default=Answer.text("hello")) as server:
+        client = endpoint(server)
+
+        async def three():
+            await client.complete(HELLO, tools, max_tokens=7)
+            kept = client._serialised(tools)
+            await client.complete(HELLO, tools, max_tokens=8)
+            assert client._serialised(tools) is kept  # not serialised again
+            await client.complete(HELLO, other)
+            await client.complete(HELLO)
+
+        asyncio.run(three())
+    sent = server.requests
+    assert [r.get("tools") for r in sent] == [tools, tools, other, None]
+    assert [r.get("max_tokens") for r in sent] == [7, 8, None, None]
+    assert all(r["messages"] == HELLO and r["model"] == "m" and r["temperature"] == 0.0 for r in sent)

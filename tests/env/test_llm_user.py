@@ -9,7 +9,7 @@ import pytest
 from ctu.components.endpoint import ChatEndpoint, EndpointError
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import HermesParser
-from ctu.components.user_simulators.llm import SCHEMA_LISTS, LLMUserSimulator
+from ctu.components.user_simulators.llm import SCHEMA_LISTS, LLMUserSession, LLMUserSimulator
 from tau_bench_env.env import shared_domain
 from tau_bench_env.episode import Episode
 from tau_bench_env.outcome import EpisodeConfig
@@ -95,6 +95,37 @@ def test_user_tool_calls_run_on_the_users_device():
     assert tool_result["role"] == "tool" and "tool_call_id" in tool_result
     user_calls = [m for m in ep.trajectory if m.role == "user" and m.tool_calls]
     assert user_calls[0].tool_calls[0].requestor == "user"
+
+
+def test_every_request_holds_the_whole_history_flipped_as_tau2_flips_it(monkeypatch):
+    """The customer's chat is flipped message by message as the history grows (`LLMUserSession._prompt`): each
+    request holds what tau2's `flip_roles` makes of the whole history at that point, user tool calls and their
+    results included, over several turns."""
+    from tau2.user.base import UserState
+
+    from tau_bench_env.messages import conversation_to_openai
+
+    answers = [Answer.text("My phone has no service."), Answer.calls(("check_status_bar", {})), Answer.text("No signal."),
+               Answer.text("Done, still nothing."), Answer.calls(("check_status_bar", {})), Answer.text("Now it works.")]
+    sent_histories = []
+    original = LLMUserSession._prompt
+
+    def recording(session, note=None):
+        sent_histories.append(list(session.history))
+        return original(session, note)
+
+    monkeypatch.setattr(LLMUserSession, "_prompt", recording)
+    with ScriptedOpenAIServer(answers) as server:
+        ep = episode(simulator(server), domain="telecom")
+        asyncio.run(ep.reset())
+        asyncio.run(ep.step(ParsedTurn(content="What does your status bar show?")))
+        asyncio.run(ep.step(ParsedTurn(content="Please restart your phone.")))
+        asyncio.run(ep.step(ParsedTurn(content="Please look again.")))
+    assert len(server.requests) == len(sent_histories) == 6
+    for request, history in zip(server.requests, sent_histories, strict=True):
+        expected = conversation_to_openai(UserState(system_messages=[], messages=history).flip_roles())
+        assert request["messages"][1:] == expected
+    assert [m["role"] for m in server.requests[-1]["messages"][1:]].count("tool") == 2
 
 
 def test_user_tool_schemas_are_tau2s_built_once_per_domain():

@@ -87,15 +87,25 @@ class LLMUserSession:
             self.system_prompt += REACT_INSTRUCTIONS
         self.tools = simulator.tool_schemas(user_tools) if user_tools else None
         self.history: list[Message] = []
+        """The conversation as the agent's side wrote it (appended to, never changed)."""
+        self._flipped: list[dict] = []
+        """`history[:len(flipped messages)]` as the customer sees it, in OpenAI format (see `_prompt`)."""
+        self._flipped_messages = 0
 
     def _prompt(self, note: str | None = None) -> list[dict]:
+        """The customer's chat: the system prompt (plus `note`), then the history with roles flipped by tau2's
+        `UserState.flip_roles`. A message is flipped once, when first sent: the history only grows, and tau2
+        flips each message on its own (the same output as flipping the whole history every turn)."""
         from tau2.user.base import UserState
 
         from tau_bench_env.messages import conversation_to_openai
 
-        flipped = UserState(system_messages=[], messages=list(self.history)).flip_roles()
+        if len(self.history) > self._flipped_messages:
+            new = self.history[self._flipped_messages:]
+            self._flipped += conversation_to_openai(UserState(system_messages=[], messages=new).flip_roles())
+            self._flipped_messages = len(self.history)
         system = self.system_prompt + (f"\n\n{note}" if note else "")
-        return [{"role": "system", "content": system}, *conversation_to_openai(flipped)]
+        return [{"role": "system", "content": system}, *self._flipped]
 
     async def _generate(self, note: str | None = None) -> UserMessage:
         from tau2.data_model.message import UserMessage
