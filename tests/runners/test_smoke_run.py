@@ -71,6 +71,7 @@ def test_the_trained_policy_is_exported_as_a_hugging_face_model_that_computes_wh
 
     from ctu.models import tiny_qwen3
     from ctu.runners.tinker.server import LocalTinkerServer
+    from ctu.runners.tinker.service import tinker_service
 
     assert [p.relative_to(smoke_run).as_posix() for p in (smoke_run / "exports").glob("*/policy")] == ["exports/global_step_2/policy"]
     export = smoke_run / "exports" / "global_step_2" / "policy"
@@ -85,16 +86,24 @@ def test_the_trained_policy_is_exported_as_a_hugging_face_model_that_computes_wh
             logits = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)(torch.tensor([ids])).logits[0]
         return torch.log_softmax(logits, -1)[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
 
+    holders = []
+
     async def tinker_policy() -> list[float]:
         checkpoint = json.loads((smoke_run / "checkpoints" / "step_000002.json").read_text())["path"]
         with LocalTinkerServer(base, smoke_run / "tinker") as server:
             await asyncio.to_thread(server.wait_healthy)
-            service = tinker.ServiceClient(base_url=server.base_url, api_key="tml-local")
-            training = await service.create_training_client_from_state_async(checkpoint)
-            sampler = await training.save_weights_and_get_sampling_client_async()
-            return await sampler.compute_logprobs_async(tinker.types.ModelInput.from_ints(ids))
+            with tinker_service(server.base_url, "tml-local") as service:
+                training = await service.create_training_client_from_state_async(checkpoint)
+                sampler = await training.save_weights_and_get_sampling_client_async()
+                holders.append(service._session_holder)
+                assert not holders[0]._session_heartbeat_task.done()  # the SDK's heartbeat runs while in use
+                return await sampler.compute_logprobs_async(tinker.types.ModelInput.from_ints(ids))
 
     policy = torch.tensor(asyncio.run(tinker_policy()), dtype=torch.float32)
+    deadline = time.monotonic() + 10  # `tinker_service` ended the session: its heartbeat stops on the SDK's loop
+    while not holders[0]._session_heartbeat_task.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holders[0]._session_heartbeat_task.cancelled()
     assert policy.shape == (len(ids) - 1,)
     assert (logprobs(export) - policy).abs().max() < 1e-4  # 1e-5 measured (2026-11-24)
     assert (logprobs(base) - policy).abs().mean() > 1e-3  # two steps moved it: 0.025 on average here

@@ -37,11 +37,11 @@ async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | No
     Raises:
         TinkerServerError: a local server did not start.
     """
-    import tinker
     from transformers import AutoTokenizer
 
     from ctu.models.tiny_qwen3 import resolve
     from ctu.runners.tinker.sampler import TinkerSampler
+    from ctu.runners.tinker.service import tinker_service
 
     checkpoint = policy if policy is not None and policy.startswith(TINKER_PREFIX) else None
     model_path = policy if policy is not None and checkpoint is None else await asyncio.to_thread(resolve, spec.model.path)
@@ -49,13 +49,13 @@ async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | No
     folder = (run_dir.path if run_dir is not None and checkpoint is not None else Path(work_dir)) / "tinker"
     async with _tinker_url(params, model_path, folder) as base_url:
         api_key = os.environ.get(params.api_key_env, "") if params is not None and params.api_key_env else ""
-        service = tinker.ServiceClient(base_url=base_url, api_key=api_key or "tml-local")
-        if checkpoint is None:
-            client = await service.create_sampling_client_async(base_model=model_path)
-        else:
-            training = await service.create_training_client_from_state_async(checkpoint)
-            client = await training.save_weights_and_get_sampling_client_async()
-        yield TinkerSampler(client, tokenizer.decode), tokenizer
+        with tinker_service(base_url, api_key or "tml-local") as service:
+            if checkpoint is None:
+                client = await service.create_sampling_client_async(base_model=model_path)
+            else:
+                training = await service.create_training_client_from_state_async(checkpoint)
+                client = await training.save_weights_and_get_sampling_client_async()
+            yield TinkerSampler(client, tokenizer.decode), tokenizer
 
 
 @contextlib.asynccontextmanager

@@ -86,12 +86,12 @@ class TinkerRunner:
         start_step = state.get("step", 0)
         self.run_dir.write_spec(spec)
         with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
-            import tinker
             from transformers import AutoTokenizer
 
             from ctu.rollout.build import build_generator
             from ctu.rollout.trajectories import TrajectoryLogger
             from ctu.runners.tinker.sampler import TinkerSampler
+            from ctu.runners.tinker.service import tinker_service
 
             tokenizer = AutoTokenizer.from_pretrained(model_path)
             components = build_components(spec)
@@ -103,9 +103,10 @@ class TinkerRunner:
                            resume_step=start_step if self.resume else None)
             trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
                                       spec.tracking.trajectories.train_samples, spec.experiment.seed)
+            session = contextlib.ExitStack()  # the SDK client's session, ended with the run (`tinker_service`)
             try:
                 base_url = await asyncio.to_thread(server_url)
-                service = tinker.ServiceClient(base_url=base_url, api_key=os.environ.get(self.backend.api_key_env) or "tml-local")
+                service = session.enter_context(tinker_service(base_url, os.environ.get(self.backend.api_key_env) or "tml-local"))
                 resume_from = state.get("checkpoint")
                 if start_step and resume_from:
                     training = await service.create_training_client_from_state_with_optimizer_async(resume_from)
@@ -133,6 +134,7 @@ class TinkerRunner:
                         self.run_dir.write_state(state)
                         advance()
             finally:
+                session.close()
                 trackers.finish()
                 self.run_dir.plot_rewards()
         return state
