@@ -45,7 +45,8 @@ runner process's CPU time over the measured batch, which excludes the injected l
 resets, tokenisation, tool calls and rewards included) and, for ctu, resident memory per live episode (the
 process's peak resident memory during the batch above that before it, over the batch's episodes) and how far
 its episodes drifted apart (`wave_spread`: the time over which the widest wave of requests reached the
-server, which is about what the batch loses to the ideal); then a table of the medians per row, CPU normalised
+server, which is about what the batch loses to the ideal, and each of the first domain's waves in order, which
+shows where the drift is made); then a table of the medians per row, CPU normalised
 to the reference loop (`machine.py`), the ratios to tau2 and the goals. ctu's batch is measured `--repeats` times, each time in a
 new process (nothing cached by an earlier repetition: every repetition pays what a run's step pays on tasks it
 has not seen); tau2's runner (minutes per batch) once. `--slow-day LOOP` simulates a slower machine for ctu's
@@ -649,15 +650,17 @@ class Measured:
     cpu: float
     server_cpu: float
     ctu: CtuBatch | None = None
-    spread: tuple[float, float] | None = None
-    """(the users' openings', the widest) seconds over which the requests of one wave reached the server (`wave_spread`)."""
+    spread: tuple[float, float, tuple[float, ...]] | None = None
+    """(the users' openings', the widest, the first domain's waves' in order) seconds over which the requests of one
+    wave reached the server (`wave_spread`)."""
 
 
-def wave_spread(row: Row, arrivals: list[tuple[float, str, bool, int]]) -> tuple[float, float]:
+def wave_spread(row: Row, arrivals: list[tuple[float, str, bool, int]]) -> tuple[float, float, tuple[float, ...]]:
     """How far apart a measured batch's episodes drifted: a wave is the requests the batch's episodes of one
     domain make at the same point of their script (the same domain, requester and count of assistant messages:
-    every episode makes one); returns (the users' openings' spread, the widest wave's), in seconds from the first
-    to the last arrival of a wave. `arrivals` (the server's, see `serve`) hold the warm-up batch's before the
+    every episode makes one); returns (the users' openings' spread, the widest wave's, the spreads of the row's
+    first domain's waves in the order they reached the server), in seconds from the first to the last arrival of
+    a wave. `arrivals` (the server's, see `serve`) hold the warm-up batch's before the
     measured batch's, so each wave's last arrivals, as many as the batch has episodes of the domain, are taken.
     An ideal runner's waves arrive all at once; one event loop spreads a wave over about its episodes x its CPU
     per episode, and the batch ends about the widest spread after the ideal.
@@ -668,7 +671,9 @@ def wave_spread(row: Row, arrivals: list[tuple[float, str, bool, int]]) -> tuple
     for arrived, domain, policy, said in sorted(arrivals):
         waves.setdefault((domain, policy, said), []).append(arrived)
     spreads = {key: times[-1] - times[-episodes[key[0]]] for key, times in waves.items() if len(times) >= episodes[key[0]]}
-    return max(spreads.get((domain, False, 0), 0.0) for domain in row.domains), max(spreads.values(), default=0.0)
+    first = sorted((times[-episodes[key[0]]], spreads[key]) for key, times in waves.items() if key in spreads and key[0] == row.domains[0])
+    return (max(spreads.get((domain, False, 0), 0.0) for domain in row.domains), max(spreads.values(), default=0.0),
+            tuple(spread for _, spread in first))
 
 
 def main() -> None:
@@ -804,7 +809,9 @@ def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
     first, last, tail = batch.endings
     figures = f"   {batch.memory / episodes / 1e6:5.3f} MB per live episode"
     if run.spread is not None:
-        figures += f"   a wave spread over <= {run.spread[1] * 1000:.0f} ms (openings {run.spread[0] * 1000:.0f} ms)"
+        in_order = ", ".join(f"{spread * 1000:.0f}" for spread in run.spread[2])
+        figures += (f"   a wave spread over <= {run.spread[1] * 1000:.0f} ms (openings {run.spread[0] * 1000:.0f} ms; "
+                    f"the first domain's waves in order: {in_order} ms)")
     figures += (f"   episodes ended {(first - ideal) * 1000:+.0f} to {(last - ideal) * 1000:+.0f} ms after the ideal batch's end, "
                 f"the batch returned {tail * 1000:.0f} ms after the last")
     if batch.loop_wall is not None:
