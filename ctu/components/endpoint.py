@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
+from ctu.components.identity_memo import IdentityMemo
 from ctu.errors import CtuError
 from ctu.registry import ComponentParams
 
@@ -74,7 +75,7 @@ class ChatEndpoint:
         self.params = params
         self._sessions: dict[int, ClientSession] = {}
         self._closers: dict[int, AsyncIterator[None]] = {}
-        self._tools_json: dict[int, tuple[list[dict[str, object]], bytes]] = {}
+        self._tools_json: IdentityMemo[list[dict[str, object]], bytes] = IdentityMemo(TOOL_LISTS)
         self.url = params.base_url.rstrip("/") + "/chat/completions"
 
     def __reduce__(self) -> tuple[type[ChatEndpoint], tuple[OpenAIEndpointParams]]:
@@ -149,12 +150,7 @@ class ChatEndpoint:
         """`tools` as JSON, serialised on its first request (see `complete`)."""
         import orjson
 
-        held = self._tools_json.get(id(tools))
-        if held is None or held[0] is not tools:  # the list is held, so its id is not reused meanwhile
-            if held is None and len(self._tools_json) >= TOOL_LISTS:
-                del self._tools_json[next(iter(self._tools_json))]  # the oldest list
-            held = self._tools_json[id(tools)] = (tools, orjson.dumps(tools))
-        return held[1]
+        return self._tools_json.get(tools, orjson.dumps)
 
     async def complete(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None,
                        **extra: object) -> ChatCompletionMessage:

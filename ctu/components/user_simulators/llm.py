@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
+from ctu.components.identity_memo import IdentityMemo
 from ctu.components.user_simulators.base import UserSimulatorError
 from ctu.registry import registry
 
@@ -53,18 +54,14 @@ class LLMUserSimulator:
     def __init__(self, params: Params) -> None:
         self.params = params
         self.endpoint = ChatEndpoint(params)
-        self._schemas: dict[int, tuple[Sequence[Tool], list[dict]]] = {}
+        self._schemas: IdentityMemo[Sequence[Tool], list[dict]] = IdentityMemo(SCHEMA_LISTS)
 
     def tool_schemas(self, user_tools: Sequence[Tool]) -> list[dict]:
         """The OpenAI schemas of `user_tools`, built once per tool list (a domain hands every episode the same
-        list; the last `SCHEMA_LISTS` lists are kept; do not mutate the result). tau2 builds a schema through pydantic's JSON-schema generator, ~1 ms
-        a tool: at every telecom episode's start that was 8.8 s of a 256-episode batch's 11.7 s of CPU."""
-        held = self._schemas.get(id(user_tools))
-        if held is None or held[0] is not user_tools:  # the list is held, so its id is not reused meanwhile
-            if held is None and len(self._schemas) >= SCHEMA_LISTS:
-                del self._schemas[next(iter(self._schemas))]  # the oldest list
-            held = self._schemas[id(user_tools)] = (user_tools, [tool.openai_schema for tool in user_tools])
-        return held[1]
+        list; the last `SCHEMA_LISTS` lists are kept; do not mutate the result). tau2 builds a schema through
+        pydantic's JSON-schema generator, ~1 ms a tool: at every telecom episode's start that was 8.8 s of a
+        256-episode batch's 11.7 s of CPU."""
+        return self._schemas.get(user_tools, lambda tools: [tool.openai_schema for tool in tools])
 
     def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> LLMUserSession:
         """A session prompted with tau2's guidelines (with the user-tools variant when `user_tools`) and the task."""
