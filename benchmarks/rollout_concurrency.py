@@ -26,8 +26,10 @@ what only a run's first step pays (imports, one connection per concurrent reques
 its event loop and so its connection pools). The measured batch includes everything met the first time a task
 is seen (its gold outcome for the reward, tokenisation of new tool results).
 
-- ctu: its generator (`TauGenerator`, native tool calling, the policy over HTTP through `OpenAIChatSampler`,
-  the `llm` user simulator), as `ctu run` builds it, all episodes in one event loop; with `--processes`, also
+- ctu: its generator (`TauGenerator`, native tool calling, the `llm` user simulator) as `ctu run` builds it,
+  with the policy asked for chat completions over HTTP (`OpenAIChatSampler`, as `ctu eval` samples an
+  endpoint, each answer re-tokenised for the trajectory; a training run samples token-in/token-out through its
+  backend's client instead, which no row measures), all episodes in one event loop; with `--processes`, also
   spread over that many rollout worker processes (the generator's `processes`, `ctu.rollout.processes`), each
   count measured (a machine with a core per worker, simulated on one with fewer: `--episodes N/P` runs what
   one of P workers holds, on one event loop);
