@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 import traceback
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -155,17 +156,29 @@ class TauGenerator(GeneratorInterface):
         return record
 
     async def _episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int) -> TrajectoryRecord:
-        setup = self.setup
-        account = self.account
-        env = TauBenchEnv(setup.env, extras)
-        messages, metadata = await env.ainit(prompt)
-        native = setup.native_tool_calling
         # token-in/token-out wherever the sampler can: the policy samples from exactly the ids that are trained on, in
         # native mode too (the tools rendered by the chat template, the family's parser reading the calls). A
         # chat server samples from its own rendering of the history, which can differ from the ids trained on
         # (Qwen3's template drops past turns' empty think blocks; vLLM's tool parser re-serialises call JSON): only
         # a chat-only sampler (an evaluated endpoint) is asked for chats.
-        chat_mode = setup.sampler.supports_chat and not setup.sampler.supports_tokens
+        sampler = self.setup.sampler
+        if sampler.supports_chat and not sampler.supports_tokens:
+            return await self._play(prompt, extras, phase, repetition, None)
+        session = uuid.uuid4().hex  # the episode's turns, for the sampler's routing (`Sampler.sample`)
+        try:
+            return await self._play(prompt, extras, phase, repetition, session)
+        finally:
+            await sampler.end_session(session)
+
+    async def _play(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int,
+                    session: str | None) -> TrajectoryRecord:
+        """The episode's trajectory; `session` None asks the sampler for chat completions, else for tokens."""
+        setup = self.setup
+        account = self.account
+        env = TauBenchEnv(setup.env, extras)
+        messages, metadata = await env.ainit(prompt)
+        native = setup.native_tool_calling
+        chat_mode = session is None
         template_tools = metadata["tools"] if native else None
         prompt_ids = account.prompt_ids(messages, template_tools)
         tokens = TrajectoryTokens(list(prompt_ids))
@@ -192,7 +205,7 @@ class TauGenerator(GeneratorInterface):
                 sampled = sampled and not turn.rendered
             else:
                 turn = await token_turn(setup.sampler, account, tokens.context, params, phase,
-                                        setup.native_parser if native else None)
+                                        setup.native_parser if native else None, session)
             stop_reason = turn.stop_reason
             tokens.add(turn.generated, turn.logprobs)
             step = await env.astep(unfinished(turn.action, env) if stop_reason == "length" else turn.action)

@@ -54,10 +54,16 @@ class Sampler(Protocol):
 
     supports_chat: bool
     supports_tokens: bool
-    """False for a sampler that answers chat requests only (`sample` is never called)."""
+    """False for a sampler that answers chat requests only (`sample` and `end_session` are never called)."""
 
-    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
-        """Continue `prompt_ids`."""
+    async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
+        """Continue `prompt_ids`. `session` names the episode the turn belongs to (the same for all its turns, none
+        shared with another episode): a sampler over several inference engines keeps an episode's turns on one
+        engine with it, where the episode's earlier turns are in the prefix cache."""
+        ...
+
+    async def end_session(self, session: str) -> None:
+        """The episode `session` has ended (after its last `sample`, whatever the outcome); never raises."""
         ...
 
     async def chat(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None, params: SamplingParams) -> SampleResult:

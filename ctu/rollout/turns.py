@@ -54,15 +54,15 @@ async def chat_turn(sampler: Sampler, account: TokenAccount, conversation: list[
 
 
 async def token_turn(sampler: Sampler, account: TokenAccount, ids: list[int], params: SamplingParams, phase: Phase,
-                     native_parser: Parser | None) -> PolicyTurn:
-    """Sample the next turn after the token ids `ids`; its text is the action (parsed here by the model family's
-    `native_parser` in native mode, else by the spec's parser later).
+                     native_parser: Parser | None, session: str | None = None) -> PolicyTurn:
+    """Sample the next turn after the token ids `ids` for the episode `session` (`Sampler.sample`); its text is the
+    action (parsed here by the model family's `native_parser` in native mode, else by the spec's parser later).
 
     Raises:
         ValueError: in training, the sampler returned no logprob for every id (an infrastructure error: nothing is
             trained against made-up logprobs); evaluation trains nothing and takes zeros.
     """
-    result = await sampler.sample(ids, params)
+    result = await sampler.sample(ids, params, session)
     generated = list(result.token_ids)
     if result.logprobs is not None and len(result.logprobs) == len(generated):
         logprobs = list(result.logprobs)

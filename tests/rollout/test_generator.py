@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from dataclasses import replace
 
@@ -236,6 +237,30 @@ def test_progress_callback_sees_each_batch_and_episode(minimal, tokenizer):
     assert calls == [(3, False), (3, True), (3, True), (3, True)]
 
 
+def test_each_episode_samples_under_one_session_of_its_own_and_ends_it(minimal, tokenizer):
+    """Every turn of an episode names the same session, no two episodes share one, and each session is ended once,
+    a failing episode's too (a router keeps an episode on one engine by it: SkyRL's generator does the same)."""
+    script = ReplayScript(tokenizer, "retail", TASKS[:2])
+    sampler = scripted_sampler(tokenizer, script)
+    generator = build_generator(components(minimal), tokenizer, sampler)
+    run(generator, batch(TASKS[:2], samples=2))
+    assert None not in sampler.sessions and sorted(sampler.ended) == sorted(set(sampler.sessions))
+    assert len(set(sampler.sessions)) == 4 and len(sampler.ended) == 4
+    by_prompt = {}
+    for prompt, session in zip(sampler.prompts, sampler.sessions):
+        by_prompt.setdefault(session, []).append(prompt)
+    for prompts in by_prompt.values():  # one episode's turns: each prompt extends the one before
+        assert len(prompts) > 1 and all(later[:len(earlier)] == earlier for earlier, later in itertools.pairwise(prompts))
+
+    def broken(prompt_ids, calls):
+        raise RuntimeError("the engine died")
+
+    failing = scripted_sampler(tokenizer, broken)
+    generator = build_generator(components(minimal), tokenizer, failing)
+    run(generator, batch(TASKS[:1], samples=1))
+    assert generator.last_records[0].error and failing.ended == failing.sessions == [failing.sessions[0]]
+
+
 def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer):
     """A policy behind an OpenAI-compatible server on 127.0.0.1 (native tool calling, re-tokenised turns)."""
     from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
@@ -261,9 +286,9 @@ def test_eval_samples_of_a_task_get_distinct_seeds_and_training_none(minimal, to
     seeds: list[tuple[int, int | None]] = []
     sample = sampler.sample
 
-    async def recording(prompt_ids, params):
+    async def recording(prompt_ids, params, session=None):
         seeds.append((tokenizer.decode(prompt_ids).count("<|im_start|>assistant"), params.seed))
-        return await sample(prompt_ids, params)
+        return await sample(prompt_ids, params, session)
 
     sampler.sample = recording
     generator = build_generator(components(minimal, experiment={"name": "minimal", "seed": 40}), tokenizer, sampler)
@@ -392,8 +417,8 @@ def test_a_token_sampler_that_returns_no_logprobs_trains_nothing(minimal, tokeni
     sampler = scripted_sampler(tokenizer, script)
     sample = sampler.sample
 
-    async def without_logprobs(prompt_ids, params):
-        result = await sample(prompt_ids, params)
+    async def without_logprobs(prompt_ids, params, session=None):
+        result = await sample(prompt_ids, params, session)
         return replace(result, logprobs=None)
 
     sampler.sample = without_logprobs  # type: ignore[method-assign]

@@ -14,9 +14,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,6 +142,12 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     assert calls.count("POST /sleep") >= 4
     # vLLM's own worker loaded each of them in place of the weights it served (its log line of every reload)
     assert calls.count("Reloading and processing weights took") == 4
+    # every turn reached SkyRL's router with its episode's session id, by which the router's consistent_hash policy
+    # keeps an episode on one engine (and its prefix cache); a multi-turn episode's turns share theirs
+    routing = "".join(log.read_text(errors="replace") for log in (run / "logs").glob("router-*.log"))
+    keys = re.findall(r"Consistent hash routing: key='([^']*)'", routing)
+    assert keys and all(key.startswith("header:x-session-id:") for key in keys), sorted(set(keys))[:5]
+    assert max(Counter(keys).values()) > 1
     # Hugging Face exports: after each run's last step (ctu's hf_save_interval 0), and at each epoch's end (SkyRL's
     # rule; an epoch is one step here); loadable by transformers, and `ctu eval --run-dir` evaluates the newest
     exports = sorted((run / "exports").glob("global_step_*/policy"))

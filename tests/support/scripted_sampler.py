@@ -24,17 +24,26 @@ class ScriptedSampler:
     supports_tokens: bool = True
     calls: int = 0
     prompts: list[list[int]] = field(default_factory=list)
+    sessions: list[str | None] = field(default_factory=list)
+    """The session of each call, in order."""
+    ended: list[str] = field(default_factory=list)
+    """The sessions ended, in order."""
 
-    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
+    async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """The script's next turn, cut at `params.max_tokens`."""
         self.calls += 1
         self.prompts.append(list(prompt_ids))
+        self.sessions.append(session)
         text = self.script(prompt_ids, self.calls)
         ids = self.encode(text) + [self.eos_id]
         stop = "stop"
         if len(ids) > params.max_tokens:
             ids, stop = ids[: params.max_tokens], "length"
         return SampleResult(ids, text, stop, [-1.0] * len(ids))
+
+    async def end_session(self, session: str) -> None:
+        """Record that `session` ended."""
+        self.ended.append(session)
 
     async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
         raise NotImplementedError("ScriptedSampler is a token sampler")

@@ -128,7 +128,7 @@ class CtuPPOExp(BasePPOExp):
     def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> Any:
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
 
-        sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg))
+        sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), cache_salt=bool(cfg.generator.use_cache_salt))
         trajectories = self.spec.tracking.trajectories
         logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
         return build_generator(self.components, tokenizer, sampler, on_records=logger)

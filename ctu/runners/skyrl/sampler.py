@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctu.rollout.sampling import SampleResult, SamplingParams
@@ -12,12 +12,28 @@ from ctu.rollout.sampling import SampleResult, SamplingParams
 class SkyRLSampler:
     """SkyRL's inference client (vLLM engines), token-in/token-out only (`generate`), native tool calling included:
     the policy then samples from exactly the ids it is trained on (a chat request would be sampled from vLLM's own
-    rendering of the history)."""
+    rendering of the history).
+
+    Each episode's turns carry its session id, as SkyRL's own generator sends them (`SkyRLGymGenerator.agent_loop`,
+    as ``X-Session-ID``): the router's ``consistent_hash`` policy, SkyRL's default, then sends every turn of an
+    episode to the same vLLM engine, whose prefix cache holds the episode's earlier turns (without a session id,
+    turns are spread over the engines and each is prefilled whole). SkyRL's generator also posts each episode's
+    end to the router (`finish_session`, for routers that hold capacity per session); this sampler does not: the
+    locked router (vllm-router 0.1.14) has no such endpoint and forwards it to a vLLM engine, which answers 404
+    (seen in CI's SkyRL runs), and SkyRL's client then logs a warning for every episode. With
+    `cache_salt` (SkyRL's ``generator.use_cache_salt``, on by default), requests also carry vLLM's prefix-cache
+    salt for the policy version the episode started with (SkyRL's `build_vllm_cache_salt` of the client's
+    `weight_version`), so that in fully asynchronous training an episode never reuses cache blocks computed by
+    other weights than its own first turn's.
+    """
 
     client: Any
     model: str | None = None
+    cache_salt: bool = True
     supports_chat: bool = False
     supports_tokens: bool = True
+    _salts: dict[str, str | None] = field(default_factory=dict, repr=False)
+    """The cache salt of each live session, fixed at its first turn."""
 
     def _vllm_params(self, params: SamplingParams) -> dict[str, object]:
         """vLLM's sampling params for `params` (the end-of-turn ids as ``stop_token_ids``, so a template whose
@@ -34,11 +50,25 @@ class SkyRLSampler:
             **({"seed": params.seed} if params.seed is not None else {}),
         }
 
-    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
-        """One `generate` call with `prompt_token_ids`."""
-        output = await self.client.generate(
-            {"prompt_token_ids": [prompt_ids], "prompts": None, "sampling_params": self._vllm_params(params)}, model=self.model
-        )
+    def _salt(self) -> str | None:
+        """The prefix-cache salt of the policy version now (None when off or the client has no version)."""
+        version = getattr(self.client, "weight_version", None)
+        if not self.cache_salt or version is None:
+            return None
+        from skyrl.train.generators.utils import build_vllm_cache_salt
+
+        return build_vllm_cache_salt(version, self.model)
+
+    async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
+        """One `generate` call with `prompt_token_ids`, for the episode `session` (see the class docstring)."""
+        request: dict[str, object] = {"prompt_token_ids": [prompt_ids], "prompts": None, "sampling_params": self._vllm_params(params)}
+        if session is not None:
+            if session not in self._salts:
+                self._salts[session] = self._salt()
+            request["session_ids"] = [session]
+            if (salt := self._salts[session]) is not None:
+                request["cache_salt"] = salt
+        output = await self.client.generate(request, model=self.model)
         logprobs = output.get("response_logprobs")
         return SampleResult(
             token_ids=list(output["response_ids"][0]),
@@ -46,6 +76,10 @@ class SkyRLSampler:
             stop_reason=output["stop_reasons"][0],
             logprobs=list(logprobs[0]) if logprobs else None,
         )
+
+    async def end_session(self, session: str) -> None:
+        """Forget the session's salt (nothing is sent: see the class docstring)."""
+        self._salts.pop(session, None)
 
     async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
         raise NotImplementedError("SkyRL's sampler is token-in/token-out; native mode renders tools in the template")

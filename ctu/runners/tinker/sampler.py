@@ -19,8 +19,8 @@ class TinkerSampler:
     supports_chat: bool = False
     supports_tokens: bool = True
 
-    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:
-        """One `sample_async` call."""
+    async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
+        """One `sample_async` call (`session` is not used: a Tinker server routes requests itself)."""
         import tinker
 
         response = await self.client.sample_async(
@@ -37,6 +37,9 @@ class TinkerSampler:
         sequence = response.sequences[0]
         tokens = list(sequence.tokens)
         return SampleResult(tokens, self.decode(tokens), sequence.stop_reason, list(sequence.logprobs or []) or None)
+
+    async def end_session(self, session: str) -> None:
+        """Nothing to release."""
 
     async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
         raise NotImplementedError("Tinker samplers are token samplers; native mode renders tools in the template")
