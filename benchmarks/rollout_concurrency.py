@@ -2,7 +2,7 @@
 policy and the simulated user after an injected latency, ctu's generator side by side with tau2's own runner.
 
 Run: `uv run python benchmarks/rollout_concurrency.py [--rows retail,telecom,mixed,mixed-1024] [--episodes N]
-[--samples K] [--latency S] [--runners ctu,tau2] [--repeats 3] [--tau2-episodes 256] [--tau2-timeout 1800]
+[--samples K] [--latency S] [--runners ctu,ctu-tokens,tau2] [--repeats 3] [--tau2-episodes 256] [--tau2-timeout 1800]
 [--processes 1,2] [--slow-day LOOP] [--profile]`.
 
 Rows (`ROWS`, with the rollout-scale issue's goals): `retail`, `telecom` and `mixed` (retail, airline and
@@ -28,11 +28,14 @@ is seen (its gold outcome for the reward, tokenisation of new tool results).
 
 - ctu: its generator (`TauGenerator`, native tool calling, the `llm` user simulator) as `ctu run` builds it,
   with the policy asked for chat completions over HTTP (`OpenAIChatSampler`, as `ctu eval` samples an
-  endpoint, each answer re-tokenised for the trajectory; a training run samples token-in/token-out through its
-  backend's client instead, which no row measures), all episodes in one event loop; with `--processes`, also
-  spread over that many rollout worker processes (the generator's `processes`, `ctu.rollout.processes`), each
-  count measured (a machine with a core per worker, simulated on one with fewer: `--episodes N/P` runs what
-  one of P workers holds, on one event loop);
+  endpoint, each answer re-tokenised for the trajectory), all episodes in one event loop; with `--processes`,
+  also spread over that many rollout worker processes (the generator's `processes`, `ctu.rollout.processes`),
+  each count measured (a machine with a core per worker, simulated on one with fewer: `--episodes N/P` runs
+  what one of P workers holds, on one event loop);
+- ctu-tokens: the same generator with the policy sampled token-in/token-out, as a training run on SkyRL samples
+  it: `SkyRLSampler` over SkyRL's own `RemoteInferenceClient` (built as SkyRL's inference setup builds it,
+  with the tokenizer), each turn's prompt ids sent to ``/inference/v1/generate`` and the generated ids and
+  logprobs taken as they come (what a training run's driver pays per turn);
 - tau2: tau2's own runner on the same episodes (`Orchestrator`, `LLMAgent` and `UserSimulator` over litellm,
   a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`), on at
   most `--tau2-episodes` of a row's episodes (it managed 3-70 turns/s here, whatever the concurrency), in a
@@ -208,6 +211,14 @@ class TelecomScript:
         return not policy and said in (0, 3)
 
 
+def generated_text(answer: Any) -> str:
+    """An `Answer` as a Qwen model generates it after the generation prompt (what a token-in/token-out server
+    returns the ids of): its words, each tool call as a Hermes ``<tool_call>`` block, then the end of the turn."""
+    blocks = [f'<tool_call>\n{{"name": {json.dumps(call["function"]["name"])}, "arguments": {call["function"]["arguments"]}}}\n</tool_call>'
+              for call in answer.tool_calls or []]
+    return "\n".join([answer.content, *blocks] if answer.content else blocks) + "<|im_end|>"
+
+
 def tool_call(name: str, arguments: dict[str, Any], number: int) -> dict[str, Any]:
     """An OpenAI tool call with the request's own id, as vLLM gives every call a random one."""
     return {"id": f"chatcmpl-tool-{number}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
@@ -230,13 +241,30 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
     machine): requests are classified by searches of their raw bytes (tau2's agent prompt means the policy;
     assistant roles are counted) instead of parsing them, and each answer a task's samples share is serialised
     once.
+
+    Token-in/token-out requests (``POST /inference/v1/generate``, as vLLM answers SkyRL's `RemoteInferenceClient`)
+    are the policy's: the assistant headers in the prompt's ids are counted, the user's opening alone is decoded
+    to find the domain and subject, and the answer is the script's message as the model would write it
+    (`generated_text`), tokenised by the built-in tokenizer, with one logprob entry per id shaped as vLLM's. An
+    episode's end (``POST /finish_session``, which SkyRL's client sends its router) is answered and not counted.
     """
     import threading
     import zlib
+    from array import array
 
+    import orjson
     from aiohttp import web
+    from transformers import AutoTokenizer
+
+    from ctu.models.tiny_qwen3 import tokenizer_path
 
     populate_registry()
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path())).backend_tokenizer
+    headers = {role: array("I", tokenizer.encode(f"<|im_start|>{role}\n", add_special_tokens=False).ids).tobytes()
+               for role in ("assistant", "user")}
+    turn_end = array("I", [tokenizer.token_to_id("<|im_end|>")]).tobytes()
+    entries: dict[int, dict[str, Any]] = {}
+    generated: dict[tuple[str, int, str], bytes] = {}
     scripts = {domain: SCRIPTS[domain]() for domain in domains}
     subjects = {domain: script.subjects() for domain, script in scripts.items()}
     assistant = re.compile(rb'"role":\s*"assistant"')
@@ -275,10 +303,63 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
         await asyncio.sleep(max(0.0, wait - (time.monotonic() - arrived)))
         return web.Response(body=body, content_type="application/json")
 
+    def positions(data: bytes, pattern: bytes) -> list[int]:
+        """Token offsets at which the ids `pattern` start in the ids `data` (both packed as 4-byte ints)."""
+        found, start = [], data.find(pattern)
+        while start != -1:
+            if start % 4 == 0:
+                found.append(start // 4)
+            start = data.find(pattern, start + 1)
+        return found
+
+    def token_answer(ids: list[int]) -> tuple[str, int, str]:
+        """(the domain, the assistant turns so far, the subject the user named) of a token-in request."""
+        packed = array("I", ids).tobytes()
+        said = len(positions(packed, headers["assistant"])) - 1  # the prompt ends with the generation prompt
+        opening = positions(packed, headers["user"])[0] * 4
+        end = packed.find(turn_end, opening)
+        while end % 4:
+            end = packed.find(turn_end, end + 1)
+        domain, subject = classify(tokenizer.decode(array("I", packed[opening:end]).tolist()).encode())
+        return domain, said, subject or subjects[domain][0]
+
+    async def generate(request: web.Request) -> web.Response:
+        nonlocal requests
+        arrived = time.monotonic()
+        requests += 1
+        payload = orjson.loads(await request.read())
+        domain, said, subject = token_answer(payload["token_ids"])
+        arrivals.append((arrived, domain, True, said))
+        script = scripts[domain]
+        answer = script.answer(True, said, subject, requests)
+        key = (domain, said, subject)
+        if answer.tool_calls and key in generated:  # a task's samples make the same calls (no call ids in text)
+            body = generated[key]
+        else:
+            ids = tokenizer.encode(generated_text(answer), add_special_tokens=False).ids
+            for token in ids:
+                if token not in entries:
+                    entries[token] = {"token": f"token_id:{token}", "logprob": -0.05,
+                                      "bytes": list(tokenizer.decode([token], skip_special_tokens=False).encode()),
+                                      "top_logprobs": []}
+            choice = {"index": 0, "token_ids": ids, "logprobs": {"content": [entries[token] for token in ids]},
+                      "finish_reason": "stop"}
+            body = orjson.dumps({"id": f"gen-{requests}", "choices": [choice]})
+            if answer.tool_calls:
+                generated[key] = body
+        await asyncio.sleep(max(0.0, wait - (time.monotonic() - arrived)))
+        return web.Response(body=body, content_type="application/json")
+
+    async def finished(request: web.Request) -> web.Response:
+        """The router's ``/finish_session`` (an episode's end, from SkyRL's client): answered, not counted."""
+        return web.json_response({})
+
     async def main() -> None:
         nonlocal wait
         app = web.Application(client_max_size=2**26)
         app.router.add_post("/v1/chat/completions", completions)
+        app.router.add_post("/inference/v1/generate", generate)
+        app.router.add_post("/finish_session", finished)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, backlog=8192)
@@ -466,9 +547,12 @@ class CtuBatch:
 
 
 async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
-                   share: float | None = None) -> tuple[CtuBatch, Any]:
+                   share: float | None = None, tokens: bool = False) -> tuple[CtuBatch, Any]:
     """Build ctu's generator as `ctu run` would, warm it up on the row's warm-up tasks, then time one batch:
-    each of its tasks `row.samples` times, all episodes at once.
+    each of its tasks `row.samples` times, all episodes at once. The policy is asked for chat completions
+    (`OpenAIChatSampler`, as `ctu eval` samples an endpoint) or, with `tokens`, sampled token-in/token-out as a
+    training run on SkyRL samples it (`SkyRLSampler` over SkyRL's `RemoteInferenceClient`, built as SkyRL's
+    inference setup builds it, with the tokenizer for local detokenisation).
 
     With `processes` > 1 the generator spreads each batch over as many worker processes (the generator's
     `processes`), started by the warm-up batch. With `share`, each of ctu's processes gets at most that share of
@@ -503,14 +587,24 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
         "backend": {"type": "skyrl"}, "algorithm": {"use_kl_loss": False},
     }).spec
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path()))
-    endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=base_url, api_key_env=None, timeout_s=120))
+    if tokens:
+        from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient
+
+        from ctu.runners.skyrl.sampler import SkyRLSampler
+
+        root = base_url.removesuffix("/v1")
+        client = RemoteInferenceClient(proxy_url=root, server_urls=[root], model_name="policy", data_parallel_size=1,
+                                       tokenizer=tokenizer)
+        sampler: Any = SkyRLSampler(client, "policy")
+    else:
+        sampler = OpenAIChatSampler(ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=base_url, api_key_env=None, timeout_s=120)))
     ended: list[float] = []  # when each episode's record reached the runner's event loop (`on_episode`)
 
     def progress(batch: int, finished: bool) -> None:
         if finished:
             ended.append(time.perf_counter())
 
-    generator = build_generator(build_components(spec), tokenizer, OpenAIChatSampler(endpoint), on_episode=progress)
+    generator = build_generator(build_components(spec), tokenizer, sampler, on_episode=progress)
 
     def rows(ids: list[Episode]) -> list[TaskRow]:
         return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for domain, task in ids]
@@ -564,14 +658,15 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, loop_wall), profiler
 
 
-def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, connection: Any) -> None:
+def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, tokens: bool,
+                   connection: Any) -> None:
     """Child process of one ctu repetition: `generate`, then send its `CtuBatch` (with the profile's printed top
     costs when profiled) through `connection`."""
     import io
     import pstats
 
     populate_registry()
-    batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share))
+    batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share, tokens))
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
@@ -684,7 +779,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, help="concurrent episodes of every row (default: the row's)")
     parser.add_argument("--samples", type=int, help="samples per task, a GRPO group (default: the row's)")
     parser.add_argument("--latency", type=float, help="seconds the server waits before each answer (default: the row's)")
-    parser.add_argument("--runners", default="ctu,tau2", help="which to run, comma-separated: ctu, tau2")
+    parser.add_argument("--runners", default="ctu,ctu-tokens,tau2",
+                        help="which to run, comma-separated: ctu (the policy asked for chat completions), ctu-tokens "
+                             "(sampled token-in/token-out through SkyRL's client), tau2")
     parser.add_argument("--repeats", type=int, default=3, help="measured ctu batches per row, each in a new process (medians compared)")
     parser.add_argument("--tau2-episodes", type=int, default=256,
                         help="tau2 runs at most this many of a row's episodes (it managed 3-70 turns/s here: 256 mixed "
@@ -730,7 +827,7 @@ def main() -> None:
             parser.error(f"row {name}: {exc}")
         rows.append(row)
     runners = args.runners.split(",")
-    if unknown := set(runners) - {"ctu", "tau2"}:
+    if unknown := set(runners) - {"ctu", "ctu-tokens", "tau2"}:
         parser.error(f"unknown runners {sorted(unknown)}")
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
@@ -761,11 +858,12 @@ def main() -> None:
             _, warm_up = batch_tasks(row)
             results[row.name] = {}
             for runner in runners:
-                if runner == "ctu":
-                    def run_ctu(first: bool, processes: int, row: Row = row) -> CtuBatch:
-                        batch: CtuBatch = in_child(context, ctu_repetition, row, base_url, args.profile and first, processes, share)
+                if runner in ("ctu", "ctu-tokens"):
+                    def run_ctu(first: bool, processes: int, row: Row = row, runner: str = runner) -> CtuBatch:
+                        batch: CtuBatch = in_child(context, ctu_repetition, row, base_url, args.profile and first, processes,
+                                                   share, runner == "ctu-tokens")
                         if batch.profile:
-                            reports.append((row.name, batch.profile))
+                            reports.append((f"{row.name}, {runner}", batch.profile))
                         return batch
 
                     samples = warm_up_samples(row.episodes, warm_up)
@@ -774,7 +872,8 @@ def main() -> None:
                         measured_ctu = [counted(lambda first=(n == 0), processes=processes: run_ctu(first, processes),
                                                 warm_up_requests, row)
                                         for n in range(args.repeats)]
-                        results[row.name][ctu_label(processes, share is not None)] = [m for m in measured_ctu if m is not None]
+                        label = ctu_label(processes, share is not None, runner == "ctu-tokens")
+                        results[row.name][label] = [m for m in measured_ctu if m is not None]
                 else:
                     def run_tau2(row: Row = row) -> tuple[float, float] | None:
                         # litellm's threads can wait for ever (seen here)
@@ -795,10 +894,10 @@ def main() -> None:
         print(f"profile of ctu's first measured batch, row {name}:\n{printed}")
 
 
-def ctu_label(processes: int, slow_day: bool = False) -> str:
-    """The runner's name in the report: ``ctu``, or ``ctu xP`` for P rollout worker processes, then ``slow day``
-    when throttled (`--slow-day`)."""
-    return ("ctu" if processes == 1 else f"ctu x{processes}") + (" slow day" if slow_day else "")
+def ctu_label(processes: int, slow_day: bool = False, tokens: bool = False) -> str:
+    """The runner's name in the report: ``ctu`` (or ``ctu tokens``, sampled token-in/token-out), then ``xP`` for P
+    rollout worker processes, then ``slow day`` when throttled (`--slow-day`)."""
+    return ("ctu tokens" if tokens else "ctu") + (f" x{processes}" if processes > 1 else "") + (" slow day" if slow_day else "")
 
 
 def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
