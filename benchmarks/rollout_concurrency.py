@@ -651,6 +651,8 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
               f"{account.memo_hits} hits, {account.memo_misses} misses", flush=True)
     else:
         generator.close()
+    if tokens:
+        await client.aclose()  # SkyRL's client keeps a session per event loop; this one ends here
     if len(output["rewards"]) != row.episodes or len(warm_output["rewards"]) < row.episodes:
         raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
     if any(record.error for record in generator.last_records):
