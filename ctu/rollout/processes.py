@@ -14,7 +14,8 @@ built its setup (not forked: the parent may hold threads, Ray's or the tokenizer
 or this process's exit (daemon processes; a worker whose parent is gone ends). Each builds the setup again from
 `RolloutSetup.in_worker` (the spec, the tokenizer and the sampler, pickled: the sampler must be one that can be
 sent to another process, such as an HTTP client) and runs `TauGenerator.batch_records` on its shard, sent
-through a pipe of its own. A GRPO group (a task's samples) stays in one worker, so the batch memo of prompts
+through a pipe of its own with the parent's `Sampler.policy_version` (the worker's copy of the sampler keeps the
+version it was pickled with). A GRPO group (a task's samples) stays in one worker, so the batch memo of prompts
 (`ctu.rollout.tokens`) keeps its hits, and each sample keeps its repetition number. Each record comes back
 through the pipe as its episode ends (so this process unpickles records while the rest run, not all at the
 batch's end; `TrajectoryRecord` packs its token lists, and `EpisodeResult` sends its messages as bytes unpickled
@@ -90,7 +91,8 @@ def _serve(connection: Connection, in_worker: Callable[[], RolloutSetup], max_co
     connection.send(("ready", os.getpid()))
     try:
         while (shard := connection.recv()) is not None:
-            prompts, extras, phase = shard
+            prompts, extras, phase, version = shard
+            setup.sampler.policy_version = version  # the parent's: its copy here was the policy's at the spawn
             sent = functools.partial(_send_record, connection, _Packer())
             loop.run_until_complete(generator.batch_records(prompts, extras, phase, on_record=sent))
             connection.send(("done", None))
@@ -197,15 +199,15 @@ class _Worker:
         self.pid = payload
 
     def run(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]], phase: Phase,
-            received: Callable[..., None]) -> None:
-        """Run a shard in the worker (blocking: called in a thread), calling `received(index in the shard,
-        *packed record)` as each episode ends (`_Packer.pack`).
+            version: int | None, received: Callable[..., None]) -> None:
+        """Run a shard in the worker (blocking: called in a thread) with the sampler's `policy_version` set to
+        `version`, calling `received(index in the shard, *packed record)` as each episode ends (`_Packer.pack`).
 
         Raises:
             WorkerError: the worker died (the records received until then stand).
         """
         try:
-            self.connection.send((prompts, extras, phase))
+            self.connection.send((prompts, extras, phase, version))
         except OSError as exc:
             raise self._gone() from exc
         while True:
@@ -309,10 +311,11 @@ class ProcessRollout(TauGenerator):
 
         split = shards(extras, self.processes)
         running = [(n, indices) for n, indices in enumerate(split) if indices]
+        version = self.setup.sampler.policy_version
         with frozen_heap():  # the records taken in would set off collections walking this process's whole heap
             results = await asyncio.gather(
                 *(loop.run_in_executor(self._threads, workers[n].run, [prompts[i] for i in indices],
-                                       [extras[i] for i in indices], phase, receiver(indices))
+                                       [extras[i] for i in indices], phase, version, receiver(indices))
                   for n, indices in running),
                 return_exceptions=True,
             )

@@ -55,6 +55,9 @@ class Sampler(Protocol):
     supports_chat: bool
     supports_tokens: bool
     """False for a sampler that answers chat requests only (`sample` and `end_session` are never called)."""
+    policy_version: int | None
+    """The version of the policy's weights it samples (advanced by each weight sync; None where it has none). A
+    rollout worker's copy of the sampler (`ctu.rollout.processes`) is given the parent's before each batch."""
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """Continue `prompt_ids`. `session` names the episode the turn belongs to (the same for all its turns, none
@@ -106,6 +109,7 @@ class OpenAIChatSampler:
     endpoint: ChatEndpoint
     supports_chat: bool = True
     supports_tokens: bool = False
+    policy_version: int | None = None
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:  # pragma: no cover
         raise NotImplementedError("OpenAIChatSampler answers chat requests only")

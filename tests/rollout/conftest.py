@@ -68,6 +68,7 @@ class ChatReplaySampler:
 
     supports_chat = True
     supports_tokens = False
+    policy_version = None
 
     def __init__(self, tokenizer, script: ReplayScript) -> None:
         self.tokenizer = tokenizer

@@ -17,6 +17,7 @@ from ctu.errors import ComponentError
 from ctu.rollout.build import build_generator
 from ctu.rollout.processes import ProcessRollout, _Packer, _Unpacker, shards
 from ctu.rollout.records import TrajectoryRecord
+from ctu.rollout.sampling import SampleResult
 from ctu.spec import spec_from_dict
 from tau_bench_env.outcome import EpisodeResult
 
@@ -116,6 +117,35 @@ def test_a_batch_over_two_worker_processes_gives_one_event_loops_trajectories(mi
     finally:
         spread.close()
     assert spread.worker_pids == []
+
+
+def no_script(prompt_ids: list[int], calls: int) -> str:  # pragma: no cover - VersionSampler writes its own turns
+    raise AssertionError("not called")
+
+
+class VersionSampler(ScriptedSampler):
+    """Says which policy version it samples with, and ends the call (one turn an episode)."""
+
+    async def sample(self, prompt_ids, params, session=None):
+        ids = self.encode(f"policy version {self.policy_version} ###STOP###") + [self.eos_id]
+        return SampleResult(ids, "", "stop", [-1.0] * len(ids))
+
+
+def test_workers_sample_with_the_parents_policy_version_of_each_batch(minimal, tokenizer):
+    """A worker's sampler is a copy made when the worker started; the policy version (SkyRL's weight version, which
+    keys vLLM's prefix cache) moves on with each weight sync, and each batch's episodes sample with the parent's."""
+    sampler = VersionSampler(no_script, functools.partial(tokenizer.encode, add_special_tokens=False), tokenizer.eos_token_id,
+                             policy_version=1)
+    spread = build_generator(build_components(spec(minimal, 2)), tokenizer, sampler)
+    try:
+        said = []
+        for version in (1, 4, None):
+            sampler.policy_version = version
+            asyncio.run(spread.generate(batch(TASKS[:2], samples=1)))
+            said.append({r.result.conversation[-1]["content"] for r in spread.last_records})
+        assert said == [{"policy version 1 ###STOP###"}, {"policy version 4 ###STOP###"}, {"policy version None ###STOP###"}]
+    finally:
+        spread.close()
 
 
 def test_a_sampler_that_cannot_leave_its_process_is_refused_when_the_generator_is_built(minimal, tokenizer):

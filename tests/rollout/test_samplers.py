@@ -29,6 +29,21 @@ def test_token_requests_carry_the_end_of_turn_ids_and_the_seed():
     assert result.token_ids == [5, 2] and result.logprobs == [-0.1, -0.2]
     asyncio.run(sampler.sample([1], SamplingParams()))
     assert "stop_token_ids" not in client.requests[1]["sampling_params"] and "seed" not in client.requests[1]["sampling_params"]
+    assert "session_ids" not in client.requests[1] and "cache_salt" not in client.requests[1]  # no session, no salt
+
+
+def test_a_policy_version_set_on_the_sampler_keys_the_cache_salt():
+    """A rollout worker's copy of the client keeps the version it was sent with; the parent's is set on the sampler
+    (`ctu.rollout.processes`), and the salt follows it."""
+    from skyrl.train.generators.utils import build_vllm_cache_salt
+
+    client = RecordingClient()  # no weight_version of its own
+    sampler = SkyRLSampler(client, "policy")
+    asyncio.run(sampler.sample([1], SamplingParams(), "a"))
+    sampler.policy_version = 7
+    asyncio.run(sampler.sample([1], SamplingParams(), "b"))
+    assert "cache_salt" not in client.requests[0] and client.requests[1]["cache_salt"] == build_vllm_cache_salt(7, "policy")
+    assert [request["session_ids"] for request in client.requests] == [["a"], ["b"]]
 
 
 def test_an_episode_stays_on_one_engine_with_the_cache_salt_it_started_with():

@@ -22,6 +22,7 @@ class ScriptedSampler:
     eos_id: int
     supports_chat: bool = False
     supports_tokens: bool = True
+    policy_version: int | None = None
     calls: int = 0
     prompts: list[list[int]] = field(default_factory=list)
     sessions: list[str | None] = field(default_factory=list)

@@ -23,8 +23,8 @@ class SkyRLSampler:
     (seen in CI's SkyRL runs), and SkyRL's client then logs a warning for every episode. With
     `cache_salt` (SkyRL's ``generator.use_cache_salt``, on by default), requests also carry vLLM's prefix-cache
     salt for the policy version the episode started with (SkyRL's `build_vllm_cache_salt` of the client's
-    `weight_version`), so that in fully asynchronous training an episode never reuses cache blocks computed by
-    other weights than its own first turn's.
+    `weight_version`, `policy_version`), so that in fully asynchronous training an episode never reuses cache
+    blocks computed by other weights than its own first turn's.
     """
 
     client: Any
@@ -34,6 +34,18 @@ class SkyRLSampler:
     supports_tokens: bool = True
     _salts: dict[str, str | None] = field(default_factory=dict, repr=False)
     """The cache salt of each live session, fixed at its first turn."""
+    _version: int | None = field(default=None, repr=False)
+
+    @property
+    def policy_version(self) -> int | None:
+        """The client's `weight_version` (SkyRL advances it at each weight sync), or the version set here: a
+        rollout worker's copy of the client stays at the version it was pickled with, so the parent's is set
+        before each batch (`ctu.rollout.processes`)."""
+        return self._version if self._version is not None else getattr(self.client, "weight_version", None)
+
+    @policy_version.setter
+    def policy_version(self, version: int | None) -> None:
+        self._version = version
 
     def _vllm_params(self, params: SamplingParams) -> dict[str, object]:
         """vLLM's sampling params for `params` (the end-of-turn ids as ``stop_token_ids``, so a template whose
@@ -51,8 +63,8 @@ class SkyRLSampler:
         }
 
     def _salt(self) -> str | None:
-        """The prefix-cache salt of the policy version now (None when off or the client has no version)."""
-        version = getattr(self.client, "weight_version", None)
+        """The prefix-cache salt of the policy version now (None when off or the sampler has no version)."""
+        version = self.policy_version
         if not self.cache_salt or version is None:
             return None
         from skyrl.train.generators.utils import build_vllm_cache_salt

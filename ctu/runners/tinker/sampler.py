@@ -18,6 +18,7 @@ class TinkerSampler:
     """The tokenizer's `decode`: token ids to text."""
     supports_chat: bool = False
     supports_tokens: bool = True
+    policy_version: int | None = None
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """One `sample_async` call (`session` is not used: a Tinker server routes requests itself)."""
