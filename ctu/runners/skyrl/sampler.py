@@ -20,11 +20,11 @@ class SkyRLSampler:
     turns are spread over the engines and each is prefilled whole). SkyRL's generator also posts each episode's
     end to the router (`finish_session`, for routers that hold capacity per session); this sampler does not: the
     locked router (vllm-router 0.1.14) has no such endpoint and forwards it to a vLLM engine, which answers 404
-    (seen in CI's SkyRL runs), and SkyRL's client then logs a warning for every episode. With
+    (seen in a run of CI's SkyRL test), and SkyRL's client then logs a warning for every episode. With
     `cache_salt` (SkyRL's ``generator.use_cache_salt``, on by default), requests also carry vLLM's prefix-cache
-    salt for the policy version the episode started with (SkyRL's `build_vllm_cache_salt` of the client's
-    `weight_version`, `policy_version`), so that in fully asynchronous training an episode never reuses cache
-    blocks computed by other weights than its own first turn's.
+    salt for the policy version of the episode's first turn (SkyRL's `build_vllm_cache_salt` of
+    `policy_version`, the client's `weight_version`), so that in fully asynchronous training an episode never
+    reuses cache blocks computed by other weights than its first turn's.
     """
 
     client: Any
