@@ -2,7 +2,8 @@
 the episodes on an event loop of its own.
 
 Why: one event loop does every episode's CPU work in turn (HTTP, the environment's tools, tokenisation,
-rewards), about 0.35 ms a turn at the reference speed (`benchmarks/rollout_concurrency.py`). The episodes of a
+rewards), about 0.35-0.45 ms a turn asking a chat endpoint and 0.6-0.7 ms on SkyRL's token-in/token-out path at
+the reference speed (`benchmarks/rollout_concurrency.py`). The episodes of a
 batch make their requests in waves (every episode's n-th request at about the same time), and one loop sends a
 wave out over its episodes x that CPU; the batch ends about that much after a runner that costs nothing would
 (0.15 s for 256 retail episodes on this project's machines, 0.90 of the ideal at 200 ms a request, less on a

@@ -22,9 +22,10 @@ class TauMultiTurnGenerator:
         """Episodes run concurrently within one `generate` call (over all its processes)."""
         processes: int = Field(1, ge=1, le=256)
         """Worker processes a batch's episodes are spread over, each with an event loop of its own
-        (`ctu.rollout.processes`); 1 runs them all on the runner's. One event loop spends about 0.35 ms of
-        CPU a turn, so each wave of requests leaves it about the batch's episodes x that apart; P processes
-        (a core for each) hold 1/P of the episodes each. Needs a sampler that can be sent to another process
+        (`ctu.rollout.processes`); 1 runs them all on the runner's. One event loop spends about 0.35-0.45 ms of
+        CPU a turn asking a chat endpoint and 0.6-0.7 ms on SkyRL's token-in/token-out path (at the benchmark's
+        reference speed), so each wave of requests leaves it about the batch's episodes x that apart; P
+        processes (a core for each) hold 1/P of the episodes each: 1024 episodes on SkyRL need 4. Needs a sampler that can be sent to another process
         (SkyRL's HTTP inference client, an OpenAI-compatible endpoint), not Tinker's."""
 
     def __init__(self, params: Params) -> None:
