@@ -111,7 +111,10 @@ class OpenAIChatSampler:
     supports_tokens: bool = False
     policy_version: int | None = None
 
-    async def sample(self, prompt_ids: list[int], params: SamplingParams) -> SampleResult:  # pragma: no cover
+    async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:  # pragma: no cover
+        raise NotImplementedError("OpenAIChatSampler answers chat requests only")
+
+    async def end_session(self, session: str) -> None:  # pragma: no cover - a chat-only sampler has no sessions
         raise NotImplementedError("OpenAIChatSampler answers chat requests only")
 
     async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:

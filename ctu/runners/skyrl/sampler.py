@@ -69,7 +69,7 @@ class SkyRLSampler:
             return None
         from skyrl.train.generators.utils import build_vllm_cache_salt
 
-        return build_vllm_cache_salt(version, self.model)
+        return str(build_vllm_cache_salt(version, self.model))
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """One `generate` call with `prompt_token_ids`, for the episode `session` (see the class docstring)."""
