@@ -245,8 +245,7 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
     Token-in/token-out requests (``POST /inference/v1/generate``, as vLLM answers SkyRL's `RemoteInferenceClient`)
     are the policy's: the assistant headers in the prompt's ids are counted, the user's opening alone is decoded
     to find the domain and subject, and the answer is the script's message as the model would write it
-    (`generated_text`), tokenised by the built-in tokenizer, with one logprob entry per id shaped as vLLM's. An
-    episode's end (``POST /finish_session``, which SkyRL's client sends its router) is answered and not counted.
+    (`generated_text`), tokenised by the built-in tokenizer, with one logprob entry per id shaped as vLLM's.
     """
     import threading
     import zlib
@@ -350,16 +349,11 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
         await asyncio.sleep(max(0.0, wait - (time.monotonic() - arrived)))
         return web.Response(body=body, content_type="application/json")
 
-    async def finished(request: web.Request) -> web.Response:
-        """The router's ``/finish_session`` (an episode's end, from SkyRL's client): answered, not counted."""
-        return web.json_response({})
-
     async def main() -> None:
         nonlocal wait
         app = web.Application(client_max_size=2**26)
         app.router.add_post("/v1/chat/completions", completions)
         app.router.add_post("/inference/v1/generate", generate)
-        app.router.add_post("/finish_session", finished)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, backlog=8192)
