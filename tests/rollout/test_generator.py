@@ -246,10 +246,10 @@ def test_each_episode_samples_under_one_session_of_its_own_and_ends_it(minimal, 
     run(generator, batch(TASKS[:2], samples=2))
     assert None not in sampler.sessions and sorted(sampler.ended) == sorted(set(sampler.sessions))
     assert len(set(sampler.sessions)) == 4 and len(sampler.ended) == 4
-    by_prompt = {}
+    by_session: dict[str | None, list[list[int]]] = {}
     for prompt, session in zip(sampler.prompts, sampler.sessions):
-        by_prompt.setdefault(session, []).append(prompt)
-    for prompts in by_prompt.values():  # one episode's turns: each prompt extends the one before
+        by_session.setdefault(session, []).append(prompt)
+    for prompts in by_session.values():  # one episode's turns: each prompt extends the one before
         assert len(prompts) > 1 and all(later[:len(earlier)] == earlier for earlier, later in itertools.pairwise(prompts))
 
     def broken(prompt_ids, calls):
