@@ -46,6 +46,13 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 """HTTP statuses retried besides 5xx (OpenAI's own client retries the same ones)."""
 
 
+SESSION_HEADER = "X-Session-ID"
+"""The HTTP header naming the conversation a request belongs to (`ChatEndpoint.complete`'s `session`): the header
+a router with session affinity reads (SkyRL's generator sends it; vllm-router's ``consistent_hash`` policy,
+SkyRL's default, routes by it), so that all of a conversation's turns go to the replica whose prefix cache holds
+its earlier turns."""
+
+
 TOOL_LISTS = 16
 """Tool-schema lists whose JSON a `ChatEndpoint` keeps (one per domain is what a run meets)."""
 
@@ -114,8 +121,9 @@ class ChatEndpoint:
         if session is not None:
             await session.close()
 
-    async def _attempt(self, body: bytes) -> ChatCompletionMessage:
-        """One request; returns the first choice's message. Raises `_Retryable` or `EndpointError`."""
+    async def _attempt(self, body: bytes, headers: dict[str, str] | None) -> ChatCompletionMessage:
+        """One request (with `headers` besides the session's); returns the first choice's message. Raises
+        `_Retryable` or `EndpointError`."""
 
         import aiohttp
         import pydantic
@@ -123,7 +131,7 @@ class ChatEndpoint:
 
         session = await self._session()
         try:
-            async with session.post(self.url, data=body) as response:
+            async with session.post(self.url, data=body, headers=headers) as response:
                 payload = await response.read()
                 status = response.status
         except TimeoutError as exc:
@@ -152,13 +160,15 @@ class ChatEndpoint:
 
         return self._tools_json.get(tools, orjson.dumps)
 
-    async def complete(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None,
-                       **extra: object) -> ChatCompletionMessage:
+    async def complete(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None, *,
+                       session: str | None = None, **extra: object) -> ChatCompletionMessage:
         """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`).
 
         Args:
             messages: OpenAI chat messages.
             tools: OpenAI tool schemas, or None.
+            session: the conversation the request belongs to (the same for all its requests), sent as the
+                `SESSION_HEADER` header; None for a request that belongs to none (a judge's).
             extra: more request fields (e.g. ``max_tokens``).
 
         A list of tool schemas is serialised once and reused for every request given the same list object (a
@@ -177,10 +187,11 @@ class ChatEndpoint:
         body = orjson.dumps(request)
         if tools:  # the same bytes as `request["tools"] = tools` serialised with the rest
             body = b"".join((body[:-1], b',"tools":', self._serialised(tools), b"}"))
+        headers = {SESSION_HEADER: session} if session is not None else None
         last: BaseException | None = None
         for attempt in range(params.max_retries + 1):
             try:
-                return await self._attempt(body)
+                return await self._attempt(body, headers)
             except _Retryable as exc:
                 last = exc
             if attempt < params.max_retries:

@@ -162,23 +162,20 @@ class TauGenerator(GeneratorInterface):
         # (Qwen3's template drops past turns' empty think blocks; vLLM's tool parser re-serialises call JSON): only
         # a chat-only sampler (an evaluated endpoint) is asked for chats.
         sampler = self.setup.sampler
-        if sampler.supports_chat and not sampler.supports_tokens:
-            return await self._play(prompt, extras, phase, repetition, None)
         session = uuid.uuid4().hex  # the episode's turns, for the sampler's routing (`Sampler.sample`)
         try:
-            return await self._play(prompt, extras, phase, repetition, session)
+            return await self._play(prompt, extras, phase, repetition, session, sampler.supports_chat and not sampler.supports_tokens)
         finally:
             await sampler.end_session(session)
 
     async def _play(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int,
-                    session: str | None) -> TrajectoryRecord:
-        """The episode's trajectory; `session` None asks the sampler for chat completions, else for tokens."""
+                    session: str, chat_mode: bool) -> TrajectoryRecord:
+        """The episode's trajectory, its turns sampled under `session`: chat completions if `chat_mode`, else tokens."""
         setup = self.setup
         account = self.account
         env = TauBenchEnv(setup.env, extras)
         messages, metadata = await env.ainit(prompt)
         native = setup.native_tool_calling
-        chat_mode = session is None
         template_tools = metadata["tools"] if native else None
         prompt_ids = account.prompt_ids(messages, template_tools)
         tokens = TrajectoryTokens(list(prompt_ids))
@@ -200,7 +197,7 @@ class TauGenerator(GeneratorInterface):
             turns += 1
             if chat_mode:
                 turn = await chat_turn(setup.sampler, account, env.conversation,
-                                       metadata["tools"] if native else None, params)
+                                       metadata["tools"] if native else None, params, session)
                 rerendered += turn.rendered
                 sampled = sampled and not turn.rendered
             else:

@@ -66,11 +66,13 @@ class Sampler(Protocol):
         ...
 
     async def end_session(self, session: str) -> None:
-        """The episode `session` has ended (after its last `sample`, whatever the outcome); never raises."""
+        """The episode `session` has ended (after its last `sample` or `chat`, whatever the outcome); never raises."""
         ...
 
-    async def chat(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None, params: SamplingParams) -> SampleResult:
-        """Answer an OpenAI-style chat request (only when `supports_chat`)."""
+    async def chat(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None, params: SamplingParams,
+                   session: str | None = None) -> SampleResult:
+        """Answer an OpenAI-style chat request (only when `supports_chat`) for the episode `session` (as in
+        `sample`)."""
         ...
 
 
@@ -114,11 +116,12 @@ class OpenAIChatSampler:
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:  # pragma: no cover
         raise NotImplementedError("OpenAIChatSampler answers chat requests only")
 
-    async def end_session(self, session: str) -> None:  # pragma: no cover - a chat-only sampler has no sessions
-        raise NotImplementedError("OpenAIChatSampler answers chat requests only")
+    async def end_session(self, session: str) -> None:
+        """Nothing to do: the sampler holds nothing per session."""
 
-    async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:
-        """One chat completion through `endpoint` (a `ctu.components.endpoint.ChatEndpoint`).
+    async def chat(self, messages, tools, params: SamplingParams, session: str | None = None) -> SampleResult:
+        """One chat completion through `endpoint` (a `ctu.components.endpoint.ChatEndpoint`), sent with the
+        episode's `session` (as `SESSION_HEADER`: a router keeps the episode on one replica).
 
         Raises:
             EndpointError: no usable answer after the endpoint's retries (the episode becomes an infrastructure
@@ -130,6 +133,7 @@ class OpenAIChatSampler:
         for name in ("frequency_penalty", "presence_penalty"):  # OpenAI's own parameters, sent only when on
             if getattr(params, name):
                 extra[name] = getattr(params, name)
-        answer = await self.endpoint.complete(messages if tools else tool_results_as_user_turns(messages), tools, **extra)
+        answer = await self.endpoint.complete(messages if tools else tool_results_as_user_turns(messages), tools,
+                                              session=session, **extra)
         calls = [call.model_dump() for call in answer.tool_calls or []]
         return SampleResult([], answer.content or "", "stop", None, calls or None)

@@ -34,11 +34,11 @@ class PolicyTurn:
 
 
 async def chat_turn(sampler: Sampler, account: TokenAccount, conversation: list[dict[str, object]],
-                    tools: list[dict[str, object]] | None, params: SamplingParams) -> PolicyTurn:
-    """Ask a chat sampler for the next turn of `conversation`; with `tools` (native tool calling) its tool calls
-    are the action, otherwise its text is, for the spec's parser. A server that returns no ids or no logprobs for
-    them: the turn as the chat template renders it (`rendered`)."""
-    result = await sampler.chat(conversation, tools, params)
+                    tools: list[dict[str, object]] | None, params: SamplingParams, session: str | None = None) -> PolicyTurn:
+    """Ask a chat sampler for the next turn of `conversation`, for the episode `session` (`Sampler.chat`); with
+    `tools` (native tool calling) its tool calls are the action, otherwise its text is, for the spec's parser. A
+    server that returns no ids or no logprobs for them: the turn as the chat template renders it (`rendered`)."""
+    result = await sampler.chat(conversation, tools, params, session)
     message: dict[str, object] = {"role": "assistant", "content": result.text or None}
     if tools is not None and result.tool_calls:
         message["tool_calls"] = result.tool_calls

@@ -45,6 +45,23 @@ def test_conversation_proceeds_with_tau2_prompts_and_flipped_roles():
     assert second["messages"][-1]["content"] == "Sure, what is your zip code?"
 
 
+def test_each_customers_replies_share_a_session_header_of_their_own():
+    """A router with session affinity keeps one customer's conversation on one replica by `X-Session-ID`; a
+    customer's reply checks (verify) are single requests and carry none."""
+    answers = [Answer.text("Hi, I want to exchange a keyboard."), Answer.text("Yes"), Answer.text("My zip is 19122."),
+               Answer.text("Yes")]
+    with ScriptedOpenAIServer([*answers, *answers]) as server:
+        user = simulator(server, strategy="verify")
+        for _ in range(2):
+            ep = episode(user)
+            asyncio.run(ep.reset())
+            asyncio.run(ep.step(ParsedTurn(content="Sure, what is your zip code?")))
+    sessions = [headers.get("x-session-id") for headers in server.request_headers]
+    assert sessions[1::2] == [None] * 4  # the checks
+    replies = sessions[0::2]
+    assert None not in replies and replies[0] == replies[1] != replies[2] == replies[3]
+
+
 def test_faults_are_retried_until_an_answer_arrives():
     faults = [Answer.error(429), Answer.error(500), Answer.malformed(), Answer.malformed(b'{"choices": []}'), Answer.slow(1.0)]
     with ScriptedOpenAIServer([*faults, Answer.text("Hello there.")]) as server:

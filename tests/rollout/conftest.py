@@ -74,12 +74,16 @@ class ChatReplaySampler:
         self.tokenizer = tokenizer
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        self.ended: list[str] = []
 
-    async def sample(self, prompt_ids, params):  # pragma: no cover - chat only
+    async def sample(self, prompt_ids, params, session=None):  # pragma: no cover - chat only
         raise AssertionError("a chat-only sampler is asked for chats only")
 
-    async def chat(self, messages, tools, params: SamplingParams) -> SampleResult:
-        self.requests.append({"messages": messages, "tools": tools, "max_tokens": params.max_tokens})
+    async def end_session(self, session: str) -> None:
+        self.ended.append(session)
+
+    async def chat(self, messages, tools, params: SamplingParams, session: str | None = None) -> SampleResult:
+        self.requests.append({"messages": messages, "tools": tools, "max_tokens": params.max_tokens, "session": session})
         prompt = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, add_generation_prompt=True, return_dict=False)
         turn = self.script.turn(prompt)
         calls = [

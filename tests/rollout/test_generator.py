@@ -261,6 +261,22 @@ def test_each_episode_samples_under_one_session_of_its_own_and_ends_it(minimal, 
     assert generator.last_records[0].error and failing.ended == failing.sessions == [failing.sessions[0]]
 
 
+def test_a_chat_samplers_episodes_are_sessions_too(minimal, tokenizer):
+    """An evaluated endpoint is asked for chats under the episode's session (a router keeps the episode on one
+    replica by it), each episode its own, ended once."""
+    script = ReplayScript(tokenizer, "retail", TASKS[:2])
+    sampler = ChatReplaySampler(tokenizer, script)
+    generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, sampler)
+    run(generator, batch(TASKS[:2], samples=2))
+    by_session: dict[str | None, list[list[dict[str, object]]]] = {}
+    for request in sampler.requests:
+        by_session.setdefault(request["session"], []).append(request["messages"])
+    assert None not in by_session and len(by_session) == 4 and sorted(sampler.ended) == sorted(by_session)
+    for conversations in by_session.values():  # one episode's turns: each conversation extends the one before
+        assert len(conversations) > 1
+        assert all(later[:len(earlier)] == earlier for earlier, later in itertools.pairwise(conversations))
+
+
 def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer):
     """A policy behind an OpenAI-compatible server on 127.0.0.1 (native tool calling, re-tokenised turns)."""
     from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
@@ -277,6 +293,8 @@ def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer)
     tools = [m for m in record.result.conversation if m["role"] == "tool"]
     assert tools and tools[0]["content"] == "yusuf_rossi_9620"
     assert server.requests[0]["tools"] and output["loss_masks"][0].count(1) > 0
+    sessions = {headers.get("x-session-id") for headers in server.request_headers}  # the episode's, on every turn
+    assert len(server.request_headers) == 2 and len(sessions) == 1 and None not in sessions
 
 
 def test_eval_samples_of_a_task_get_distinct_seeds_and_training_none(minimal, tokenizer):
@@ -304,8 +322,8 @@ class SampledChatSampler(ChatReplaySampler):
     """A chat server that returns what it sampled, as vLLM does with `return_token_ids` and `logprobs`: the turn
     written with an extra space the template would not render, and a logprob per token."""
 
-    async def chat(self, messages, tools, params):
-        result = await super().chat(messages, tools, params)
+    async def chat(self, messages, tools, params, session=None):
+        result = await super().chat(messages, tools, params, session)
         text = result.text + " " if result.text else ""
         if result.tool_calls:
             call = result.tool_calls[0]["function"]

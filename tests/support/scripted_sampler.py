@@ -46,5 +46,5 @@ class ScriptedSampler:
         """Record that `session` ended."""
         self.ended.append(session)
 
-    async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
+    async def chat(self, messages, tools, params, session=None) -> SampleResult:  # pragma: no cover - not a chat sampler
         raise NotImplementedError("ScriptedSampler is a token sampler")

@@ -69,9 +69,14 @@ class LLMUserSimulator:
 
 
 class LLMUserSession:
-    """One LLM-played customer: keeps the conversation as the customer sees it (roles flipped, as tau2 does)."""
+    """One LLM-played customer: keeps the conversation as the customer sees it (roles flipped, as tau2 does). Its
+    replies are asked for under a session id of its own (`SESSION_HEADER`: a router sends them all
+    to one replica, whose prefix cache holds the conversation so far); a check of a reply, or a reflection on
+    one, is a request of its own."""
 
     def __init__(self, simulator: LLMUserSimulator, task: Task, user_tools: Sequence[Tool] | None) -> None:
+        import uuid
+
         from tau_bench_env.runtime import prepare
 
         prepare()
@@ -88,6 +93,7 @@ class LLMUserSession:
         self._flipped: list[dict] = []
         """`history[:len(flipped messages)]` as the customer sees it, in OpenAI format (see `_prompt`)."""
         self._flipped_messages = 0
+        self.id = uuid.uuid4().hex
 
     def _prompt(self, note: str | None = None) -> list[dict]:
         """The customer's chat: the system prompt (plus `note`), then the history with roles flipped by tau2's
@@ -109,7 +115,7 @@ class LLMUserSession:
 
         from tau_bench_env.messages import parse_openai_tool_calls
 
-        answer = await self.simulator.endpoint.complete(self._prompt(note), self.tools)
+        answer = await self.simulator.endpoint.complete(self._prompt(note), self.tools, session=self.id)
         calls, errors = parse_openai_tool_calls(answer.tool_calls, requestor="user")
         if errors and not calls:
             raise EndpointError("; ".join(errors))

@@ -93,5 +93,5 @@ class SkyRLSampler:
         """Forget the session's salt (nothing is sent: see the class docstring)."""
         self._salts.pop(session, None)
 
-    async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
+    async def chat(self, messages, tools, params, session=None) -> SampleResult:  # pragma: no cover - not a chat sampler
         raise NotImplementedError("SkyRL's sampler is token-in/token-out; native mode renders tools in the template")

@@ -42,5 +42,5 @@ class TinkerSampler:
     async def end_session(self, session: str) -> None:
         """Nothing to release."""
 
-    async def chat(self, messages, tools, params) -> SampleResult:  # pragma: no cover - not a chat sampler
+    async def chat(self, messages, tools, params, session=None) -> SampleResult:  # pragma: no cover - not a chat sampler
         raise NotImplementedError("Tinker samplers are token samplers; native mode renders tools in the template")
