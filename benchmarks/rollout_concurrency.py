@@ -534,6 +534,9 @@ class CtuBatch:
     """(the first episode's end, the last's, in seconds from the batch's start; then seconds from the last
     episode's end to the batch's return): an episode ends when its record reaches the runner's event loop
     (`on_episode`), which with rollout workers is after the runner has unpickled it."""
+    loop_load: tuple[float, float] = (0.0, 0.0)
+    """What the generator reports of its event loops (`ctu.rollout.loop_load`): the share of the batch the busiest
+    was busy, and the longest a response waited for one (seconds)."""
     loop_wall: float | None = None
     """On a simulated slow day (`--slow-day`), the reference loop's wall time in the throttled runner."""
     profile: str | None = None
@@ -651,7 +654,9 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
         raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
     if any(record.error for record in generator.last_records):
         raise RuntimeError(f"an episode failed: {next(r.error for r in generator.last_records if r.error)}")
-    return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, loop_wall), profiler
+    metrics = output["rollout_metrics"]
+    load = (metrics["timing/rollout_loop_busy"], metrics["timing/rollout_loop_lag_max"])
+    return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, load, loop_wall), profiler
 
 
 def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, tokens: bool,
@@ -898,8 +903,8 @@ def ctu_label(processes: int, slow_day: bool = False, tokens: bool = False) -> s
 
 def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
     """A ctu batch's own figures, printed after its speed: memory per live episode, how far its waves spread,
-    when its episodes ended against the ideal, the throttled loop's wall time on a slow day and, with rollout
-    workers, the runner's own CPU per episode; empty for tau2's runner."""
+    when its episodes ended against the ideal, its loops' load as the generator reports it, the throttled loop's
+    wall time on a slow day and, with rollout workers, the runner's own CPU per episode; empty for tau2's runner."""
     batch = run.ctu
     if batch is None:
         return ""
@@ -911,6 +916,8 @@ def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
                     f"the first domain's waves in order: {in_order} ms)")
     figures += (f"   episodes ended {(first - ideal) * 1000:+.0f} to {(last - ideal) * 1000:+.0f} ms after the ideal batch's end, "
                 f"the batch returned {tail * 1000:.0f} ms after the last")
+    busy, lag_max = batch.loop_load
+    figures += f"   the generator's report: loop busy {busy:.0%}, a response waited up to {lag_max * 1000:.0f} ms for it"
     if batch.loop_wall is not None:
         figures += f"   slow day: the loop took {batch.loop_wall:.2f} s of wall time"
     if batch.processes > 1:

@@ -29,6 +29,7 @@ from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
+from ctu.rollout.loop_load import BUSY_WARNING, LoopLoad, LoopLoadMeter
 from ctu.rollout.records import TrajectoryRecord, episode_row, infrastructure_error, rollout_metrics
 from ctu.rollout.tokens import TokenAccount
 from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
@@ -51,6 +52,10 @@ class TauGenerator(GeneratorInterface):
         self.eval_records: list[TrajectoryRecord] = []
         """Every evaluation record since the last `pop_eval_records()` (SkyRL evaluates in several batches)."""
         self._warned_no_phase = False
+        self.loop_loads: list[LoopLoad] = []
+        """The last batch's load on each event loop that ran its episodes (`batch_records`)."""
+        self._warned_busy = False
+        self._batches = 0
 
     def pop_eval_records(self) -> list[TrajectoryRecord]:
         """The evaluation records gathered since the last call, and forget them."""
@@ -84,6 +89,7 @@ class TauGenerator(GeneratorInterface):
             self.setup.on_records(records, phase, step)
         metrics = rollout_metrics(records)
         metrics[metric(TIMING, "generate")] = time.perf_counter() - started
+        metrics.update(self._loop_metrics())
         logprobs = [r.logprobs for r in records]
         return GeneratorOutput(
             prompt_token_ids=[r.prompt_ids for r in records],
@@ -104,12 +110,36 @@ class TauGenerator(GeneratorInterface):
             image_grid_thw=None,
         )
 
+    processes = 1
+    """Event loops a batch's episodes are spread over, one per process (`ctu.rollout.processes.ProcessRollout`
+    runs several)."""
+
+    def _loop_metrics(self) -> dict[str, float]:
+        """``timing/rollout_loop_*`` of the last batch, the most loaded loop's (`ctu.rollout.loop_load`); warns
+        once when a loop was saturated, from the second batch on (a first batch also loads the domains, tools
+        and templates: seconds of one-off work on the loop)."""
+        if not self.loop_loads:
+            return {}
+        self._batches += 1
+        busiest = max(self.loop_loads, key=lambda load: load.busy)
+        if busiest.busy >= BUSY_WARNING and self._batches > 1 and not self._warned_busy:
+            self._warned_busy = True
+            logger.warning(
+                "ctu's rollout event loop was busy %.0f%% of the batch's %.1f s (a response waited up to %.0f ms for "
+                "it): ctu's CPU, not the policy, paced the episodes. Spread them over more processes, a core each "
+                "(rollout.generator.processes, now %d).", 100 * busiest.busy, busiest.seconds,
+                1000 * busiest.lag_max_s, self.processes)
+        return {
+            metric(TIMING, "rollout_loop_busy"): busiest.busy,
+            metric(TIMING, "rollout_loop_lag_max"): max(load.lag_max_s for load in self.loop_loads),
+        }
+
     async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
                             phase: Phase, on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
         """One record per prompt, in input order: every episode on this event loop, at most
-        `max_concurrent_episodes` at once. The k-th sample of a task (the same ``domain`` and ``task_id`` in
-        `extras`) is its repetition k (`run_episode`). As each episode ends, calls `on_record(its index, its
-        record)` and `setup.on_episode(len(prompts), True)`."""
+        `max_concurrent_episodes` at once, the loop's load measured into `loop_loads`. The k-th sample of a task
+        (the same ``domain`` and ``task_id`` in `extras`) is its repetition k (`run_episode`). As each episode
+        ends, calls `on_record(its index, its record)` and `setup.on_episode(len(prompts), True)`."""
         self.account.new_batch()
         limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)
         notify = self.setup.on_episode
@@ -129,8 +159,13 @@ class TauGenerator(GeneratorInterface):
             key = task_key(extra)
             repetitions.append(seen[key])
             seen[key] += 1
-        with frozen_heap():
-            return list(await asyncio.gather(*(one(n, p, e, r) for n, (p, e, r) in enumerate(zip(prompts, extras, repetitions, strict=True)))))
+        meter = LoopLoadMeter()
+        meter.start()
+        try:
+            with frozen_heap():
+                return list(await asyncio.gather(*(one(n, p, e, r) for n, (p, e, r) in enumerate(zip(prompts, extras, repetitions, strict=True)))))
+        finally:
+            self.loop_loads = [await meter.stop()]
 
     def failed_record(self, extras: dict[str, object], error: str) -> TrajectoryRecord:
         """The record of an episode that could not run (`error` says why): empty, zero reward, an

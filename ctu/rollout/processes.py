@@ -46,6 +46,7 @@ from ctu.components.rewards.base import Phase
 from ctu.errors import ComponentError
 from ctu.rollout.generator import TauGenerator, task_key
 from ctu.rollout.heap import frozen_heap
+from ctu.rollout.loop_load import LoopLoad
 from ctu.rollout.records import TrajectoryRecord
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def _serve(connection: Connection, in_worker: Callable[[], RolloutSetup], max_co
 
     Messages sent: ``("ready", pid)`` or ``("failed", traceback)`` once; then per shard ``("record", (index in
     the shard, *_Packer.pack(record)))`` as each episode ends (the parent unpickles records while the rest run),
-    and ``("done", None)``.
+    and ``("done", the loop's LoopLoad over the shard)``.
     """
     try:
         setup = replace(in_worker(), max_concurrent_episodes=max_concurrent_episodes, on_records=None, on_episode=None)
@@ -96,7 +97,7 @@ def _serve(connection: Connection, in_worker: Callable[[], RolloutSetup], max_co
             setup.sampler.policy_version = version  # the parent's: its copy here was the policy's at the spawn
             sent = functools.partial(_send_record, connection, _Packer())
             loop.run_until_complete(generator.batch_records(prompts, extras, phase, on_record=sent))
-            connection.send(("done", None))
+            connection.send(("done", generator.loop_loads[0]))
     except EOFError:  # the parent is gone
         pass
     finally:
@@ -200,9 +201,10 @@ class _Worker:
         self.pid = payload
 
     def run(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]], phase: Phase,
-            version: int | None, received: Callable[..., None]) -> None:
+            version: int | None, received: Callable[..., None]) -> LoopLoad:
         """Run a shard in the worker (blocking: called in a thread) with the sampler's `policy_version` set to
-        `version`, calling `received(index in the shard, *packed record)` as each episode ends (`_Packer.pack`).
+        `version`, calling `received(index in the shard, *packed record)` as each episode ends (`_Packer.pack`);
+        returns the worker's loop load over the shard.
 
         Raises:
             WorkerError: the worker died (the records received until then stand).
@@ -214,7 +216,8 @@ class _Worker:
         while True:
             kind, payload = self._receive()
             if kind == "done":
-                return
+                load: LoopLoad = payload
+                return load
             received(*payload)
 
     def stop(self) -> None:
@@ -320,6 +323,7 @@ class ProcessRollout(TauGenerator):
                   for n, indices in running),
                 return_exceptions=True,
             )
+        self.loop_loads = [result for result in results if isinstance(result, LoopLoad)]
         for (n, indices), result in zip(running, results, strict=True):
             if not isinstance(result, BaseException):
                 continue

@@ -446,3 +446,40 @@ def test_a_token_sampler_that_returns_no_logprobs_trains_nothing(minimal, tokeni
     assert record.infra_error is not None and "no logprobs" in record.infra_error
     evaluated = run(generator, batch(TASKS[:1], phase="eval", samples=1))
     assert evaluated["rewards"] == [1.0]
+
+
+def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, tokenizer, caplog):
+    """A policy that answers after a wait leaves the loop idle; one whose turns cost ctu's loop CPU (here the
+    sampler itself burns 20 ms a turn) saturates it, and the log says what to do about it, once (not for a first
+    batch, which also loads the domain: one-off work)."""
+    import time
+
+    def burning(script):
+        def turn(prompt_ids, call):
+            end = time.thread_time() + 0.02
+            while time.thread_time() < end:
+                pass
+            return script(prompt_ids, call)
+        return turn
+
+    waiting = scripted_sampler(tokenizer, ReplayScript(tokenizer, "retail", TASKS[:2]))
+    sample = waiting.sample
+
+    async def after_a_wait(prompt_ids, params, session=None):
+        await asyncio.sleep(0.05)
+        return await sample(prompt_ids, params, session)
+
+    waiting.sample = after_a_wait
+    idle = build_generator(components(minimal), tokenizer, waiting)
+    for _ in range(2):
+        metrics = run(idle, batch(TASKS[:2]))["rollout_metrics"]
+    assert metrics["timing/rollout_loop_busy"] < 0.5 and metrics["timing/rollout_loop_lag_max"] < 0.2
+    assert not [r for r in caplog.records if "rollout event loop" in r.getMessage()]
+
+    busy = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, burning(ReplayScript(tokenizer, "retail", TASKS[:2]))))
+    for n in range(3):
+        metrics = run(busy, batch(TASKS[:2]))["rollout_metrics"]
+        assert n == 0 or metrics["timing/rollout_loop_busy"] >= 0.8
+        assert n == 0 or metrics["timing/rollout_loop_lag_max"] >= 0.2
+    warnings = [r.getMessage() for r in caplog.records if "rollout event loop" in r.getMessage()]
+    assert len(warnings) == 1 and "rollout.generator.processes, now 1" in warnings[0]

@@ -103,13 +103,15 @@ def test_a_batch_over_two_worker_processes_gives_one_event_loops_trajectories(mi
         pids = spread.worker_pids
         assert len(set(pids)) == 2 and os.getpid() not in pids
         assert calls > 0 and sampler.calls == calls  # every turn was sampled in the workers, by their own copies
+        assert len(spread.loop_loads) == 2  # each worker's loop, measured there
+        assert got["rollout_metrics"]["timing/rollout_loop_busy"] == max(load.busy for load in spread.loop_loads) > 0
 
         os.kill(pids[1], signal.SIGKILL)  # the second worker (task 1's samples) dies between batches
         broken = asyncio.run(spread.generate(batch(TASKS, samples=2)))
         errors = [r.infra_error for r in spread.last_records]
         assert errors[2:4] == [errors[2]] * 2 and "died" in errors[2] and f"process {pids[1]}" in errors[2]
         assert errors[:2] == errors[4:] == [None, None] and broken["rewards"] == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
-        assert broken["rollout_metrics"]["environment/infra_errors"] == 2.0
+        assert broken["rollout_metrics"]["environment/infra_errors"] == 2.0 and len(spread.loop_loads) == 1
 
         again = asyncio.run(spread.generate(batch(TASKS, samples=2)))  # a new worker takes the dead one's place
         assert again["rewards"] == [1.0] * 6
