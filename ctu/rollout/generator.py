@@ -45,6 +45,10 @@ logger = logging.getLogger(__name__)
 class TauGenerator(GeneratorInterface):
     """Multi-turn tau-bench rollouts for SkyRL (see the module docstring); a `Rollout`."""
 
+    processes = 1
+    """Event loops a batch's episodes are spread over, one per process (`ctu.rollout.processes.ProcessRollout`
+    runs several)."""
+
     def __init__(self, setup: RolloutSetup) -> None:
         self.setup = setup
         self.account = TokenAccount(setup.chat_template, setup.tokenizer)
@@ -109,10 +113,6 @@ class TauGenerator(GeneratorInterface):
             pixel_values=None,
             image_grid_thw=None,
         )
-
-    processes = 1
-    """Event loops a batch's episodes are spread over, one per process (`ctu.rollout.processes.ProcessRollout`
-    runs several)."""
 
     def _loop_metrics(self) -> dict[str, float]:
         """``timing/rollout_loop_*`` of the last batch, the most loaded loop's (`ctu.rollout.loop_load`); warns
