@@ -540,9 +540,9 @@ class CtuBatch:
     """(the first episode's end, the last's, in seconds from the batch's start; then seconds from the last
     episode's end to the batch's return): an episode ends when its record reaches the runner's event loop
     (`on_episode`), which with rollout workers is after the runner has unpickled it."""
-    loop_load: tuple[float, float] = (0.0, 0.0)
+    loop_busy: float = 0.0
     """What the generator reports of its event loops (`ctu.rollout.loop_load`): the share of the batch the busiest
-    was busy, and the longest a response waited for one (seconds)."""
+    was busy."""
     loop_wall: float | None = None
     """On a simulated slow day (`--slow-day`), the reference loop's wall time in the throttled runner."""
     profile: str | None = None
@@ -660,9 +660,8 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
         raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
     if any(record.error for record in generator.last_records):
         raise RuntimeError(f"an episode failed: {next(r.error for r in generator.last_records if r.error)}")
-    metrics = output["rollout_metrics"]
-    load = (metrics["timing/rollout_loop_busy"], metrics["timing/rollout_loop_lag_max"])
-    return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, load, loop_wall), profiler
+    busy = output["rollout_metrics"]["timing/rollout_loop_busy"]
+    return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, busy, loop_wall), profiler
 
 
 def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, tokens: bool,
@@ -922,8 +921,7 @@ def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
                     f"the first domain's waves in order: {in_order} ms)")
     figures += (f"   episodes ended {(first - ideal) * 1000:+.0f} to {(last - ideal) * 1000:+.0f} ms after the ideal batch's end, "
                 f"the batch returned {tail * 1000:.0f} ms after the last")
-    busy, lag_max = batch.loop_load
-    figures += f"   the generator's report: loop busy {busy:.0%}, a response waited up to {lag_max * 1000:.0f} ms for it"
+    figures += f"   the generator's report: loop busy {batch.loop_busy:.0%}"
     if batch.loop_wall is not None:
         figures += f"   slow day: the loop took {batch.loop_wall:.2f} s of wall time"
     if batch.processes > 1:

@@ -115,7 +115,7 @@ class TauGenerator(GeneratorInterface):
         )
 
     def _loop_metrics(self) -> dict[str, float]:
-        """``timing/rollout_loop_*`` of the last batch, the most loaded loop's (`ctu.rollout.loop_load`); warns
+        """``timing/rollout_loop_busy`` of the last batch, the most loaded loop's (`ctu.rollout.loop_load`); warns
         once when a loop was saturated, from the second batch on (a first batch also loads the domains, tools
         and templates: seconds of one-off work on the loop)."""
         if not self.loop_loads:
@@ -125,14 +125,10 @@ class TauGenerator(GeneratorInterface):
         if busiest.busy >= BUSY_WARNING and self._batches > 1 and not self._warned_busy:
             self._warned_busy = True
             logger.warning(
-                "ctu's rollout event loop was busy %.0f%% of the batch's %.1f s (a response waited up to %.0f ms for "
-                "it): ctu's CPU, not the policy, paced the episodes. Spread them over more processes, a core each "
-                "(rollout.generator.processes, now %d).", 100 * busiest.busy, busiest.seconds,
-                1000 * busiest.lag_max_s, self.processes)
-        return {
-            metric(TIMING, "rollout_loop_busy"): busiest.busy,
-            metric(TIMING, "rollout_loop_lag_max"): max(load.lag_max_s for load in self.loop_loads),
-        }
+                "ctu's rollout event loop was busy %.0f%% of the batch's %.1f s: ctu's CPU, not the policy, paced the "
+                "episodes. Spread them over more processes, a core each (rollout.generator.processes, now %d).",
+                100 * busiest.busy, busiest.seconds, self.processes)
+        return {metric(TIMING, "rollout_loop_busy"): busiest.busy}
 
     async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
                             phase: Phase, on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
@@ -160,12 +156,11 @@ class TauGenerator(GeneratorInterface):
             repetitions.append(seen[key])
             seen[key] += 1
         meter = LoopLoadMeter()
-        meter.start()
         try:
             with frozen_heap():
                 return list(await asyncio.gather(*(one(n, p, e, r) for n, (p, e, r) in enumerate(zip(prompts, extras, repetitions, strict=True)))))
         finally:
-            self.loop_loads = [await meter.stop()]
+            self.loop_loads = [meter.stop()]
 
     def failed_record(self, extras: dict[str, object], error: str) -> TrajectoryRecord:
         """The record of an episode that could not run (`error` says why): empty, zero reward, an

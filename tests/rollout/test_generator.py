@@ -473,13 +473,12 @@ def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, 
     idle = build_generator(components(minimal), tokenizer, waiting)
     for _ in range(2):
         metrics = run(idle, batch(TASKS[:2]))["rollout_metrics"]
-    assert metrics["timing/rollout_loop_busy"] < 0.5 and metrics["timing/rollout_loop_lag_max"] < 0.2
+    assert metrics["timing/rollout_loop_busy"] < 0.5
     assert not [r for r in caplog.records if "rollout event loop" in r.getMessage()]
 
     busy = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, burning(ReplayScript(tokenizer, "retail", TASKS[:2]))))
     for n in range(3):
         metrics = run(busy, batch(TASKS[:2]))["rollout_metrics"]
         assert n == 0 or metrics["timing/rollout_loop_busy"] >= 0.8
-        assert n == 0 or metrics["timing/rollout_loop_lag_max"] >= 0.2
     warnings = [r.getMessage() for r in caplog.records if "rollout event loop" in r.getMessage()]
     assert len(warnings) == 1 and "rollout.generator.processes, now 1" in warnings[0]
