@@ -34,8 +34,9 @@ is seen (its gold outcome for the reward, tokenisation of new tool results).
   what one of P workers holds, on one event loop);
 - ctu-tokens: the same generator with the policy sampled token-in/token-out, as a training run on SkyRL samples
   it: `SkyRLSampler` over SkyRL's own `RemoteInferenceClient` (built as SkyRL's inference setup builds it,
-  with the tokenizer), each turn's prompt ids sent to ``/inference/v1/generate`` and the generated ids and
-  logprobs taken as they come (what a training run's driver pays per turn);
+  with the tokenizer; each turn one request through SkyRL's per-request client, `TokenGenerateClient`), each
+  turn's prompt ids sent to ``/inference/v1/generate`` and the generated ids and logprobs taken as they come
+  (what a training run's driver pays per turn);
 - tau2: tau2's own runner on the same episodes (`Orchestrator`, `LLMAgent` and `UserSimulator` over litellm,
   a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`), on at
   most `--tau2-episodes` of a row's episodes (it managed 3-70 turns/s here, whatever the concurrency), in a
@@ -555,7 +556,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     each of its tasks `row.samples` times, all episodes at once. The policy is asked for chat completions
     (`OpenAIChatSampler`, as `ctu eval` samples an endpoint) or, with `tokens`, sampled token-in/token-out as a
     training run on SkyRL samples it (`SkyRLSampler` over SkyRL's `RemoteInferenceClient`, built as SkyRL's
-    inference setup builds it, with the tokenizer for local detokenisation).
+    inference setup builds it, with the tokenizer).
 
     With `processes` > 1 the generator spreads each batch over as many worker processes (the generator's
     `processes`), started by the warm-up batch. With `share`, each of ctu's processes gets at most that share of
@@ -655,7 +656,8 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     else:
         generator.close()
     if tokens:
-        await client.aclose()  # SkyRL's client keeps a session per event loop; this one ends here
+        await sampler.aclose()  # the sampler's and SkyRL's clients keep a session per event loop; this one ends here
+        await client.aclose()
     if len(output["rewards"]) != row.episodes or len(warm_output["rewards"]) < row.episodes:
         raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
     if any(record.error for record in generator.last_records):

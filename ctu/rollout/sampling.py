@@ -36,7 +36,8 @@ class SampleResult:
 
     Attributes:
         token_ids: the generated ids (with the end-of-turn token when the sampler stopped on it).
-        text: the decoded text (special tokens removed).
+        text: the decoded text (special tokens removed). Read only from chat samplers: the agent loop decodes a
+            token sampler's `token_ids` itself (`TokenAccount.decode`), and a token sampler may leave it empty.
         stop_reason: ``stop`` (end of turn) or ``length`` (hit `max_tokens`).
         logprobs: one log-probability per generated id, when the sampler gives them.
         tool_calls: structured OpenAI tool calls (chat samplers only).

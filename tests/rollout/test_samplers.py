@@ -82,6 +82,7 @@ def test_an_episode_stays_on_one_engine_with_the_cache_salt_it_started_with():
         sampler = SkyRLSampler(client, "policy", cache_salt=cache_salt)
         try:
             result = await sampler.sample([1, 2], SamplingParams(), "episode-a")
+            assert sampler._direct  # through ctu's generate client (`TokenGenerateClient`)
             client.increment_weight_version()  # a weight sync while episode a is still running
             await sampler.sample([1, 2, 5, 2, 3], SamplingParams(), "episode-a")
             await sampler.sample([1, 4], SamplingParams(), "episode-b")
@@ -89,6 +90,7 @@ def test_an_episode_stays_on_one_engine_with_the_cache_salt_it_started_with():
             await sampler.end_session("episode-b")
             assert result.token_ids == [5, 2] and result.logprobs == [-0.1, -0.2]
         finally:
+            await sampler.aclose()
             await client.aclose()
             await runner.cleanup()
         return sampler
@@ -107,3 +109,100 @@ class Decoder:
 
     def batch_decode(self, ids: list[list[int]]) -> list[str]:
         return [" ".join(map(str, row)) for row in ids]
+
+
+class GenerateServer:
+    """SkyRL's router on 127.0.0.1 as the sampler's requests reach it: records each raw body, answers after
+    `delay` seconds with the ids of the turn, and counts the requests in flight."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.bodies: list[bytes] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def generate(self, request: Any) -> Any:
+        from aiohttp import web
+
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        self.bodies.append(await request.read())
+        await asyncio.sleep(self.delay)
+        self.in_flight -= 1
+        return web.json_response({"choices": [{"token_ids": [5, 2], "finish_reason": "stop",
+                                               "logprobs": {"content": [{"logprob": -0.1}, {"logprob": -0.2}]}}]})
+
+    async def run(self, body: Any) -> Any:
+        """Serve while `body(url)` runs; returns what it returns."""
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post("/inference/v1/generate", self.generate)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            return await body(f"http://127.0.0.1:{runner.addresses[0][1]}")
+        finally:
+            await runner.cleanup()
+
+
+def skyrl_client(url: str, **options: Any) -> Any:
+    from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient
+
+    return RemoteInferenceClient(proxy_url=url, server_urls=[url], model_name="policy", data_parallel_size=1,
+                                 tokenizer=Decoder(), **options)
+
+
+def test_turns_reach_the_router_as_orjson_bodies_and_the_ids_come_back_undecoded():
+    """SkyRL's own client writes a body with Python's `json` (``", "`` between ids); ctu's generate client with
+    orjson (no spaces), and leaves the decoding to the agent loop. The body says the same either way."""
+    import json
+
+    server = GenerateServer()
+
+    async def turn(url: str) -> Any:
+        sampler = SkyRLSampler(skyrl_client(url), "policy", cache_salt=False)
+        try:
+            return await sampler.sample(list(range(300)), SamplingParams(max_tokens=8, stop_token_ids=(2,)), "episode")
+        finally:
+            await sampler.aclose()
+
+    result = asyncio.run(server.run(turn))
+    assert result.token_ids == [5, 2] and result.logprobs == [-0.1, -0.2] and result.stop_reason == "stop"
+    assert result.text == ""
+    (body,) = server.bodies
+    assert b", " not in body and b": " not in body
+    request = json.loads(body)
+    assert request["token_ids"] == list(range(300)) and request["model"] == "policy"
+    assert request["sampling_params"]["max_tokens"] == 8 and request["sampling_params"]["stop_token_ids"] == [2]
+
+
+def test_in_flight_turns_are_capped_as_skyrls_client_caps_them():
+    from ctu.runners.skyrl.generate_client import TokenGenerateClient
+
+    server = GenerateServer(delay=0.05)
+
+    async def turns(url: str) -> list[Any]:
+        sampler = SkyRLSampler(skyrl_client(url), "policy", cache_salt=False)
+        sampler._direct = TokenGenerateClient(proxy_url=url, concurrency=3)
+        try:
+            return list(await asyncio.gather(*(sampler.sample([1, i], SamplingParams(), f"e{i}") for i in range(10))))
+        finally:
+            await sampler.aclose()
+
+    results = asyncio.run(server.run(turns))
+    assert len(results) == 10 and server.most_in_flight == 3
+    assert TokenGenerateClient.for_engines("http://router", 4).concurrency == 4 * 512  # SkyRL's default per engine
+
+
+def test_router_replay_and_an_unnamed_lora_adapter_keep_skyrls_generate():
+    """Rollout router replay's expert indices come only from SkyRL's `generate`; with LoRA and no adapter named,
+    SkyRL's `generate` raises its error for it. Any other client is called through `generate` too."""
+    url = "http://127.0.0.1:9"
+    assert SkyRLSampler(skyrl_client(url), "policy")._direct_client()
+    assert SkyRLSampler(skyrl_client(url, enable_return_routed_experts=True), "policy")._direct_client() is False
+    assert SkyRLSampler(skyrl_client(url, uses_lora_weight_sync=True), None)._direct_client() is False
+    assert SkyRLSampler(skyrl_client(url, uses_lora_weight_sync=True), "adapter")._direct_client()
+    assert SkyRLSampler(RecordingClient(), "policy")._direct_client() is False
