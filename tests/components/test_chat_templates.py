@@ -85,3 +85,20 @@ def test_encode_text_gives_the_tokenizers_own_ids(tokenizer):
     ]
     for text in texts:
         assert template.encode_text(tokenizer, text) == tokenizer.encode(text, add_special_tokens=False)
+
+
+def test_decode_gives_the_tokenizers_own_text(tokenizer):
+    """The Rust backend's decode, as the policy's parser sees a sampled turn, is `tokenizer.decode`'s, special
+    tokens dropped or kept, ids that split a character included."""
+    template = policy("default")
+    assert tokenizer.clean_up_tokenization_spaces is False  # the backend is what is called here
+    texts = ["<think>\n\n</think>\n\nSure.<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call><|im_end|>",
+             "  leading spaces , before punctuation .\t\n", "ünïcödé – “quotes” 价格 🚀", ""]
+    for text in texts:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        for cut in (ids, ids[:-1], ids[1:]):
+            for skip in (True, False):
+                assert template.decode(tokenizer, cut, skip) == tokenizer.decode(cut, skip_special_tokens=skip)
+    cleaning = type("Cleaning", (), {"backend_tokenizer": object(), "clean_up_tokenization_spaces": True,
+                                     "decode": lambda self, ids, skip_special_tokens: f"wrapper {ids}"})()
+    assert template.decode(cleaning, [1, 2]) == "wrapper [1, 2]"  # cleanup asked for: the wrapper's own decode
