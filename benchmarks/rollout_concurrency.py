@@ -3,7 +3,7 @@ policy and the simulated user after an injected latency, ctu's generator side by
 
 Run: `uv run python benchmarks/rollout_concurrency.py [--rows retail,telecom,mixed,mixed-1024] [--episodes N]
 [--samples K] [--latency S] [--runners ctu,ctu-tokens,tau2] [--repeats 3] [--tau2-episodes 256] [--tau2-timeout 1800]
-[--processes 1,2] [--slow-day LOOP] [--profile]`.
+[--processes 1,2] [--engines E] [--slow-day LOOP] [--profile]`.
 
 Rows (`ROWS`, with the rollout-scale issue's goals): `retail`, `telecom` and `mixed` (retail, airline and
 telecom tasks taken in turn) are 256 concurrent episodes, 4 samples a task, at 200 ms a request; `mixed-1024` is
@@ -36,7 +36,9 @@ is seen (its gold outcome for the reward, tokenisation of new tool results).
   it: `SkyRLSampler` over SkyRL's own `RemoteInferenceClient` (built as SkyRL's inference setup builds it,
   with the tokenizer; each turn one request through SkyRL's per-request client, `TokenGenerateClient`), each
   turn's prompt ids sent to ``/inference/v1/generate`` and the generated ids and logprobs taken as they come
-  (what a training run's driver pays per turn);
+  (what a training run's driver pays per turn); the server stands for SkyRL's router in front of `--engines`
+  vLLM engines, by default one per 512 episodes (SkyRL's client lets at most 512 requests an engine be in
+  flight: with one engine, half of a 1024-episode batch's turns wait for the other half's);
 - tau2: tau2's own runner on the same episodes (`Orchestrator`, `LLMAgent` and `UserSimulator` over litellm,
   a thread per concurrent episode as `run_tasks(max_concurrency=...)` runs them, `evaluate_simulation`), on at
   most `--tau2-episodes` of a row's episodes (it managed 3-70 turns/s here, whatever the concurrency), in a
@@ -245,8 +247,11 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
     collection paused every request for 250-350 ms, in one batch of three, at its first waves.
 
     Token-in/token-out requests (``POST /inference/v1/generate``, as vLLM answers SkyRL's `RemoteInferenceClient`)
-    are the policy's: the assistant headers in the prompt's ids are counted, the user's opening alone is decoded
-    to find the domain and subject, and the answer is the script's message as the model would write it
+    are the policy's: at an episode's first turn the assistant headers in the prompt's ids are counted and the
+    user's opening alone is decoded to find the domain and subject; its later turns, known by their session header
+    (``X-Session-ID``, one per episode), take them from there and count one more turn, the body not parsed (at
+    0.5-0.65 ms a request parsing each body, the server's CPU on the training path was twice the chat path's, on
+    cores it shares with the runner); the answer is the script's message as the model would write it
     (`generated_text`), tokenised by the built-in tokenizer, with one logprob entry per id shaped as vLLM's.
     """
     import gc
@@ -272,6 +277,7 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
     assistant = re.compile(rb'"role":\s*"assistant"')
     scenario_domain = re.compile(rb"Domain: (\w+)")
     bodies: dict[tuple[str, bool, int, str], bytes] = {}
+    episodes: dict[str, tuple[str, int, str]] = {}  # each token-in episode's (domain, turns so far, subject)
     arrivals: list[tuple[float, str, bool, int]] = []
     requests, wait = 0, latency
 
@@ -329,8 +335,15 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
         nonlocal requests
         arrived = time.monotonic()
         requests += 1
-        payload = orjson.loads(await request.read())
-        domain, said, subject = token_answer(payload["token_ids"])
+        raw = await request.read()
+        session = request.headers.get("X-Session-ID")
+        if session is not None and session in episodes:  # a later turn: the episode's domain and subject known
+            domain, said, subject = episodes[session]
+            said += 1
+        else:
+            domain, said, subject = token_answer(orjson.loads(raw)["token_ids"])
+        if session is not None:
+            episodes[session] = (domain, said, subject)
         arrivals.append((arrived, domain, True, said))
         script = scripts[domain]
         answer = script.answer(True, said, subject, requests)
@@ -551,12 +564,14 @@ class CtuBatch:
 
 
 async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
-                   share: float | None = None, tokens: bool = False) -> tuple[CtuBatch, Any]:
+                   share: float | None = None, tokens: bool = False, engines: int | None = None) -> tuple[CtuBatch, Any]:
     """Build ctu's generator as `ctu run` would, warm it up on the row's warm-up tasks, then time one batch:
     each of its tasks `row.samples` times, all episodes at once. The policy is asked for chat completions
     (`OpenAIChatSampler`, as `ctu eval` samples an endpoint) or, with `tokens`, sampled token-in/token-out as a
     training run on SkyRL samples it (`SkyRLSampler` over SkyRL's `RemoteInferenceClient`, built as SkyRL's
-    inference setup builds it, with the tokenizer).
+    inference setup builds it, with the tokenizer), the server standing for SkyRL's router in front of `engines`
+    vLLM engines (SkyRL's client lets at most 512 requests an engine be in flight; None: enough engines that the
+    cap never binds, one per 512 episodes, as a run of that many concurrent episodes would have).
 
     With `processes` > 1 the generator spreads each batch over as many worker processes (the generator's
     `processes`), started by the warm-up batch. With `share`, each of ctu's processes gets at most that share of
@@ -597,8 +612,14 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
         from ctu.runners.skyrl.sampler import SkyRLSampler
 
         root = base_url.removesuffix("/v1")
-        client = RemoteInferenceClient(proxy_url=root, server_urls=[root], model_name="policy", data_parallel_size=1,
-                                       tokenizer=tokenizer)
+        from skyrl.env_vars import SKYRL_GENERATE_CONCURRENCY_PER_ENGINE as per_engine
+
+        engines = engines or max(1, -(-row.episodes // per_engine))
+        print(f"  SkyRL's client: {engines} engine(s) behind the router, at most {engines * per_engine} policy requests "
+              f"in flight", flush=True)
+        # The engines' URLs are SkyRL's control plane only (weight syncs, pauses); each turn goes to the router.
+        client = RemoteInferenceClient(proxy_url=root, server_urls=[root] * engines, model_name="policy",
+                                       data_parallel_size=1, tokenizer=tokenizer)
         sampler: Any = SkyRLSampler(client, "policy")
     else:
         sampler = OpenAIChatSampler(ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=base_url, api_key_env=None, timeout_s=120)))
@@ -667,14 +688,14 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
 
 
 def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, tokens: bool,
-                   connection: Any) -> None:
+                   engines: int | None, connection: Any) -> None:
     """Child process of one ctu repetition: `generate`, then send its `CtuBatch` (with the profile's printed top
     costs when profiled) through `connection`."""
     import io
     import pstats
 
     populate_registry()
-    batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share, tokens))
+    batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share, tokens, engines))
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
@@ -801,6 +822,9 @@ def main() -> None:
     parser.add_argument("--slow-day", type=float, metavar="LOOP",
                         help="simulate a slow day: ctu's processes (each) get the share of a core that makes the reference "
                              "loop take LOOP s of wall time (cgroup v1 CPU quota; needs root)")
+    parser.add_argument("--engines", type=int, help="vLLM engines the server stands for on the training path (ctu-tokens): "
+                                                    "SkyRL's client lets at most 512 policy requests an engine be in "
+                                                    "flight (default: one engine per 512 episodes, so the cap never binds)")
     parser.add_argument("--processes", default="1", help="ctu's rollout worker processes, comma-separated counts, each "
                                                          "measured (the generator's `processes`; 1: one event loop)")
     args = parser.parse_args()
@@ -869,7 +893,7 @@ def main() -> None:
                 if runner in ("ctu", "ctu-tokens"):
                     def run_ctu(first: bool, processes: int, row: Row = row, runner: str = runner) -> CtuBatch:
                         batch: CtuBatch = in_child(context, ctu_repetition, row, base_url, args.profile and first, processes,
-                                                   share, runner == "ctu-tokens")
+                                                   share, runner == "ctu-tokens", args.engines)
                         if batch.profile:
                             reports.append((f"{row.name}, {runner}", batch.profile))
                         return batch
