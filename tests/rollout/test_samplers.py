@@ -194,7 +194,9 @@ def test_in_flight_turns_are_capped_as_skyrls_client_caps_them():
 
     results = asyncio.run(server.run(turns))
     assert len(results) == 10 and server.most_in_flight == 3
-    assert TokenGenerateClient.for_engines("http://router", 4).concurrency == 4 * 512  # SkyRL's default per engine
+    from skyrl.env_vars import SKYRL_GENERATE_CONCURRENCY_PER_ENGINE
+
+    assert TokenGenerateClient.for_engines("http://router", 4).concurrency == 4 * SKYRL_GENERATE_CONCURRENCY_PER_ENGINE
 
 
 def test_router_replay_and_an_unnamed_lora_adapter_keep_skyrls_generate():
