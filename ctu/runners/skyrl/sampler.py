@@ -84,20 +84,23 @@ class SkyRLSampler:
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """One `generate` call with `prompt_token_ids`, for the episode `session` (see the class docstring)."""
-        request: dict[str, object] = {"prompt_token_ids": [prompt_ids], "prompts": None, "sampling_params": self._vllm_params(params)}
+        salt = None
         if session is not None:
             if session not in self._salts:
                 self._salts[session] = self._salt()
-            request["session_ids"] = [session]
-            if (salt := self._salts[session]) is not None:
-                request["cache_salt"] = salt
-        direct = self._direct_client()
-        if direct:
+            salt = self._salts[session]
+        sampling_params = self._vllm_params(params)
+        if direct := self._direct_client():
             result = await direct.capped_generate(
-                prompt_token_ids=prompt_ids, sampling_params=request["sampling_params"], session_id=session,
-                model=self.model or self.client.model_name, cache_salt=request.get("cache_salt"))
+                prompt_token_ids=prompt_ids, sampling_params=sampling_params, session_id=session,
+                model=self.model or self.client.model_name, cache_salt=salt)
             return SampleResult(token_ids=result.response_ids, text="", stop_reason=result.stop_reason,
                                 logprobs=result.response_logprobs)
+        request: dict[str, object] = {"prompt_token_ids": [prompt_ids], "prompts": None, "sampling_params": sampling_params}
+        if session is not None:
+            request["session_ids"] = [session]
+            if salt is not None:
+                request["cache_salt"] = salt
         output = await self.client.generate(request, model=self.model)
         logprobs = output.get("response_logprobs")
         return SampleResult(
