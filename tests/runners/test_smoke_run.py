@@ -1,7 +1,8 @@
-"""The main job on CPU: `ctu run specs/smoke.yaml` end to end, and a run killed mid-step resumed from its checkpoint.
+"""The main job on CPU: `ctu run specs/smoke.yaml` end to end, killed by SIGKILL mid-step and resumed from its
+checkpoint, then evaluated and exported.
 
-These start SkyRL's Tinker API server with its JAX backend on 127.0.0.1 and train the built-in tiny model for
-real; each takes a few minutes on two cores.
+The run starts SkyRL's Tinker API server with its JAX backend on 127.0.0.1 and trains the built-in tiny model for
+real; it takes a few minutes on two cores, so every test here reads the one run (a module fixture).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,14 +40,70 @@ def trajectories(run: Path, name: str) -> list[dict]:
 
 VALIDATION = "data.validation={domain: airline, split: train, max_tasks: 1}"
 """The main job with a validation set of its own (one airline training task: a domain training never sees)."""
+DYNAMIC_SAMPLING = ["algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 10}"]
+"""The zero-variance filter and DAPO's dynamic sampling: ctu's loop samples more tasks until every group of the
+step has a spread."""
+
+
+@dataclass(frozen=True)
+class KilledAndResumed:
+    """The main job's run, killed by SIGKILL in its second step and resumed, and what was seen in between."""
+
+    path: Path
+    steps_logged_when_killed: list[int]
+    processes_left: list[str]
+    started_again: subprocess.CompletedProcess[str]
+
+
+def processes_naming(path: Path) -> list[str]:
+    """Command lines of live processes that name `path` (the local Tinker server names its run's folder)."""
+    lines = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            cmdline = entry.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if str(path) in cmdline:
+            lines.append(cmdline)
+    return lines
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> Path:
+def killed_run(tmp_path_factory) -> KilledAndResumed:
+    """`ctu run specs/smoke.yaml` with a validation set and dynamic sampling, killed with SIGKILL (as the
+    out-of-memory killer or a preempted job ends it) while its second step runs; then the same command again
+    (refused: the run exists), then `--resume`, which replays that step from the first step's checkpoint. One
+    run for every test of this module: a run costs a few minutes on two cores."""
     out = tmp_path_factory.mktemp("runs")
-    result = ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", VALIDATION)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return out / "smoke"
+    run = out / "smoke"
+    first = subprocess.Popen([sys.executable, "-m", "ctu.cli", "run", "specs/smoke.yaml", f"experiment.output_dir={out}",
+                              VALIDATION, *DYNAMIC_SAMPLING, "--no-progress"],
+                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
+    try:
+        deadline = time.monotonic() + 1200
+        while time.monotonic() < deadline and first.poll() is None:
+            if (run / "state.json").exists() and json.loads((run / "state.json").read_text()).get("step") == 1:
+                break
+            time.sleep(0.2)
+        assert first.poll() is None, "the run ended before it could be killed mid-step"
+        first.send_signal(signal.SIGKILL)  # no cleanup code of the run can run
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    deadline = time.monotonic() + 30
+    while processes_naming(run) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    killed = KilledAndResumed(run, [line["step"] for line in metrics(run)], processes_naming(run),
+                              ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", VALIDATION, *DYNAMIC_SAMPLING))
+    resumed = ctu_run("--resume", str(run))
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    return killed
+
+
+@pytest.fixture(scope="module")
+def smoke_run(killed_run: KilledAndResumed) -> Path:
+    return killed_run.path
 
 
 def test_run_directory_holds_spec_hash_versions_and_results(smoke_run: Path):
@@ -165,49 +223,14 @@ def test_ctu_eval_before_and_after_training_on_the_builtin_model(smoke_run: Path
     assert compared.returncode == 0 and "smoke-step2" in compared.stdout and "base" in compared.stdout
 
 
-def processes_naming(path: Path) -> list[str]:
-    """Command lines of live processes that name `path` (the local Tinker server names its run's folder)."""
-    lines = []
-    for entry in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            cmdline = entry.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # the process ended meanwhile
-            continue
-        if str(path) in cmdline:
-            lines.append(cmdline)
-    return lines
-
-
-def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_lines(tmp_path: Path):
-    """The first run is killed with SIGKILL (as the out-of-memory killer or a preempted job ends it) while its
-    second step runs; `--resume` replays that step from the first step's checkpoint. With the zero-variance filter
-    and DAPO's dynamic sampling on: ctu's loop samples more tasks until every group of the step has a spread."""
-    args = [sys.executable, "-m", "ctu.cli", "run", "specs/smoke.yaml", f"experiment.output_dir={tmp_path}",
-            "experiment.name=resumable", "algorithm.zero_variance_filter=true",
-            "algorithm.dynamic_sampling={type: filter, max_sample_batches: 10}", "--no-progress"]
-    run = tmp_path / "resumable"
-    first = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
-    try:
-        deadline = time.monotonic() + 1200
-        while time.monotonic() < deadline and first.poll() is None:
-            if (run / "state.json").exists() and json.loads((run / "state.json").read_text()).get("step") == 1:
-                break
-            time.sleep(0.2)
-        assert first.poll() is None, "the run ended before it could be killed mid-step"
-        first.send_signal(signal.SIGKILL)  # no cleanup code of the run can run
-        first.wait(timeout=30)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    deadline = time.monotonic() + 30
-    while processes_naming(run) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert processes_naming(run) == [], "the killed run's Tinker server outlived it"
-    assert [line["step"] for line in metrics(run)] == [0, 1]
-    again = ctu_run("specs/smoke.yaml", f"experiment.output_dir={tmp_path}", "experiment.name=resumable")
-    assert again.returncode == 1 and "--resume" in again.stderr
-    resumed = ctu_run("--resume", str(run))
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_lines(killed_run: KilledAndResumed):
+    """The killed run's Tinker server ended with it; its first step's lines were kept; `ctu run` of the same run
+    again is refused with a pointer to `--resume`; the resumed run trained the second step once, each step's four
+    groups all with a spread after as many rounds of sampling as it took."""
+    run = killed_run.path
+    assert killed_run.processes_left == [], "the killed run's Tinker server outlived it"
+    assert killed_run.steps_logged_when_killed == [0, 1]
+    assert killed_run.started_again.returncode == 1 and "--resume" in killed_run.started_again.stderr
     assert [line["step"] for line in metrics(run)] == [0, 1, 2]
     assert json.loads((run / "state.json").read_text())["step"] == 2
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [
