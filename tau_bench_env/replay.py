@@ -9,7 +9,7 @@ asking whether the user needs anything else (the scripted user then stops).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -57,7 +57,12 @@ def _spoil(value: Any) -> Any:
 
 def effective_writes(environment: Environment, task: Task) -> tuple[int, ...]:
     """Indices of the task's gold actions that change the agent's database when the gold actions are run in
-    order in `environment` (a fresh tau2 environment of the task's domain, with the task's initial state)."""
+    order in `environment` (a fresh environment of the task's domain, before the task's initial state is
+    applied: `Domain.episode_environment(task)` or tau2's own `make_environment()`).
+
+    Over a copy-on-access database (`tau_bench_env.overlay`) a change is seen through the records the actions
+    touched (`DatabaseState.matches`, equal exactly when tau2's hashes are); over any other, by tau2's
+    `get_db_hash`, which serialises the whole database (~0.1 s an action on retail's)."""
     from tau2.data_model.message import ToolCall as Tau2ToolCall
 
     criteria = task.evaluation_criteria
@@ -66,12 +71,24 @@ def effective_writes(environment: Environment, task: Task) -> tuple[int, ...]:
         environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))
     changed = []
     for index, action in enumerate(criteria.actions or [] if criteria else []):
-        before = environment.get_db_hash()
+        changed_since = _change_check(environment)
         call = Tau2ToolCall(id=f"gold_{index}", name=action.name, arguments=dict(action.arguments), requestor=action.requestor)
         environment.get_response(call)
-        if action.requestor == "assistant" and environment.get_db_hash() != before:
+        if action.requestor == "assistant" and changed_since():
             changed.append(index)
     return tuple(changed)
+
+
+def _change_check(environment: Environment) -> Callable[[], bool]:
+    """A check of whether the agent's database in `environment` has changed since this call."""
+    from tau_bench_env.overlay import OverlayDatabase
+
+    database = environment.tools.db if environment.tools is not None else None
+    if isinstance(database, OverlayDatabase):
+        overlay, state = database, database.state()
+        return lambda: not state.matches(overlay)
+    digest = environment.get_db_hash()
+    return lambda: environment.get_db_hash() != digest
 
 
 def applicable(task: Task, corruption: Corruption, writes: tuple[int, ...]) -> bool:

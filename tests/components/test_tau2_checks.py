@@ -25,7 +25,7 @@ RETAIL = shared_domain("retail")
 def replay(task_id: str, corruption: Corruption | None = None, max_turns: int = 80) -> tuple[Episode, EpisodeResult]:
     task = RETAIL.task(task_id)
     episode = Episode(RETAIL, task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=max_turns, max_errors=50))
-    agent = GoldReplayAgent(task, corruption, effective_writes(RETAIL.make_environment(), task))
+    agent = GoldReplayAgent(task, corruption, effective_writes(RETAIL.episode_environment(task), task))
     return episode, asyncio.run(play(episode, agent))
 
 

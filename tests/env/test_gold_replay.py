@@ -121,7 +121,7 @@ async def _run_chunk(domain_name: str, indices: list[int]) -> list[Case]:
     cases = []
     for index in indices:
         task = tasks[index]
-        writes = effective_writes(domain.make_environment(), task)
+        writes = effective_writes(domain.episode_environment(task), task)
         gold = await _run_case(domain_name, task, "gold", None, writes, 80)
         cases.append(gold)
         if domain_name in CORRUPT_EVERY and index % CORRUPT_EVERY[domain_name] == 0:

@@ -88,6 +88,27 @@ def test_gold_actions_give_tau2s_responses_and_hash_on_every_task():
         assert domain.base_database.hash() == before, f"{name}: a tool wrote to the shared base database"
 
 
+def test_effective_writes_over_an_episodes_database_are_those_tau2s_hash_sees():
+    """`effective_writes` sees a change through the touched records of a copy-on-access database and through
+    tau2's whole-database hash otherwise: both give the same writes, on tasks whose gold runs hold writes that
+    fail (retail 12, 13, 64, 105, 110: a write tool that changes nothing) and on ordinary ones."""
+    from tau_bench_env.replay import effective_writes
+
+    for name, indices in {"retail": (0, 12, 13, 64, 105, 110), "airline": (0, 10, 20, 30)}.items():
+        domain = shared_domain(name)
+        tasks = domain.tasks("base")
+        for index in indices:
+            task = tasks[index]
+            episode = domain.episode_environment(task)
+            assert isinstance(episode.tools.db, OverlayDatabase)
+            writes = effective_writes(episode, task)
+            assert writes == effective_writes(domain.make_environment(), task), (name, task.id)
+            nominal = [i for i, action in enumerate(task.evaluation_criteria.actions or []) if action.name in domain.write_tools]
+            assert set(writes) <= set(nominal)
+            if index in (12, 13, 64, 105, 110) and name == "retail":
+                assert set(writes) < set(nominal), task.id  # a gold write that changes nothing is not counted
+
+
 def test_a_task_with_initialization_data_gets_a_private_database(retail):
     from tau2.data_model.tasks import InitializationData, InitialState
 

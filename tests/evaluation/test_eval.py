@@ -50,7 +50,7 @@ class GoldPolicy:
         self.down = down
         retail = tau2_domain("retail")
         self.tasks = retail.tasks("test")[:TASKS]
-        self.writes = [effective_writes(retail.make_environment(), task) for task in self.tasks]
+        self.writes = [effective_writes(retail.episode_environment(task), task) for task in self.tasks]
 
     def __call__(self, body: dict[str, Any]) -> Answer:
         messages = body["messages"]

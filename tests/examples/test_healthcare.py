@@ -37,7 +37,7 @@ def as_text(turn: ParsedTurn) -> str:
 
 
 async def replay(domain, task, parser, corruption=None) -> float:
-    writes = effective_writes(domain.make_environment(), task) if corruption else ()
+    writes = effective_writes(domain.episode_environment(task), task) if corruption else ()
     agent = GoldReplayAgent(task, corruption, writes)
     episode = Episode(domain, task, ScriptedUserSimulator(), parser, EpisodeConfig(max_turns=16))
     await episode.reset()
@@ -69,7 +69,7 @@ def test_every_gold_replay_scores_1_and_a_spoiled_one_0(spec):
     tasks = domain.tasks("base")
     assert [asyncio.run(replay(domain, task, parser)) for task in tasks] == [1.0] * len(tasks)
     spoiled = [asyncio.run(replay(domain, task, parser, Corruption.MISSING_ACTION)) for task in tasks
-               if effective_writes(domain.make_environment(), task)]
+               if effective_writes(domain.episode_environment(task), task)]
     assert len(spoiled) >= 12 and set(spoiled) == {0.0}
 
 

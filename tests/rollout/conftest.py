@@ -41,7 +41,7 @@ class ReplayScript:
         self.turns: dict[str, list[ParsedTurn]] = {}
         for task_id in task_ids:
             task = shared_domain(domain).task(task_id)
-            writes = effective_writes(shared_domain(domain).make_environment(), task)
+            writes = effective_writes(shared_domain(domain).episode_environment(task), task)
             self.turns[opening_line(task)] = list(GoldReplayAgent(task, None, writes).turns())
         self.texts: list[str] = []
 
