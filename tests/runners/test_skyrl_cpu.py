@@ -173,38 +173,45 @@ def llm_user(server: ScriptedOpenAIServer) -> str:
     return f"environment.user_simulator={{type: llm, model: user, base_url: '{server.base_url}', api_key_env: null, max_retries: 0}}"
 
 
-def two_resumed_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: str) -> list[dict]:
-    """1 step of the CPU spec with `features`, then `--resume` to 2, with a user simulator failing every tenth
-    request; each run evaluates after its last step (none before training). Checks what both runs owe whatever the
-    features (every step trained, saved under its own number, infrastructure errors among the episodes, none of the
-    steps skipped for them) and returns the metric lines of the two trained steps."""
+def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: str, *, resumed: bool) -> list[dict]:
+    """Two steps of the CPU spec with `features` and a user simulator failing every tenth request, without
+    evaluation before training: one step, then `--resume` to 2 (`resumed`: each run evaluates and saves after its
+    last step), or both in one run. Checks what the runs owe whatever the features (every step trained, the saves
+    of the last step, infrastructure errors among the episodes, none of the steps skipped for them) and returns the
+    metric lines of the two trained steps."""
     common = ["data.train=[{domain: retail, split: train, max_tasks: 8}]", "trainer.max_infra_error_rate=0.9",
               "trainer.eval_before_train=false"]
     with flaky_user_simulator(every=10) as user:
-        first = run_skyrl_on_cpu(tmp_path, llm_user(user), *common, *features, "trainer.max_steps=1", cluster=cluster)
+        first = run_skyrl_on_cpu(tmp_path, llm_user(user), *common, *features, f"trainer.max_steps={1 if resumed else 2}",
+                                 cluster=cluster)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
-        resumed = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
-        assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+        if resumed:
+            again = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
+            assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     trained = metric_lines(tmp_path / "run")
     assert [line["step"] for line in trained] == [1, 2]
-    assert all("test-retail/average_reward" in line for line in trained)  # evaluated after each run's last step
+    evaluated = trained if resumed else trained[1:]  # after each run's last step
+    assert all("test-retail/average_reward" in line for line in evaluated)
     for line in trained:
         assert line["train/skipped_steps"] == 0.0 and "policy/grad_norm" in line
     assert sum(line["environment/infra_errors"] for line in trained) > 0  # some episodes were infrastructure errors
-    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("global_step_*")) == ["global_step_1", "global_step_2"]
+    saved = ["global_step_1", "global_step_2"] if resumed else ["global_step_2"]  # the spec's ckpt_interval is 2
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("global_step_*")) == saved
     return trained
 
 
-def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_out_across_a_resume(cluster: str, tmp_path: Path):
+def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_out(cluster: str, tmp_path: Path):
     """Truncated importance sampling, the zero-variance filter and DAPO's dynamic sampling at once, in native tool
-    calling at the 8B spec's sampling parameters, with a user simulator failing now and then: dynamic sampling re-pulls batches, so the trainer reads each
-    trajectory's infrastructure error from the trajectory itself (the generator's last batch is not the trained
-    one). Two steps, evaluated after each run's last step."""
+    calling at the 8B spec's sampling parameters, with a user simulator failing now and then: dynamic sampling
+    re-pulls batches, so the trainer reads each trajectory's infrastructure error from the trajectory itself (the
+    generator's last batch is not the trained one). Two steps in one run: the synchronous trainer's resume is the
+    two-step test's (a launch costs ~1.5 min here)."""
     # epochs: 20, so that re-sampled batches never run out of tasks (SkyRL then ends the run without a step)
-    trained = two_resumed_steps_with_a_flaky_user(tmp_path, [
+    trained = two_steps_with_a_flaky_user(tmp_path, [
         "rollout.native_tool_calling=true", *SAMPLING_8B, "trainer.epochs=20",
         "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
-        "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], cluster)
+        "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], cluster,
+        resumed=False)
     for line in trained:
         assert line["train/sampling_rounds"] >= 1.0 and "train/zero_variance_groups" in line
         # native tool calling samples each turn token-in/token-out from exactly the ids trained on (a chat request
@@ -221,9 +228,9 @@ def test_fully_async_training_at_staleness_one_evaluates_and_resumes(cluster: st
     at most one step after the weights it started from, with GLM-5's rollout-IS loss on the sampler's logprobs. The
     generator is called once per group from many workers at once; infrastructure errors stay out of training, and
     the saves are of the steps trained (SkyRL 0.4.0's async loop alone would name its last save one step on)."""
-    trained = two_resumed_steps_with_a_flaky_user(tmp_path, [
+    trained = two_steps_with_a_flaky_user(tmp_path, [
         "backend.colocate_all=false", "trainer.fully_async={max_staleness_steps: 1}", "algorithm.policy_loss=rollout_is"],
-        cluster)
+        cluster, resumed=True)
     for line in trained:
         assert 0.0 <= line["async/staleness_mean"] <= line["async/staleness_max"] <= 1.0
 
