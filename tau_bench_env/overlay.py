@@ -139,6 +139,11 @@ class OverlayTable(MutableMapping[str, Any]):
         return key in self.own or (key in self._table and key not in self.deleted)
 
     def __iter__(self) -> Iterator[str]:
+        if not self.own and not self.deleted:  # untouched: the base table's own iterator
+            return iter(self._table)
+        return self._merged_keys()
+
+    def _merged_keys(self) -> Iterator[str]:
         deleted = self.deleted
         for key in self._table:
             if key not in deleted:
@@ -157,11 +162,29 @@ class OverlayTable(MutableMapping[str, Any]):
 
     def values(self) -> Iterator[Any]:  # type: ignore[override]
         """Current records, without copying untouched ones (read them, do not mutate them)."""
-        return (self._peek(key) for key in self)
+        if not self.own and not self.deleted:
+            return iter(self._table.values())
+        return (record for _, record in self._merged_items())
 
     def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
         """``(key, record)`` pairs, without copying untouched records (read them, do not mutate them)."""
-        return ((key, self._peek(key)) for key in self)
+        if not self.own and not self.deleted:
+            return iter(self._table.items())
+        return self._merged_items()
+
+    def _merged_items(self) -> Iterator[tuple[str, Any]]:
+        """Base records not deleted, each replaced by the episode's copy where it has one, then added records.
+
+        `own` and `deleted` never share a key (`__setitem__` and `__delitem__` keep them apart)."""
+        own, deleted, table = self.own, self.deleted, self._table
+        for key, record in table.items():
+            if key in own:
+                yield key, own[key]
+            elif key not in deleted:
+                yield key, record
+        for key, record in own.items():
+            if key not in table:
+                yield key, record
 
     def touched(self) -> set[str]:
         """Keys whose record may differ from the base: copied, added or deleted."""
