@@ -3,7 +3,7 @@ policy and the simulated user after an injected latency, ctu's generator side by
 
 Run: `uv run python benchmarks/rollout_concurrency.py [--rows retail,telecom,mixed,mixed-1024] [--episodes N]
 [--samples K] [--latency S] [--runners ctu,ctu-tokens,tau2] [--repeats 3] [--tau2-episodes 256] [--tau2-timeout 1800]
-[--processes 1,2] [--engines E] [--slow-day LOOP] [--profile]`.
+[--processes 1,2] [--engines E] [--pause S] [--slow-day LOOP] [--profile]`.
 
 Rows (`ROWS`, with the rollout-scale issue's goals): `retail`, `telecom` and `mixed` (retail, airline and
 telecom tasks taken in turn) are 256 concurrent episodes, 4 samples a task, at 200 ms a request; `mixed-1024` is
@@ -564,7 +564,8 @@ class CtuBatch:
 
 
 async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
-                   share: float | None = None, tokens: bool = False, engines: int | None = None) -> tuple[CtuBatch, Any]:
+                   share: float | None = None, tokens: bool = False, engines: int | None = None,
+                   pause: float = 0.0) -> tuple[CtuBatch, Any]:
     """Build ctu's generator as `ctu run` would, warm it up on the row's warm-up tasks, then time one batch:
     each of its tasks `row.samples` times, all episodes at once. The policy is asked for chat completions
     (`OpenAIChatSampler`, as `ctu eval` samples an endpoint) or, with `tokens`, sampled token-in/token-out as a
@@ -575,7 +576,9 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
 
     With `processes` > 1 the generator spreads each batch over as many worker processes (the generator's
     `processes`), started by the warm-up batch. With `share`, each of ctu's processes gets at most that share of
-    a core for the measured batch (`throttle`: a slow day, simulated).
+    a core for the measured batch (`throttle`: a slow day, simulated). `pause` seconds pass between the warm-up
+    and the measured batch, as a training step's update passes between two steps' rollouts: connections idle for
+    longer than a client's or the server's keep-alive are closed, and the batch opens new ones.
 
     Returns:
         (the measured batch, the cProfile profile or None). The warm-up's output is kept alive meanwhile, so the
@@ -637,6 +640,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     warm_up_batch = generator_input(rows(warm_up), warm_up_samples(row.episodes, warm_up), "eval", 0)
     warm_output = await generator.generate(warm_up_batch)  # not measured; held, see above
     gc.collect()
+    await asyncio.sleep(pause)
     workers = sorted(getattr(generator, "worker_pids", ()))
     pids = ["self", *workers]
     loop_wall = None
@@ -688,14 +692,14 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
 
 
 def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, tokens: bool,
-                   engines: int | None, connection: Any) -> None:
+                   engines: int | None, pause: float, connection: Any) -> None:
     """Child process of one ctu repetition: `generate`, then send its `CtuBatch` (with the profile's printed top
     costs when profiled) through `connection`."""
     import io
     import pstats
 
     populate_registry()
-    batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share, tokens, engines))
+    batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share, tokens, engines, pause))
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
@@ -825,6 +829,11 @@ def main() -> None:
     parser.add_argument("--engines", type=int, help="vLLM engines the server stands for on the training path (ctu-tokens): "
                                                     "SkyRL's client lets at most 512 policy requests an engine be in "
                                                     "flight (default: one engine per 512 episodes, so the cap never binds)")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds between the warm-up batch and the measured one, as a training step's update "
+                             "passes between two rollouts (idle connections past a keep-alive are closed meanwhile; "
+                             "SkyRL's client keeps them 2 s, ctu's chat endpoint 15 s, this server an hour, SkyRL's router on "
+                             "uvicorn 5 s)")
     parser.add_argument("--processes", default="1", help="ctu's rollout worker processes, comma-separated counts, each "
                                                          "measured (the generator's `processes`; 1: one event loop)")
     args = parser.parse_args()
@@ -893,7 +902,7 @@ def main() -> None:
                 if runner in ("ctu", "ctu-tokens"):
                     def run_ctu(first: bool, processes: int, row: Row = row, runner: str = runner) -> CtuBatch:
                         batch: CtuBatch = in_child(context, ctu_repetition, row, base_url, args.profile and first, processes,
-                                                   share, runner == "ctu-tokens", args.engines)
+                                                   share, runner == "ctu-tokens", args.engines, args.pause)
                         if batch.profile:
                             reports.append((f"{row.name}, {runner}", batch.profile))
                         return batch

@@ -199,6 +199,34 @@ def test_in_flight_turns_are_capped_as_skyrls_client_caps_them():
     assert TokenGenerateClient.for_engines("http://router", 4).concurrency == 4 * SKYRL_GENERATE_CONCURRENCY_PER_ENGINE
 
 
+def test_the_next_steps_turns_reuse_the_last_steps_connections_to_the_router():
+    """A turn after 2.5 s idle (a training step's update, shortened) goes over the connection the turn before used:
+    SkyRL's own session keeps idle connections 2 s, and a step's first turns would each open a new one."""
+    from aiohttp import web
+
+    server = GenerateServer()
+    peers: list[object] = []
+    generate = server.generate
+
+    async def recording(request: web.Request) -> Any:
+        peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        return await generate(request)
+
+    server.generate = recording  # type: ignore[method-assign]
+
+    async def two_steps(url: str) -> None:
+        sampler = SkyRLSampler(skyrl_client(url), "policy", cache_salt=False)
+        try:
+            await sampler.sample([1, 2], SamplingParams(), "step-1")
+            await asyncio.sleep(2.5)
+            await sampler.sample([1, 2], SamplingParams(), "step-2")
+        finally:
+            await sampler.aclose()
+
+    asyncio.run(server.run(two_steps))
+    assert len(peers) == 2 and peers[0] is not None and peers[0] == peers[1]
+
+
 def test_router_replay_and_an_unnamed_lora_adapter_keep_skyrls_generate():
     """Rollout router replay's expert indices come only from SkyRL's `generate`; with LoRA and no adapter named,
     SkyRL's `generate` raises its error for it. Any other client is called through `generate` too."""
