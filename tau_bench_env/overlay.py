@@ -156,10 +156,6 @@ class OverlayTable(MutableMapping[str, Any]):
         added = sum(1 for key in self.own if key not in self._table)
         return len(self._table) - len(self.deleted) + added
 
-    def _peek(self, key: str) -> Any:
-        """The current record for `key` without copying it (the shared base record if untouched)."""
-        return self.own[key] if key in self.own else self._table[key]
-
     def values(self) -> Iterator[Any]:  # type: ignore[override]
         """Current records, without copying untouched ones (read them, do not mutate them)."""
         if not self.own and not self.deleted:

@@ -42,8 +42,8 @@ class TokenGenerateClient(RemoteGenerateClient):
 
     And idle connections are kept `KEEPALIVE_S` seconds, not SkyRL's 2, so that a step's turns reuse the last
     step's connections. The aiohttp session is otherwise made as SkyRL's `_get_session` makes it (one per event
-    loop, the same connection limit), which this overrides: `tests/rollout/test_samplers.py` checks the bodies that reach a server
-    are orjson's, so a SkyRL release that renames the hook fails there, not silently.
+    loop, the same connection limit), which this overrides: `tests/rollout/test_samplers.py` checks the bodies
+    that reach a server are orjson's, so a SkyRL release that renames the hook fails there, not silently.
     """
 
     concurrency: int = 0
