@@ -94,7 +94,8 @@ def test_effective_writes_over_an_episodes_database_are_those_tau2s_hash_sees():
     fail (retail 12, 13, 64, 105, 110: a write tool that changes nothing) and on ordinary ones."""
     from tau_bench_env.replay import effective_writes
 
-    for name, indices in {"retail": (0, 12, 13, 64, 105, 110), "airline": (0, 10, 20, 30)}.items():
+    failing_writes = {"retail": (12, 13, 64, 105, 110), "airline": ()}
+    for name, indices in {"retail": (0, *failing_writes["retail"]), "airline": (0, 10, 20, 30)}.items():
         domain = shared_domain(name)
         tasks = domain.tasks("base")
         for index in indices:
@@ -105,7 +106,7 @@ def test_effective_writes_over_an_episodes_database_are_those_tau2s_hash_sees():
             assert writes == effective_writes(domain.make_environment(), task), (name, task.id)
             nominal = [i for i, action in enumerate(task.evaluation_criteria.actions or []) if action.name in domain.write_tools]
             assert set(writes) <= set(nominal)
-            if index in (12, 13, 64, 105, 110) and name == "retail":
+            if index in failing_writes[name]:
                 assert set(writes) < set(nominal), task.id  # a gold write that changes nothing is not counted
 
 
