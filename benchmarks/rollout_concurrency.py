@@ -563,7 +563,7 @@ class CtuBatch:
     """With `--profile`, the profile's top costs, printed."""
 
 
-async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
+async def generate(row: Row, base_url: str, profile: bool, processes: int | str = 1,
                    share: float | None = None, tokens: bool = False, engines: int | None = None,
                    pause: float = 0.0) -> tuple[CtuBatch, Any]:
     """Build ctu's generator as `ctu run` would, warm it up on the row's warm-up tasks, then time one batch:
@@ -575,7 +575,8 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     cap never binds, one per 512 episodes, as a run of that many concurrent episodes would have).
 
     With `processes` > 1 the generator spreads each batch over as many worker processes (the generator's
-    `processes`), started by the warm-up batch. With `share`, each of ctu's processes gets at most that share of
+    `processes`), started by the warm-up batch; ``"auto"`` leaves the count to the generator, as a spec that
+    names none does (`ctu.rollout.processes.auto_processes`; the batch reports what it chose). With `share`, each of ctu's processes gets at most that share of
     a core for the measured batch (`throttle`: a slow day, simulated). `pause` seconds pass between the warm-up
     and the measured batch, as a training step's update passes between two steps' rollouts: connections idle for
     longer than a client's or the server's keep-alive are closed, and the batch opens new ones.
@@ -633,6 +634,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
             ended.append(time.perf_counter())
 
     generator = build_generator(build_components(spec), tokenizer, sampler, on_episode=progress)
+    processes = generator.processes
 
     def rows(ids: list[Episode]) -> list[TaskRow]:
         return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for domain, task in ids]
@@ -691,7 +693,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int = 1,
     return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, busy, loop_wall), profiler
 
 
-def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int, share: float | None, tokens: bool,
+def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int | str, share: float | None, tokens: bool,
                    engines: int | None, pause: float, connection: Any) -> None:
     """Child process of one ctu repetition: `generate`, then send its `CtuBatch` (with the profile's printed top
     costs when profiled) through `connection`."""
@@ -835,15 +837,16 @@ def main() -> None:
                              "ctu's generate client on the training path and this server keep them an hour, ctu's chat "
                              "endpoint 15 s, SkyRL's own client 2 s)")
     parser.add_argument("--processes", default="1", help="ctu's rollout worker processes, comma-separated counts, each "
-                                                         "measured (the generator's `processes`; 1: one event loop)")
+                                                         "measured (the generator's `processes`; 1: one event loop; "
+                                                         "auto: the generator's choice for this machine's cores)")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     try:
-        counts = [int(count) for count in args.processes.split(",")]
+        counts: list[int | str] = [count if count == "auto" else int(count) for count in args.processes.split(",")]
     except ValueError:
-        parser.error(f"--processes takes counts, comma-separated: {args.processes!r}")
-    if min(counts) < 1:
+        parser.error(f"--processes takes counts or auto, comma-separated: {args.processes!r}")
+    if any(isinstance(count, int) and count < 1 for count in counts):
         parser.error("--processes counts must be at least 1")
     share = None
     if args.slow_day is not None:
@@ -900,7 +903,7 @@ def main() -> None:
             results[row.name] = {}
             for runner in runners:
                 if runner in ("ctu", "ctu-tokens"):
-                    def run_ctu(first: bool, processes: int, row: Row = row, runner: str = runner) -> CtuBatch:
+                    def run_ctu(first: bool, processes: int | str, row: Row = row, runner: str = runner) -> CtuBatch:
                         batch: CtuBatch = in_child(context, ctu_repetition, row, base_url, args.profile and first, processes,
                                                    share, runner == "ctu-tokens", args.engines, args.pause)
                         if batch.profile:
@@ -935,10 +938,12 @@ def main() -> None:
         print(f"profile of ctu's first measured batch, row {name}:\n{printed}")
 
 
-def ctu_label(processes: int, slow_day: bool = False, tokens: bool = False) -> str:
+def ctu_label(processes: int | str, slow_day: bool = False, tokens: bool = False) -> str:
     """The runner's name in the report: ``ctu`` (or ``ctu tokens``, sampled token-in/token-out), then ``xP`` for P
-    rollout worker processes, then ``slow day`` when throttled (`--slow-day`)."""
-    return ("ctu tokens" if tokens else "ctu") + (f" x{processes}" if processes > 1 else "") + (" slow day" if slow_day else "")
+    rollout worker processes (``x auto``: the generator's choice), then ``slow day`` when throttled
+    (`--slow-day`)."""
+    count = "" if processes == 1 else " x auto" if processes == "auto" else f" x{processes}"
+    return ("ctu tokens" if tokens else "ctu") + count + (" slow day" if slow_day else "")
 
 
 def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
@@ -960,7 +965,8 @@ def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
     if batch.loop_wall is not None:
         figures += f"   slow day: the loop took {batch.loop_wall:.2f} s of wall time"
     if batch.processes > 1:
-        figures += f"   the runner's own process (taking in the records): {batch.runner_cpu / episodes * 1000:.2f} ms per episode"
+        figures += (f"   {batch.processes} worker processes; the runner's own process (taking in the records): "
+                    f"{batch.runner_cpu / episodes * 1000:.2f} ms per episode")
     return figures
 
 

@@ -2,13 +2,13 @@
 the episodes on an event loop of its own.
 
 Why: one event loop does every episode's CPU work in turn (HTTP, the environment's tools, tokenisation,
-rewards), about 0.35-0.45 ms a turn asking a chat endpoint and 0.6-0.7 ms on SkyRL's token-in/token-out path at
-the reference speed (`benchmarks/rollout_concurrency.py`). The episodes of a
-batch make their requests in waves (every episode's n-th request at about the same time), and one loop sends a
-wave out over its episodes x that CPU; the batch ends about that much after a runner that costs nothing would
-(0.15 s for 256 retail episodes on this project's machines, 0.90 of the ideal at 200 ms a request, less on a
-slower machine or a bigger batch). P processes each hold 1/P of the episodes, so a wave spreads over 1/P of
-that, given a core for each.
+rewards), about 0.3-0.5 ms a turn at the reference speed, asking a chat endpoint or SkyRL's engines
+token-in/token-out (`benchmarks/rollout_concurrency.py`). The episodes of a batch make their requests in waves
+(every episode's n-th request at about the same time), and one loop sends a wave out over its episodes x that
+CPU; the batch ends about that much after a runner that costs nothing would (0.15-0.2 s for 256 retail episodes
+on this project's machines, 0.84-0.90 of the ideal at 200 ms a request, less on a slower machine or a bigger
+batch). P processes each hold 1/P of the episodes, so a wave spreads over 1/P of that, given a core for each.
+`processes: auto`, the default, picks P from the batch and the cores (`auto_processes`).
 
 How: the worker processes are spawned at the first batch, all at once, and the batch waits until each has
 built its setup (not forked: the parent may hold threads, Ray's or the tokenizer's); they live until `close()`
@@ -69,6 +69,49 @@ def shards(extras: list[dict[str, object]], processes: int) -> list[list[int]]:
     for indices in groups.values():
         min(split, key=len).extend(indices)
     return [sorted(indices) for indices in split]
+
+
+EPISODES_PER_LOOP = 128
+"""Most concurrent episodes `processes: auto` leaves on one event loop. One loop sends a wave of requests out over
+its episodes x its CPU per episode; at 128 retail episodes and 200 ms a request that cost 0.90 of the ideal
+runner's speed on a slow day (reference loop 0.6 s), against 0.85 for 256 and 0.94 for 64
+(`benchmarks/rollout_concurrency.py --slow-day 0.6 --episodes 128`, README). The loss scales with episodes over
+the policy's latency, so at a GPU's seconds a turn one loop would hold many more: the count is set for the
+fastest policy the benchmark asks for."""
+
+
+def auto_processes(episodes: int, cores: int) -> int:
+    """Worker processes `processes: auto` spreads `episodes` concurrent episodes over on a machine where this
+    process may use `cores` CPUs: enough that each holds at most `EPISODES_PER_LOOP`, but at most `cores` - 1 (a
+    core is left to this process, which takes in the records and runs the trainer's driver); 1, i.e. every
+    episode on this process's event loop, when that is all the cores allow."""
+    return max(1, min(math.ceil(episodes / EPISODES_PER_LOOP), cores - 1))
+
+
+def usable_cores() -> int:
+    """CPUs this process may use: its CPU affinity and a container's CFS quota taken into account
+    (`joblib.cpu_count`, through loky), not the machine's count that `os.cpu_count` gives."""
+    from joblib import cpu_count
+
+    return int(cpu_count())
+
+
+def unsendable(setup: RolloutSetup) -> str | None:
+    """Why `setup` cannot be built again in a worker process, as a phrase that follows "processes: P" (no
+    `in_worker`, a sampler bound to this process, such as Tinker's, or one that cannot be pickled), or None when
+    it can."""
+    if setup.in_worker is None:
+        return ("needs a setup that worker processes can build again (`RolloutSetup.in_worker`, set by "
+                "`ctu.rollout.build.build_generator`)")
+    if getattr(type(setup.sampler), "process_bound", False):
+        return (f"sends the policy's sampler ({type(setup.sampler).__name__}) to worker processes, and it is bound "
+                "to this process (its client is replaced here as the weights change)")
+    try:
+        pickle.dumps(setup.in_worker)
+    except Exception as exc:
+        return (f"sends the policy's sampler ({type(setup.sampler).__name__}) to worker processes, and it cannot "
+                f"be sent ({type(exc).__name__}: {exc})")
+    return None
 
 
 class WorkerError(Exception):
@@ -248,16 +291,10 @@ class ProcessRollout(TauGenerator):
                 to this process, such as Tinker's sampling client).
         """
         super().__init__(setup)
-        if setup.in_worker is None:
-            raise ComponentError(f"processes: {processes} needs a setup that worker processes can build again "
-                                 "(`RolloutSetup.in_worker`, set by `ctu.rollout.build.build_generator`)")
+        if (reason := unsendable(setup)) is not None:
+            raise ComponentError(f"processes: {processes} {reason}; set processes to 1")
+        assert setup.in_worker is not None  # `unsendable` said so
         self._in_worker: Callable[[], RolloutSetup] = setup.in_worker
-        try:
-            pickle.dumps(setup.in_worker)
-        except Exception as exc:
-            raise ComponentError(
-                f"processes: {processes} sends the policy's sampler ({type(setup.sampler).__name__}) to worker "
-                f"processes, and it cannot be sent ({type(exc).__name__}: {exc}); set processes to 1") from exc
         self.processes = processes
         self._workers: list[_Worker | None] = [None] * processes
         self._threads = ThreadPoolExecutor(processes, thread_name_prefix="ctu-rollout")

@@ -58,7 +58,11 @@ class Sampler(Protocol):
     """False for a sampler that answers chat requests only (`sample` and `end_session` are never called)."""
     policy_version: int | None
     """The version of the policy's weights it samples (advanced by each weight sync; None where it has none). A
-    rollout worker's copy of the sampler (`ctu.rollout.processes`) is given the parent's before each batch."""
+    rollout worker's copy of the sampler (`ctu.rollout.processes`) is given the parent's before each batch.
+
+    A sampler whose runner replaces its client in this process as the weights change (Tinker's, given a new
+    sampling client at every step) sets a class attribute ``process_bound = True``: rollout worker processes
+    never get it (`ctu.rollout.processes.unsendable`), pickled or not."""
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """Continue `prompt_ids`. `session` names the episode the turn belongs to (the same for all its turns, none

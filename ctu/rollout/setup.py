@@ -5,19 +5,22 @@ the loop it makes: one event loop in this process (`TauGenerator`), or a batch s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from ctu.components.chat_templates.base import ChatTemplate
 from ctu.components.parsers.base import Parser
 from ctu.components.rewards.base import Phase
 from ctu.components.rewards.chain import RewardChain
 from ctu.rollout.generator import TauGenerator
-from ctu.rollout.processes import ProcessRollout
+from ctu.rollout.processes import EPISODES_PER_LOOP, ProcessRollout, auto_processes, unsendable, usable_cores
 from ctu.rollout.records import TrajectoryRecord
 from ctu.rollout.sampling import Sampler, SamplingParams
 from tau_bench_env.env import EnvSetup
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,20 +60,37 @@ class RolloutSetup:
     on_episode: Callable[[int, bool], None] | None = None
     in_worker: Callable[[], RolloutSetup] | None = None
 
-    def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int = 1) -> TauGenerator | ProcessRollout:
+    def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int | Literal["auto"] = 1) -> TauGenerator | ProcessRollout:
         """ctu's agent loop over this setup: what a generator component builds unless it brings a loop of its
         own. The setup hands the loop to the component, so `ctu.components` never imports the rollout layer.
 
         Args:
             max_concurrent_episodes: episodes in flight at once; None keeps the setup's.
             processes: 1 runs every episode on this process's event loop (`TauGenerator`); more spread each
-                batch over as many worker processes, each with its own event loop (`ProcessRollout`).
+                batch over as many worker processes, each with its own event loop (`ProcessRollout`); ``"auto"``
+                as many as `ctu.rollout.processes.auto_processes` gives for the episodes and this process's cores
+                (at most `EPISODES_PER_LOOP` episodes a loop), or 1 when the setup cannot go to a worker
+                (Tinker's sampling client). The choice is logged.
 
         Raises:
             ComponentError: `processes` > 1 and the setup cannot be rebuilt in a worker process (no
                 `in_worker`, or a sampler that cannot be sent to another process).
         """
         setup = self if max_concurrent_episodes is None else replace(self, max_concurrent_episodes=max_concurrent_episodes)
+        if processes == "auto":
+            processes = self._auto_processes(setup.max_concurrent_episodes)
         if processes > 1:
             return ProcessRollout(setup, processes)
         return TauGenerator(setup)
+
+    def _auto_processes(self, episodes: int) -> int:
+        """What ``processes: auto`` resolves to for `episodes` concurrent episodes here (see `agent_loop`)."""
+        cores = usable_cores()
+        processes = auto_processes(episodes, cores)
+        if processes > 1 and (reason := unsendable(self)) is not None:
+            logger.info("rollout: processes auto: every episode on this process's event loop, as the loop %s", reason)
+            return 1
+        logger.info("rollout: processes auto: %d concurrent episodes on %d event loop(s)%s (%d usable cores, at most "
+                    "%d episodes a loop)", episodes, processes, " in worker processes" if processes > 1 else "", cores,
+                    EPISODES_PER_LOOP)
+        return processes

@@ -9,13 +9,16 @@ import functools
 import os
 import pickle
 import signal
+import subprocess
+import sys
 
 import pytest
 
 from ctu.composition import build_components
 from ctu.errors import ComponentError
 from ctu.rollout.build import build_generator
-from ctu.rollout.processes import ProcessRollout, _Packer, _Unpacker, shards
+from ctu.rollout.generator import TauGenerator
+from ctu.rollout.processes import EPISODES_PER_LOOP, ProcessRollout, _Packer, _Unpacker, auto_processes, shards
 from ctu.rollout.records import TrajectoryRecord
 from ctu.rollout.sampling import SampleResult
 from ctu.spec import spec_from_dict
@@ -28,11 +31,11 @@ from .test_generator import batch
 TASKS = ["0", "1", "2"]
 
 
-def spec(minimal, processes: int):
+def spec(minimal, processes: int | str, episodes: int = 256):
     minimal["backend"] = {"type": "skyrl"}
     minimal["trainer"] = {"train_batch_size": 4, "policy_mini_batch_size": 4}
     minimal["model"] = {"path": "builtin:tiny-qwen3", "max_model_len": 32768}
-    minimal["rollout"] = {"generator": {"type": "tau_multiturn", "processes": processes}}
+    minimal["rollout"] = {"generator": {"type": "tau_multiturn", "processes": processes, "max_concurrent_episodes": episodes}}
     return spec_from_dict(minimal).spec
 
 
@@ -166,3 +169,51 @@ def test_a_worker_that_cannot_build_its_setup_fails_the_first_batch_with_its_tra
     with pytest.raises(ComponentError, match=r"(?s)could not build its setup.*my_rewards\.py"):
         asyncio.run(generator.generate(batch(TASKS[:1], samples=2)))
     assert generator.worker_pids == []
+
+
+@pytest.mark.parametrize(("episodes", "cores", "processes"), [
+    (256, 2, 1), (256, 3, 2), (256, 8, 2), (128, 64, 1), (129, 64, 2), (1024, 4, 3), (1024, 16, 8), (1024, 1, 1), (1, 1, 1),
+])
+def test_processes_auto_gives_a_loop_at_most_its_share_of_episodes_and_leaves_the_runner_a_core(episodes, cores, processes):
+    assert EPISODES_PER_LOOP == 128
+    assert auto_processes(episodes, cores) == processes
+
+
+def test_processes_auto_spreads_a_large_batch_where_the_cores_and_the_sampler_allow(minimal, tokenizer, monkeypatch, caplog):
+    from ctu.runners.tinker.sampler import TinkerSampler
+
+    assert spec(dict(minimal), "auto").rollout.generator.params.processes == "auto"
+    assert "rollout" not in minimal
+    assert spec_from_dict(minimal).spec.rollout.generator.params.processes == "auto"  # the default
+    monkeypatch.setattr("ctu.rollout.setup.usable_cores", lambda: 8)
+    caplog.set_level("INFO", logger="ctu.rollout.setup")
+
+    def built(processes, episodes, sampler):
+        return build_generator(build_components(spec(dict(minimal), processes, episodes)), tokenizer, sampler)
+
+    spread = built("auto", 256, replay_sampler(tokenizer))
+    try:
+        assert isinstance(spread, ProcessRollout) and spread.processes == 2
+        assert "256 concurrent episodes on 2 event loop(s) in worker processes (8 usable cores" in caplog.text
+    finally:
+        spread.close()
+    assert type(built("auto", 128, replay_sampler(tokenizer))) is TauGenerator  # one loop holds it
+    caplog.clear()
+    unpicklable = ScriptedSampler(lambda ids, n: "hi", lambda text: tokenizer.encode(text), tokenizer.eos_token_id)
+    assert type(built("auto", 1024, unpicklable)) is TauGenerator
+    assert "as the loop sends the policy's sampler (ScriptedSampler) to worker processes, and it cannot be sent" in caplog.text
+    tinker = TinkerSampler(client=None, decode=tokenizer.decode)
+    pickle.dumps(tinker)  # it would cross; its runner swaps its client at every step, so it must not
+    assert type(built("auto", 1024, tinker)) is TauGenerator
+    with pytest.raises(ComponentError, match=r"processes: 2 sends the policy's sampler \(TinkerSampler\).*bound to this process"):
+        built(2, 256, tinker)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin a process to one")
+def test_usable_cores_are_the_ones_this_process_may_run_on():
+    """A process pinned to one CPU (as a cluster's scheduler or `taskset` may pin the driver) counts one core,
+    where `os.cpu_count()` counts the machine's: `processes: auto` then keeps every episode on its loop."""
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from ctu.rollout.processes import usable_cores; print(usable_cores(), os.cpu_count())")
+    pinned, machine = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert pinned == 1 < machine

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
 class LoopSetup(Protocol):
     """What a generator component is handed: the rollout layer's `RolloutSetup`, seen from here only through
     the loop it offers (so `ctu.components` never imports `ctu.rollout`)."""
 
-    def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int = 1) -> Any:
+    def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int | Literal["auto"] = 1) -> Any:
         """ctu's agent loop, a SkyRL `GeneratorInterface`, over the setup: on this process's event loop, or
-        each batch spread over `processes` worker processes."""
+        each batch spread over `processes` worker processes (``"auto"``: as many as the episodes and the
+        machine's cores call for)."""
         ...
 
 

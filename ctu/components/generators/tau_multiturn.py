@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field
 
 from ctu.components.generators.base import LoopSetup
@@ -20,13 +22,15 @@ class TauMultiTurnGenerator:
     class Params(ComponentParams):
         max_concurrent_episodes: int = Field(256, gt=0)
         """Episodes run concurrently within one `generate` call (over all its processes)."""
-        processes: int = Field(1, ge=1, le=256)
+        processes: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = "auto"
         """Worker processes a batch's episodes are spread over, each with an event loop of its own
-        (`ctu.rollout.processes`); 1 runs them all on the runner's. One event loop spends about 0.35-0.45 ms of
-        CPU a turn asking a chat endpoint and 0.6-0.7 ms on SkyRL's token-in/token-out path (at the benchmark's
-        reference speed), so each wave of requests leaves it about the batch's episodes x that apart; P
-        processes (a core for each) hold 1/P of the episodes each: 1024 episodes on SkyRL need 4. Needs a sampler that can be sent to another process
-        (SkyRL's HTTP inference client, an OpenAI-compatible endpoint), not Tinker's."""
+        (`ctu.rollout.processes`); 1 runs them all on the runner's. One event loop spends about 0.3-0.5 ms of CPU
+        a turn, asking a chat endpoint or SkyRL's engines token-in/token-out (at the benchmark's reference speed),
+        so each wave of requests leaves it about its episodes x that apart; P processes (a core for each) hold
+        1/P of the episodes each. ``auto`` (the default): enough that a loop holds at most 128 episodes, with a
+        core left to the runner, so 1 on a machine of 2 cores (`ctu.rollout.processes.auto_processes`), and 1
+        with a sampler that cannot go to another process. A number > 1 needs a sampler that can be sent to
+        another process (SkyRL's HTTP inference client, an OpenAI-compatible endpoint), not Tinker's."""
 
     def __init__(self, params: Params) -> None:
         self.params = params

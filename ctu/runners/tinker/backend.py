@@ -43,9 +43,9 @@ class TinkerBackend:
             yield SpecIssue("model.reference_path", "the tinker backend has no reference model: remove it")
         if not self.params.local and not self.params.base_url:
             yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
-        if getattr(spec.rollout.generator.params, "processes", 1) > 1:
+        if not isinstance(processes := getattr(spec.rollout.generator.params, "processes", 1), str) and processes > 1:
             yield SpecIssue("rollout.generator.processes", "Tinker's sampling client lives in the training process "
-                                                           "and cannot be sent to rollout worker processes: set 1")
+                                                           "and cannot be sent to rollout worker processes: set 1 or auto")
         yield from _skyrl_only(spec)
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:

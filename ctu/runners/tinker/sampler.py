@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ctu.rollout.sampling import SampleResult, SamplingParams
 
@@ -19,6 +19,9 @@ class TinkerSampler:
     supports_chat: bool = False
     supports_tokens: bool = True
     policy_version: int | None = None
+    process_bound: ClassVar[bool] = True
+    """The runner gives it a new sampling client at every step, in the training process: a rollout worker's copy
+    would sample the first step's weights for ever (`ctu.rollout.sampling.Sampler`)."""
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """One `sample_async` call (`session` is not used: a Tinker server routes requests itself)."""
