@@ -26,6 +26,7 @@ def trainer(kind=CtuPPOTrainer, **overrides):
                                                     "trainer.policy_mini_batch_size": 2, **overrides})
     made.all_metrics = {}
     made.dynamic_sampling_state = None
+    made._current_epoch = 0
     return made
 
 
@@ -107,6 +108,69 @@ def test_a_filter_batch_without_any_spread_is_sampled_again_until_the_limit():
         ppo.handle_dynamic_sampling(flat, ["e", "e", "f", "f"])
     with pytest.raises(RuntimeError, match="3 batches sampled"):
         ppo.handle_dynamic_sampling(flat, ["g", "g", "h", "h"])
+
+
+class Dispatch:
+    """What SkyRL's loop asks of its workers when no step trains: nothing to do."""
+
+    async def save_weights_for_sampler(self):
+        pass
+
+    def get_lcm_dp_size(self):
+        return 1
+
+    def finalize_pending_saves(self, model):
+        pass
+
+
+class Tracker:
+    def log(self, data, step, commit=False):
+        pass
+
+    def finish(self):
+        pass
+
+
+def loop(monkeypatch, batches, epochs, rewards):
+    """`CtuPPOTrainer` ready to run SkyRL's own `train()` over `batches` batches of two tasks an epoch for
+    `epochs` epochs, every batch's rewards `rewards` (filter dynamic sampling; no model: the loop must never reach
+    a step's training)."""
+    import skyrl.train.trainer
+
+    monkeypatch.setattr(skyrl.train.trainer, "configure_ray_worker_logging", lambda: None)  # it reroutes all logging
+    cfg = SkyRLTrainConfig.from_cli_overrides({
+        "generator.n_samples_per_prompt": 2, "trainer.train_batch_size": 2, "trainer.policy_mini_batch_size": 2,
+        "trainer.algorithm.dynamic_sampling.type": "filter", "trainer.epochs": epochs, "trainer.placement.colocate_all": False,
+        "trainer.ckpt_interval": 0, "trainer.hf_save_interval": 0, "trainer.eval_interval": 0, "trainer.resume_mode": "none",
+        "generator.inference_engine.enable_ray_prometheus_stats": False, "trainer.enable_ray_gpu_monitor": False})
+    ppo = CtuPPOTrainer(cfg, Tracker(), None, None, None, None)
+    ppo.train_dataloader = [[{"prompt": [], "env_class": "ctu_tau", "env_extras": {}, "uid": f"{n}{task}"} for task in "ab"]
+                            for n in range(batches)]
+    ppo.total_training_steps = batches * epochs
+    ppo.dispatch = Dispatch()
+    ppo.init_weight_sync_state = lambda: None
+    rounds = []
+
+    async def generate(generator_input):
+        rounds.append(ppo.global_step)
+        return output(rewards, [None] * len(rewards))
+
+    ppo.generate = generate
+    return ppo, rounds
+
+
+def test_a_run_whose_dynamic_sampling_never_fills_a_step_fails_where_skyrl_would_exit_0(monkeypatch, caplog):
+    """SkyRL 0.4.0's own loop: 2 epochs of 2 batches, every group without a reward spread. SkyRL samples each
+    epoch's batches for step 1, drops them at the epoch's end, and ends the run having trained nothing."""
+    import asyncio
+
+    ppo, rounds = loop(monkeypatch, batches=2, epochs=2, rewards=[1.0, 1.0, 0.0, 0.0])
+    with pytest.raises(RuntimeError, match=r"sampled 4 batch\(es\) for training and trained no step"):
+        asyncio.run(ppo.train())
+    assert rounds == [1, 1, 1, 1]
+    dropped = [r.getMessage() for r in caplog.records if "dynamic sampling" in r.getMessage()]
+    assert [m.split(" ended")[0] for m in dropped] == ["epoch 0", "epoch 1"]
+    assert all("dropped its 2 sampled batch(es)" in m for m in dropped)
 
 
 def test_uncommitted_metrics_join_the_committed_line_of_their_step():

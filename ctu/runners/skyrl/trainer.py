@@ -191,7 +191,65 @@ class CtuTraining:
 
 
 class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
-    """SkyRL's synchronous trainer with `CtuTraining`."""
+    """SkyRL's synchronous trainer with `CtuTraining`, and a run whose dynamic sampling trains nothing made an error.
+
+    SkyRL 0.4.0's loop drops the batches dynamic sampling gathered for a step when the training data's epoch ends
+    before the step's batch is full, and starts the next epoch's step anew (`RayPPOTrainer.train`). When every
+    step is cut off that way (too few tasks an epoch, or tasks whose groups rarely have a reward spread), SkyRL
+    ends the run after its epochs having trained nothing, and its process exits 0. Here each dropped partial batch
+    is a warning, and a launch that sampled for training and trained no step raises.
+    """
+
+    _steps_done: int = 0
+    """Steps this launch has completed (trained or skipped, `postprocess_generator_output`)."""
+    _rounds_sampled: int = 0
+    """Batches this launch sampled for training (dynamic sampling's rounds)."""
+    _pending: tuple[int, int] | None = None
+    """(epoch, rounds) of the step dynamic sampling is filling, None between steps."""
+
+    def handle_dynamic_sampling(self, generator_output: Any, uids: list[str]) -> tuple[Any, list[str], bool]:
+        """`CtuTraining`'s dynamic sampling, keeping count of the rounds of the step being filled; warns when the
+        step before was cut off by its epoch's end (see the class docstring)."""
+        self._warn_if_cut_off()
+        self._rounds_sampled += 1
+        output, kept_uids, keep_sampling = super().handle_dynamic_sampling(generator_output, uids)
+        if keep_sampling:
+            rounds = self._pending[1] if self._pending is not None else 0
+            self._pending = (self._current_epoch, rounds + 1)
+        else:
+            self._pending = None
+        return output, kept_uids, keep_sampling
+
+    def postprocess_generator_output(self, generator_output: Any, uids: list[str], **kwargs: Any) -> tuple[Any, list[str]]:
+        """`CtuTraining`'s post-processing, counting the completed step."""
+        self._steps_done += 1
+        return super().postprocess_generator_output(generator_output, uids, **kwargs)
+
+    def _warn_if_cut_off(self) -> None:
+        """Warn of the step whose gathered batches SkyRL dropped at its epoch's end (it clears its dynamic sampling
+        state then), if there was one."""
+        if self._pending is None or self.dynamic_sampling_state is not None:
+            return
+        epoch, rounds = self._pending
+        self._pending = None
+        logger.warning("epoch %d ended while dynamic sampling (algorithm.dynamic_sampling) was filling step %d's batch: "
+                       "SkyRL dropped its %d sampled batch(es) and starts the step anew. With more tasks an epoch "
+                       "(data.train) fewer samples are lost this way.", epoch, self.global_step, rounds)
+
+    async def train(self) -> None:
+        """SkyRL's training loop (see the class docstring).
+
+        Raises:
+            RuntimeError: the launch sampled batches for training and completed no step.
+        """
+        await super().train()
+        self._warn_if_cut_off()
+        if self._rounds_sampled and not self._steps_done:
+            raise RuntimeError(
+                f"the run sampled {self._rounds_sampled} batch(es) for training and trained no step: dynamic sampling "
+                "(algorithm.dynamic_sampling) never filled a step's batch (trainer.train_batch_size groups with a reward "
+                "spread) before an epoch of the training data ran out, and SkyRL drops a step's partial batch at its "
+                "epoch's end. Give an epoch more tasks (data.train), or tasks nearer the policy's level.")
 
 
 class CtuFullyAsyncTrainer(CtuTraining, FullyAsyncRayPPOTrainer):
