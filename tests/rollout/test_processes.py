@@ -204,7 +204,7 @@ def test_processes_auto_spreads_a_large_batch_where_the_cores_and_the_sampler_al
     unpicklable = ScriptedSampler(lambda ids, n: "hi", lambda text: tokenizer.encode(text), tokenizer.eos_token_id)
     assert type(built("auto", 1024, unpicklable)) is TauGenerator
     assert "as the loop sends the policy's sampler (ScriptedSampler) to worker processes, and it cannot be sent" in caplog.text
-    tinker = TinkerSampler(client=None, decode=tokenizer.decode)
+    tinker = TinkerSampler(client=None)
     pickle.dumps(tinker)  # it would cross; its runner swaps its client at every step, so it must not
     assert type(built("auto", 1024, tinker)) is TauGenerator
     with pytest.raises(ComponentError, match=r"processes: 2 sends the policy's sampler \(TinkerSampler\).*bound to this process"):

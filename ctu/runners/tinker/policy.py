@@ -55,7 +55,7 @@ async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | No
             else:
                 training = await service.create_training_client_from_state_async(checkpoint)
                 client = await training.save_weights_and_get_sampling_client_async()
-            yield TinkerSampler(client, tokenizer.decode), tokenizer
+            yield TinkerSampler(client), tokenizer
 
 
 @contextlib.asynccontextmanager

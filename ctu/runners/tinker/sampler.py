@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -14,8 +13,6 @@ class TinkerSampler:
     """A Tinker `SamplingClient` (any Tinker API server; on CPU, SkyRL's local JAX server)."""
 
     client: Any
-    decode: Callable[..., Any]
-    """The tokenizer's `decode`: token ids to text."""
     supports_chat: bool = False
     supports_tokens: bool = True
     policy_version: int | None = None
@@ -40,7 +37,8 @@ class TinkerSampler:
         )
         sequence = response.sequences[0]
         tokens = list(sequence.tokens)
-        return SampleResult(tokens, self.decode(tokens), sequence.stop_reason, list(sequence.logprobs or []) or None)
+        # no text: the agent loop decodes a token sampler's ids itself (`SampleResult.text`)
+        return SampleResult(tokens, "", sequence.stop_reason, list(sequence.logprobs or []) or None)
 
     async def end_session(self, session: str) -> None:
         """Nothing to release."""
