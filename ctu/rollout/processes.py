@@ -98,12 +98,12 @@ def usable_cores() -> int:
 
 def unsendable(setup: RolloutSetup) -> str | None:
     """Why `setup` cannot be built again in a worker process, as a phrase that follows "processes: P" (no
-    `in_worker`, a sampler bound to this process, such as Tinker's, or one that cannot be pickled), or None when
-    it can."""
+    `in_worker`, a sampler bound to this process, such as the Tinker training loop's, or one that cannot be
+    pickled), or None when it can."""
     if setup.in_worker is None:
         return ("needs a setup that worker processes can build again (`RolloutSetup.in_worker`, set by "
                 "`ctu.rollout.build.build_generator`)")
-    if getattr(type(setup.sampler), "process_bound", False):
+    if getattr(setup.sampler, "process_bound", False):
         return (f"sends the policy's sampler ({type(setup.sampler).__name__}) to worker processes, and it is bound "
                 "to this process (its client is replaced here as the weights change)")
     try:

@@ -60,9 +60,9 @@ class Sampler(Protocol):
     """The version of the policy's weights it samples (advanced by each weight sync; None where it has none). A
     rollout worker's copy of the sampler (`ctu.rollout.processes`) is given the parent's before each batch.
 
-    A sampler whose runner replaces its client in this process as the weights change (Tinker's, given a new
-    sampling client at every step) sets a class attribute ``process_bound = True``: rollout worker processes
-    never get it (`ctu.rollout.processes.unsendable`), pickled or not."""
+    A sampler whose runner replaces its client in this process as the weights change (the Tinker training loop's,
+    given a new sampling client at every step) has an attribute ``process_bound`` set True: rollout worker
+    processes never get it (`ctu.rollout.processes.unsendable`), pickled or not."""
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """Continue `prompt_ids`. `session` names the episode the turn belongs to (the same for all its turns, none

@@ -70,7 +70,7 @@ class RolloutSetup:
                 batch over as many worker processes, each with its own event loop (`ProcessRollout`); ``"auto"``
                 as many as `ctu.rollout.processes.auto_processes` gives for the episodes and this process's cores
                 (at most `EPISODES_PER_LOOP` episodes a loop), or 1 when the setup cannot go to a worker
-                (Tinker's sampling client). The choice is logged.
+                (the Tinker training loop's sampler). The choice is logged.
 
         Raises:
             ComponentError: `processes` > 1 and the setup cannot be rebuilt in a worker process (no

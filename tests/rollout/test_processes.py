@@ -204,11 +204,16 @@ def test_processes_auto_spreads_a_large_batch_where_the_cores_and_the_sampler_al
     unpicklable = ScriptedSampler(lambda ids, n: "hi", lambda text: tokenizer.encode(text), tokenizer.eos_token_id)
     assert type(built("auto", 1024, unpicklable)) is TauGenerator
     assert "as the loop sends the policy's sampler (ScriptedSampler) to worker processes, and it cannot be sent" in caplog.text
-    tinker = TinkerSampler(client=None)
-    pickle.dumps(tinker)  # it would cross; its runner swaps its client at every step, so it must not
-    assert type(built("auto", 1024, tinker)) is TauGenerator
+    training = TinkerSampler(client=None, process_bound=True)  # the Tinker training loop's
+    pickle.dumps(training)  # it would cross; its runner swaps its client at every step, so it must not
+    assert type(built("auto", 1024, training)) is TauGenerator
     with pytest.raises(ComponentError, match=r"processes: 2 sends the policy's sampler \(TinkerSampler\).*bound to this process"):
-        built(2, 256, tinker)
+        built(2, 256, training)
+    evaluated = built(2, 256, TinkerSampler(client=None))  # `ctu eval`'s, of one exported policy, goes to workers
+    try:
+        assert isinstance(evaluated, ProcessRollout)
+    finally:
+        evaluated.close()
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to pin a process to one")

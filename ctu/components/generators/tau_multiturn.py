@@ -30,7 +30,8 @@ class TauMultiTurnGenerator:
         1/P of the episodes each. ``auto`` (the default): enough that a loop holds at most 128 episodes, with a
         core left to the runner, so 1 on a machine of 2 cores (`ctu.rollout.processes.auto_processes`), and 1
         with a sampler that cannot go to another process. A number > 1 needs a sampler that can be sent to
-        another process (SkyRL's HTTP inference client, an OpenAI-compatible endpoint), not Tinker's."""
+        another process (SkyRL's HTTP inference client, an OpenAI-compatible endpoint), not the Tinker training
+        loop's (its client is replaced at every step)."""
 
     def __init__(self, params: Params) -> None:
         self.params = params

@@ -113,7 +113,7 @@ class TinkerRunner:
                 else:
                     start_step = 0
                     training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
-                sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async())
+                sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), process_bound=True)
                 with self._progress(plan.total_steps, start_step) as (advance, on_episode):
                     generator = build_generator(components, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
                     if start_step == 0 and spec.trainer.eval_before_train and tests:

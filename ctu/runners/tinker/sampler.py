@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from ctu.rollout.sampling import SampleResult, SamplingParams
 
@@ -16,9 +16,10 @@ class TinkerSampler:
     supports_chat: bool = False
     supports_tokens: bool = True
     policy_version: int | None = None
-    process_bound: ClassVar[bool] = True
-    """The runner gives it a new sampling client at every step, in the training process: a rollout worker's copy
-    would sample the first step's weights for ever (`ctu.rollout.sampling.Sampler`)."""
+    process_bound: bool = False
+    """True when its runner gives it a new sampling client at every step in this process (the Tinker training
+    loop): a rollout worker's copy would sample the first step's weights for ever (`ctu.rollout.sampling.Sampler`).
+    A sampler of one fixed policy (`ctu eval`'s) can go to workers: Tinker's client pickles."""
 
     async def sample(self, prompt_ids: list[int], params: SamplingParams, session: str | None = None) -> SampleResult:
         """One `sample_async` call (`session` is not used: a Tinker server routes requests itself)."""
