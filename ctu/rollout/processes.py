@@ -287,8 +287,8 @@ class ProcessRollout(TauGenerator):
 
     def __init__(self, setup: RolloutSetup, processes: int) -> None:
         """Raises:
-            ComponentError: `setup` has no `in_worker`, or it cannot be sent to another process (a sampler bound
-                to this process, such as Tinker's sampling client).
+            ComponentError: `setup` cannot be sent to another process (`unsendable`: no `in_worker`, a sampler
+                bound to this process such as the Tinker training loop's, or one that cannot be pickled).
         """
         super().__init__(setup)
         if (reason := unsendable(setup)) is not None:
