@@ -57,6 +57,15 @@ TOOL_LISTS = 16
 """Tool-schema lists whose JSON a `ChatEndpoint` keeps (one per domain is what a run meets)."""
 
 
+KEEPALIVE_S = 3600.0
+"""Seconds an idle connection is kept for the next request, longer than a training step's update and weight sync,
+so each step's requests reuse the connections of the step before wherever the server keeps them open (aiohttp's
+default is 15 s). A server closes an idle connection when it chooses (vLLM's uvicorn after 5 s unless
+``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` says otherwise): its FIN arrives while the connection idles, and aiohttp drops
+it from the pool. Reopening them cost a step's batch 0.78 x ideal against 0.88 (retail, chat path, after a 20 s
+pause: `benchmarks/rollout_concurrency.py --pause 20`, README)."""
+
+
 class _Retryable(Exception):
     """One attempt failed in a way worth retrying (timeout, connection, 408/409/429/5xx, malformed answer)."""
 
@@ -100,7 +109,7 @@ class ChatEndpoint:
         if session is None or session.closed:
             key = os.environ.get(self.params.api_key_env or "", "") if self.params.api_key_env else ""
             session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0),
+                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
                 cookie_jar=aiohttp.DummyCookieJar(),  # no cookies: ~25 us less per request, no pinning to a replica
                 timeout=aiohttp.ClientTimeout(total=self.params.timeout_s),
                 headers={"Authorization": f"Bearer {key or 'EMPTY'}", "Content-Type": "application/json"},

@@ -7,7 +7,7 @@ import asyncio
 import gc
 import warnings
 
-from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
+from ctu.components.endpoint import KEEPALIVE_S, ChatEndpoint, EndpointError, OpenAIEndpointParams
 from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 HELLO = [{"role": "user", "content": "hi"}]
@@ -95,3 +95,22 @@ def test_tools_are_sent_as_given_and_serialised_once_per_list():
     assert [r.get("tools") for r in sent] == [tools, tools, other, None]
     assert [r.get("max_tokens") for r in sent] == [7, 8, None, None]
     assert all(r["messages"] == HELLO and r["model"] == "m" and r["temperature"] == 0.0 for r in sent)
+
+
+def test_an_idle_connection_is_kept_for_the_next_steps_requests(monkeypatch):
+    """Requests after an idle spell (a training step's update and weight sync, shortened to 0.5 s) go over the
+    connection the request before used, for as long as `KEEPALIVE_S` says; aiohttp's own 15 s would have every
+    step reopen one connection per concurrent episode. With a keep-alive shorter than the spell, a new one."""
+    assert KEEPALIVE_S >= 600  # longer than a step's update on GPUs
+
+    async def two_steps(client: ChatEndpoint) -> None:
+        await client.complete([{"role": "user", "content": "step 1"}])
+        await asyncio.sleep(0.5)
+        await client.complete([{"role": "user", "content": "step 2"}])
+
+    with ScriptedOpenAIServer(default=Answer.text("hello")) as server:
+        asyncio.run(two_steps(endpoint(server)))
+        monkeypatch.setattr("ctu.components.endpoint.KEEPALIVE_S", 0.2)
+        asyncio.run(two_steps(endpoint(server)))
+    kept, closed = server.peers[:2], server.peers[2:]
+    assert kept[0] == kept[1] and closed[0] != closed[1]

@@ -94,6 +94,7 @@ class ScriptedOpenAIServer:
         requests: every request body received (parsed JSON), in arrival order.
         arrivals: `time.monotonic()` of each request's arrival, in the same order.
         request_headers: each request's HTTP headers (lower-cased names), in the same order.
+        peers: each request's client address (host, port), in the same order: the same on a reused connection.
     """
 
     answers: Iterable[Answer] = ()
@@ -101,6 +102,7 @@ class ScriptedOpenAIServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     request_headers: list[dict[str, str]] = field(default_factory=list)
+    peers: list[tuple[str, int]] = field(default_factory=list)
     models_status: int = 200
     """HTTP status of ``GET /v1/models`` (the endpoint probe's request): 200 with a model list, or an error."""
 
@@ -122,8 +124,9 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._queue.extend(answers)
 
-    def _next(self, body: dict[str, Any], headers: dict[str, str]) -> Answer:
+    def _next(self, body: dict[str, Any], headers: dict[str, str], peer: tuple[str, int]) -> Answer:
         with self._lock:
+            self.peers.append(peer)
             self.requests.append(body)
             self.arrivals.append(time.monotonic())
             self.request_headers.append(headers)
@@ -160,7 +163,7 @@ class ScriptedOpenAIServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, json.dumps({"error": {"message": "not found"}}).encode())
                     return
-                answer = server._next(body, {name.lower(): value for name, value in self.headers.items()})
+                answer = server._next(body, {name.lower(): value for name, value in self.headers.items()}, self.client_address)
                 if answer.delay_s:
                     time.sleep(answer.delay_s)
                 self._send(answer.status, answer.body(body.get("model", "scripted"), len(server.requests)), answer.headers)

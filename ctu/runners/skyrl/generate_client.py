@@ -15,15 +15,7 @@ import orjson
 from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteGenerateClient
 from skyrl.env_vars import SKYRL_GENERATE_CONCURRENCY_PER_ENGINE, SKYRL_HTTP_CONNECTION_LIMIT
 
-KEEPALIVE_S = 3600.0
-"""Seconds an idle connection to the router is kept for the next turn, longer than a training step's update and
-weight sync, so each step's turns reuse the connections of the step before. SkyRL's session keeps them 2 s, shorter
-than uvicorn's 5 s; the router SkyRL 0.4 starts (vllm-router, on hyper) keeps idle connections open (one aiohttp
-connection served two requests 65 s apart, 2026-11-26). With 2 s every step opened a connection per concurrent
-episode at its first policy turn: a retail batch of 256 episodes after a 3 s pause ran at 0.81 x ideal against
-0.86-0.88 without the pause (`benchmarks/rollout_concurrency.py --runners ctu-tokens --pause 3`). A server that
-closes an idle connection first sends its FIN while the connection idles, and aiohttp drops it from the pool;
-a request caught by a close in flight is retried by SkyRL's `_post`."""
+from ctu.components.endpoint import KEEPALIVE_S
 
 
 @dataclass
@@ -40,10 +32,16 @@ class TokenGenerateClient(RemoteGenerateClient):
     - At most `concurrency` requests are in flight per event loop (0: no cap), SkyRL's cap for
       `RemoteInferenceClient.generate`: ``SKYRL_GENERATE_CONCURRENCY_PER_ENGINE`` x engines (`for_engines`).
 
-    And idle connections are kept `KEEPALIVE_S` seconds, not SkyRL's 2, so that a step's turns reuse the last
-    step's connections. The aiohttp session is otherwise made as SkyRL's `_get_session` makes it (one per event
-    loop, the same connection limit), which this overrides: `tests/rollout/test_samplers.py` checks the bodies
-    that reach a server are orjson's, so a SkyRL release that renames the hook fails there, not silently.
+    And idle connections are kept `KEEPALIVE_S` seconds (ctu's endpoints' keep-alive), not SkyRL's 2, so that a
+    step's turns reuse the last step's connections. SkyRL's 2 s is shorter than uvicorn's 5 s; the router SkyRL 0.4
+    starts (vllm-router, on hyper) keeps idle connections open (one aiohttp connection served two requests 65 s
+    apart, 2026-11-26). With 2 s every step opened a connection per concurrent episode at its first policy turn: a
+    retail batch of 256 episodes after a 3 s pause ran at 0.81 x ideal against 0.86-0.88 without the pause
+    (`benchmarks/rollout_concurrency.py --runners ctu-tokens --pause 3`). A request caught by a server's close in
+    flight is retried by SkyRL's `_post`. The aiohttp session is otherwise made as SkyRL's `_get_session` makes it
+    (one per event loop, the same connection limit), which this overrides: `tests/rollout/test_samplers.py` checks
+    the bodies that reach a server are orjson's, so a SkyRL release that renames the hook fails there, not
+    silently.
     """
 
     concurrency: int = 0
