@@ -834,8 +834,8 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds between the warm-up batch and the measured one, as a training step's update "
                              "passes between two rollouts (idle connections past a keep-alive are closed meanwhile; "
-                             "ctu's generate client on the training path and this server keep them an hour, ctu's chat "
-                             "endpoint 15 s, SkyRL's own client 2 s)")
+                             "ctu's generate client and chat endpoints and this server keep them an hour, SkyRL's own "
+                             "client 2 s)")
     parser.add_argument("--processes", default="1", help="ctu's rollout worker processes, comma-separated counts, each "
                                                          "measured (the generator's `processes`; 1: one event loop; "
                                                          "auto: the generator's choice for this machine's cores)")
