@@ -26,7 +26,7 @@ def trainer(kind=CtuPPOTrainer, **overrides):
                                                     "trainer.policy_mini_batch_size": 2, **overrides})
     made.all_metrics = {}
     made.dynamic_sampling_state = None
-    made._current_epoch = 0
+    made._current_epoch = made.global_step = 0
     return made
 
 
@@ -170,7 +170,7 @@ def test_a_run_whose_dynamic_sampling_never_fills_a_step_fails_where_skyrl_would
     assert rounds == [1, 1, 1, 1]
     dropped = [r.getMessage() for r in caplog.records if "dynamic sampling" in r.getMessage()]
     assert [m.split(" ended")[0] for m in dropped] == ["epoch 0", "epoch 1"]
-    assert all("dropped its 2 sampled batch(es)" in m for m in dropped)
+    assert all("filling step 1's batch" in m and "dropped its 2 sampled batch(es)" in m for m in dropped)
 
 
 def test_uncommitted_metrics_join_the_committed_line_of_their_step():

@@ -204,8 +204,8 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
     """Steps this launch has completed (trained or skipped, `postprocess_generator_output`)."""
     _rounds_sampled: int = 0
     """Batches this launch sampled for training (dynamic sampling's rounds)."""
-    _pending: tuple[int, int] | None = None
-    """(epoch, rounds) of the step dynamic sampling is filling, None between steps."""
+    _pending: tuple[int, int, int] | None = None
+    """(epoch, step, rounds) of the step dynamic sampling is filling, None between steps."""
 
     def handle_dynamic_sampling(self, generator_output: Any, uids: list[str]) -> tuple[Any, list[str], bool]:
         """`CtuTraining`'s dynamic sampling, keeping count of the rounds of the step being filled; warns when the
@@ -214,8 +214,8 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
         self._rounds_sampled += 1
         output, kept_uids, keep_sampling = super().handle_dynamic_sampling(generator_output, uids)
         if keep_sampling:
-            rounds = self._pending[1] if self._pending is not None else 0
-            self._pending = (self._current_epoch, rounds + 1)
+            rounds = self._pending[2] if self._pending is not None else 0
+            self._pending = (self._current_epoch, self.global_step, rounds + 1)
         else:
             self._pending = None
         return output, kept_uids, keep_sampling
@@ -230,11 +230,11 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
         state then), if there was one."""
         if self._pending is None or self.dynamic_sampling_state is not None:
             return
-        epoch, rounds = self._pending
+        epoch, step, rounds = self._pending
         self._pending = None
         logger.warning("epoch %d ended while dynamic sampling (algorithm.dynamic_sampling) was filling step %d's batch: "
                        "SkyRL dropped its %d sampled batch(es) and starts the step anew. With more tasks an epoch "
-                       "(data.train) fewer samples are lost this way.", epoch, self.global_step, rounds)
+                       "(data.train) fewer samples are lost this way.", epoch, step, rounds)
 
     async def train(self) -> None:
         """SkyRL's training loop (see the class docstring).
