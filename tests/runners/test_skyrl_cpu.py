@@ -173,13 +173,14 @@ def llm_user(server: ScriptedOpenAIServer) -> str:
     return f"environment.user_simulator={{type: llm, model: user, base_url: '{server.base_url}', api_key_env: null, max_retries: 0}}"
 
 
-def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: str, *, resumed: bool) -> list[dict]:
-    """Two steps of the CPU spec with `features` and a user simulator failing every tenth request, without
-    evaluation before training: one step, then `--resume` to 2 (`resumed`: each run evaluates and saves after its
-    last step), or both in one run. Checks what the runs owe whatever the features (every step trained, the saves
-    of the last step, infrastructure errors among the episodes, none of the steps skipped for them) and returns the
-    metric lines of the two trained steps."""
-    common = ["data.train=[{domain: retail, split: train, max_tasks: 8}]", "trainer.max_infra_error_rate=0.9",
+def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: str, *, resumed: bool,
+                                tasks: int = 8) -> list[dict]:
+    """Two steps of the CPU spec with `features` on `tasks` retail training tasks and a user simulator failing every
+    tenth request, without evaluation before training: one step, then `--resume` to 2 (`resumed`: each run
+    evaluates and saves after its last step), or both in one run. Checks what the runs owe whatever the features
+    (every step trained, the saves of the last step, infrastructure errors among the episodes, none of the steps
+    skipped for them) and returns the metric lines of the two trained steps."""
+    common = [f"data.train=[{{domain: retail, split: train, max_tasks: {tasks}}}]", "trainer.max_infra_error_rate=0.9",
               "trainer.eval_before_train=false"]
     with flaky_user_simulator(every=10) as user:
         first = run_skyrl_on_cpu(tmp_path, llm_user(user), *common, *features, f"trainer.max_steps={1 if resumed else 2}",
@@ -189,7 +190,7 @@ def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: st
             again = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
             assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     trained = metric_lines(tmp_path / "run")
-    assert [line["step"] for line in trained] == [1, 2]
+    assert [line["step"] for line in trained] == [1, 2], first.stdout[-4000:] + first.stderr[-4000:]
     evaluated = trained if resumed else trained[1:]  # after each run's last step
     assert all("test-retail/average_reward" in line for line in evaluated)
     for line in trained:
@@ -206,12 +207,14 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     re-pulls batches, so the trainer reads each trajectory's infrastructure error from the trajectory itself (the
     generator's last batch is not the trained one). Two steps in one run: the synchronous trainer's resume is the
     two-step test's (a launch costs ~1.5 min here)."""
-    # epochs: 20, so that re-sampled batches never run out of tasks (SkyRL then ends the run without a step)
+    # an epoch of 8 batches, so that a step is filled within one: about half the tiny policy's groups have no reward
+    # spread, and SkyRL drops a step's partial batch at an epoch's end (with 2 batches an epoch, one epoch in 3-4
+    # filled a step, and a CI run once ended after 20 epochs with one step)
     trained = two_steps_with_a_flaky_user(tmp_path, [
-        "rollout.native_tool_calling=true", *SAMPLING_8B, "trainer.epochs=20",
+        "rollout.native_tool_calling=true", *SAMPLING_8B,
         "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
         "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], cluster,
-        resumed=False)
+        resumed=False, tasks=32)
     for line in trained:
         assert line["train/sampling_rounds"] >= 1.0 and "train/zero_variance_groups" in line
         # native tool calling samples each turn token-in/token-out from exactly the ids trained on (a chat request
