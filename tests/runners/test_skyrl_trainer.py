@@ -111,7 +111,7 @@ def test_a_filter_batch_without_any_spread_is_sampled_again_until_the_limit():
 
 
 class Dispatch:
-    """What SkyRL's loop asks of its workers when no step trains: nothing to do."""
+    """What SkyRL's loop asks of its workers outside a step's training phases: nothing to do."""
 
     async def save_weights_for_sampler(self):
         pass
@@ -122,6 +122,9 @@ class Dispatch:
     def finalize_pending_saves(self, model):
         pass
 
+    def get_timing_metrics(self):
+        return {}
+
 
 class Tracker:
     def log(self, data, step, commit=False):
@@ -131,10 +134,18 @@ class Tracker:
         pass
 
 
+class Batch(dict):
+    """A step's training input as far as SkyRL's loop reads it outside the phases stubbed here."""
+
+    def __init__(self, data, metadata):
+        super().__init__(data)
+        self.metadata = metadata
+
+
 def loop(monkeypatch, batches, epochs, rewards):
     """`CtuPPOTrainer` ready to run SkyRL's own `train()` over `batches` batches of two tasks an epoch for
-    `epochs` epochs, every batch's rewards `rewards` (filter dynamic sampling; no model: the loop must never reach
-    a step's training)."""
+    `epochs` epochs, the n-th batch sampled getting the rewards `rewards[n]` (filter dynamic sampling). No model:
+    a step's training phases pass the batch through, and its update returns no metrics."""
     import skyrl.train.trainer
 
     monkeypatch.setattr(skyrl.train.trainer, "configure_ray_worker_logging", lambda: None)  # it reroutes all logging
@@ -142,6 +153,7 @@ def loop(monkeypatch, batches, epochs, rewards):
         "generator.n_samples_per_prompt": 2, "trainer.train_batch_size": 2, "trainer.policy_mini_batch_size": 2,
         "trainer.algorithm.dynamic_sampling.type": "filter", "trainer.epochs": epochs, "trainer.placement.colocate_all": False,
         "trainer.ckpt_interval": 0, "trainer.hf_save_interval": 0, "trainer.eval_interval": 0, "trainer.resume_mode": "none",
+        "trainer.print_example_interval": 0,
         "generator.inference_engine.enable_ray_prometheus_stats": False, "trainer.enable_ray_gpu_monitor": False})
     ppo = CtuPPOTrainer(cfg, Tracker(), None, None, None, None)
     ppo.train_dataloader = [[{"prompt": [], "env_class": "ctu_tau", "env_extras": {}, "uid": f"{n}{task}"} for task in "ab"]
@@ -149,11 +161,15 @@ def loop(monkeypatch, batches, epochs, rewards):
     ppo.total_training_steps = batches * epochs
     ppo.dispatch = Dispatch()
     ppo.init_weight_sync_state = lambda: None
+    ppo.convert_to_training_input = lambda generator_output, uids: Batch(generator_output, metadata={"uids": uids})
+    ppo.fwd_logprobs_values_reward = ppo.compute_advantages_and_returns = lambda batch: batch
+    ppo.train_critic_and_policy = lambda batch: {}
     rounds = []
 
     async def generate(generator_input):
         rounds.append(ppo.global_step)
-        return output(rewards, [None] * len(rewards))
+        sampled = rewards[len(rounds) - 1]
+        return output(sampled, [None] * len(sampled))
 
     ppo.generate = generate
     return ppo, rounds
@@ -164,13 +180,38 @@ def test_a_run_whose_dynamic_sampling_never_fills_a_step_fails_where_skyrl_would
     epoch's batches for step 1, drops them at the epoch's end, and ends the run having trained nothing."""
     import asyncio
 
-    ppo, rounds = loop(monkeypatch, batches=2, epochs=2, rewards=[1.0, 1.0, 0.0, 0.0])
+    ppo, rounds = loop(monkeypatch, batches=2, epochs=2, rewards=[[1.0, 1.0, 0.0, 0.0]] * 4)
     with pytest.raises(RuntimeError, match=r"sampled 4 batch\(es\) for training and trained no step"):
         asyncio.run(ppo.train())
     assert rounds == [1, 1, 1, 1]
     dropped = [r.getMessage() for r in caplog.records if "dynamic sampling" in r.getMessage()]
     assert [m.split(" ended")[0] for m in dropped] == ["epoch 0", "epoch 1"]
     assert all("filling step 1's batch" in m and "dropped its 2 sampled batch(es)" in m for m in dropped)
+
+
+def test_a_run_whose_epochs_run_out_before_its_steps_says_so_at_its_end(monkeypatch, caplog):
+    """SkyRL 0.4.0's own loop, 2 epochs of 2 batches: the first batch fills step 1, the three after it have no
+    reward spread. Step 2 is cut off at both epochs' ends, and the run ends at step 1 of the 4 it was given."""
+    import asyncio
+
+    spread, flat = [1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]
+    ppo, rounds = loop(monkeypatch, batches=2, epochs=2, rewards=[spread, flat, flat, flat])
+    asyncio.run(ppo.train())
+    assert rounds == [1, 2, 2, 2] and ppo.global_step == 1
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert [m.split(" ended")[0] for m in messages] == ["epoch 0", "epoch 1", "the run"]
+    assert "filling step 2's batch" in messages[0] and "dropped its 1 sampled batch(es)" in messages[0]
+    assert messages[2].startswith("the run ended at step 1 of 4: its 2 epoch(s) of training data")
+
+
+def test_a_run_that_trains_every_step_ends_without_a_warning(monkeypatch, caplog):
+    """The same loop with a reward spread in every batch: one step per batch, all 4 trained, nothing to report."""
+    import asyncio
+
+    ppo, rounds = loop(monkeypatch, batches=2, epochs=2, rewards=[[1.0, 0.0, 1.0, 0.0]] * 4)
+    asyncio.run(ppo.train())
+    assert rounds == [1, 2, 3, 4] and ppo.global_step == 4
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
 def test_uncommitted_metrics_join_the_committed_line_of_their_step():

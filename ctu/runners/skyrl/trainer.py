@@ -196,8 +196,10 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
     SkyRL 0.4.0's loop drops the batches dynamic sampling gathered for a step when the training data's epoch ends
     before the step's batch is full, and starts the next epoch's step anew (`RayPPOTrainer.train`). When every
     step is cut off that way (too few tasks an epoch, or tasks whose groups rarely have a reward spread), SkyRL
-    ends the run after its epochs having trained nothing, and its process exits 0. Here each dropped partial batch
-    is a warning, and a launch that sampled for training and trained no step raises.
+    ends the run after its epochs having trained nothing, and its process exits 0; when only some steps are cut
+    off, it ends short of `trainer.max_steps` without a word. Here each dropped partial batch is a warning, a run
+    that ends short of its steps says so at its end, and a launch that sampled for training and trained no step
+    raises.
     """
 
     _steps_done: int = 0
@@ -250,6 +252,11 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
                 "(algorithm.dynamic_sampling) never filled a step's batch (trainer.train_batch_size groups with a reward "
                 "spread) before an epoch of the training data ran out, and SkyRL drops a step's partial batch at its "
                 "epoch's end. Give an epoch more tasks (data.train), or tasks nearer the policy's level.")
+        if self._rounds_sampled and self.global_step < self.total_training_steps:
+            logger.warning("the run ended at step %d of %d: its %d epoch(s) of training data (trainer.epochs) ran out "
+                           "while dynamic sampling dropped the partial batches of steps cut off at an epoch's end (see "
+                           "the warnings above). More epochs, or more tasks an epoch (data.train), train the rest.",
+                           self.global_step, self.total_training_steps, self.cfg.trainer.epochs)
 
 
 class CtuFullyAsyncTrainer(CtuTraining, FullyAsyncRayPPOTrainer):
