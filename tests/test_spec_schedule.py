@@ -46,6 +46,19 @@ def test_drop_last_is_warned_and_a_dividing_batch_is_not():
     assert messages(whole, "trainer.train_batch_size") == []
 
 
+def test_dynamic_sampling_allowed_more_batches_than_an_epoch_holds_is_warned_on_skyrl():
+    """The 8B script's epoch is 2 batches: SkyRL's dynamic sampling cannot gather a step over more (it drops a
+    step's partial batch at the epoch's end), whatever max_sample_batches says; Tinker's loop has no such limit."""
+    path = "algorithm.dynamic_sampling.max_sample_batches"
+    [message] = messages(load_spec(SPEC, ["algorithm.dynamic_sampling={type: filter}"]), path)
+    assert message.startswith("an epoch holds 2 batch(es) here") and "not max_sample_batches 30" in message
+    assert len(messages(load_spec(SPEC, ["algorithm.dynamic_sampling={type: replace, max_sample_batches: -1}"]), path)) == 1
+    assert messages(load_spec(SPEC, ["algorithm.dynamic_sampling={type: filter, max_sample_batches: 2}"]), path) == []
+    assert messages(load_spec(SPEC), path) == []
+    smoke = REPO / "specs" / "smoke.yaml"
+    assert messages(load_spec(smoke, ["algorithm.dynamic_sampling={type: filter, max_sample_batches: 9}"]), path) == []
+
+
 def test_a_test_set_that_is_a_training_set_is_warned():
     loaded = load_spec(SPEC, ["data.test_sets={retail: {domain: retail, split: train, max_tasks: 5}}"])
     [message] = [m for m in messages(loaded, "data.test_sets.retail") if "also training" in m]

@@ -51,12 +51,23 @@ class SkyRLBackend:
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """Many more full-model exports than `hf_save_interval` says: SkyRL exports the policy at every epoch's end
-        too, and each is a full model (16 GB for an 8B one in bf16)."""
+        too, and each is a full model (16 GB for an 8B one in bf16). Dynamic sampling allowed more batches a step
+        than an epoch holds: SkyRL drops a step's partial batch at its epoch's end, so an epoch's batches are the
+        real limit."""
         from ctu.spec.schedule import schedule
 
         plan = schedule(spec)
         if plan is None or not plan.steps_per_epoch:
             return
+        sampling = spec.algorithm.dynamic_sampling
+        if sampling is not None and not 0 <= sampling.max_sample_batches <= plan.steps_per_epoch:
+            yield SpecIssue(
+                "algorithm.dynamic_sampling.max_sample_batches",
+                f"an epoch holds {plan.steps_per_epoch} batch(es) here, and SkyRL drops what dynamic sampling gathered "
+                "for a step when its epoch ends first: a step is filled from the batches left in its epoch, or its "
+                f"samples are lost and the run may end short of its {plan.total_steps} steps (not max_sample_batches "
+                f"{sampling.max_sample_batches}); more tasks an epoch (data.train) give a step more batches",
+            )
         interval = spec.trainer.hf_save_interval or plan.total_steps
         exports = len({step for step in range(1, plan.total_steps + 1)
                        if step % plan.steps_per_epoch == 0 or step % interval == 0 or step == plan.total_steps})
