@@ -157,23 +157,38 @@ def test_resuming_a_skyrl_run_without_a_checkpoint_is_a_run_error(tmp_path: Path
         run_skyrl(spec, tmp_path, resume=True)  # before any check, Ray or file
 
 
-def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path, workers: int):
+    """Checkpoints of SkyRL's training dataloader (torchdata's, as SkyRL builds it: shuffled, drop_last; states of
+    both shapes, without and with worker processes) after each batch of 2 epochs of 2: the one after an epoch's
+    last batch is set aside, whatever its step (dynamic sampling draws several batches a step)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
 
     from ctu.runners.skyrl.config import restart_finished_epoch
 
     train = tmp_path / "train.parquet"
-    pq.write_table(pa.table({"task_id": [str(i) for i in range(9)]}), train)  # 2 steps of 4 an epoch (one row dropped)
-    for step in (1, 2):
-        folder = tmp_path / "checkpoints" / f"global_step_{step}"
-        folder.mkdir(parents=True)
-        (folder / "data.pt").write_bytes(b"state")
-    assert not restart_finished_epoch(tmp_path, 1, train, 4)  # mid-epoch: SkyRL resumes the position itself
+    pq.write_table(pa.table({"task_id": [str(i) for i in range(9)]}), train)  # 2 batches of 4 an epoch (one row dropped)
+    loader = StatefulDataLoader(list(range(9)), batch_size=4, shuffle=True, drop_last=True, num_workers=workers,
+                                generator=torch.Generator().manual_seed(7), multiprocessing_context="spawn" if workers else None)
+    saved = 0
+    for _ in range(2):
+        for _ in loader:
+            saved += 1
+            folder = tmp_path / "checkpoints" / f"global_step_{saved}"
+            folder.mkdir(parents=True)
+            torch.save(loader.state_dict(), folder / "data.pt")
+    restarted = [restart_finished_epoch(tmp_path, step, train, 4) for step in (1, 2, 3, 4)]
+    assert restarted == [False, True, False, True]  # mid-epoch, SkyRL resumes the position itself
     assert (tmp_path / "checkpoints" / "global_step_1" / "data.pt").exists()
-    assert restart_finished_epoch(tmp_path, 2, train, 4)
     assert not (tmp_path / "checkpoints" / "global_step_2" / "data.pt").exists()
-    assert (tmp_path / "checkpoints" / "global_step_2" / "data.pt.epoch_end").read_bytes() == b"state"
+    assert (tmp_path / "checkpoints" / "global_step_2" / "data.pt.epoch_end").exists()
+    # a step of dynamic sampling that drew both batches of an epoch: step 1 at the epoch's end
+    (tmp_path / "checkpoints" / "global_step_2" / "data.pt.epoch_end").replace(tmp_path / "checkpoints" / "global_step_1" / "data.pt")
+    assert restart_finished_epoch(tmp_path, 1, train, 4)
+    assert not restart_finished_epoch(tmp_path, 2, train, 4)  # nothing to set aside
 
 
 def test_reference_model_offload_and_penalties_reach_skyrl_and_the_sampler(tmp_path: Path):
