@@ -237,6 +237,9 @@ def probe(params: OpenAIEndpointParams, timeout_s: float = 10.0) -> str | None:
             return None
     except urllib.error.HTTPError as error:
         if error.code in (401, 403):
+            if params.api_key_env and not key:
+                return (f"{params.base_url} asks for a key ({error.code}) and {params.api_key_env} (api_key_env) is not set: "
+                        "export it where `ctu run` starts")
             return f"{params.base_url} refuses the key ({error.code}): check the variable named by api_key_env ({params.api_key_env})"
         return None
     except (OSError, ValueError) as error:

@@ -63,9 +63,50 @@ def test_endpoints_that_do_not_answer_are_named_by_their_spec_path_before_anythi
             check_skyrl_run(taxonomy_spec(down, server.base_url), joining=True)
     with ScriptedOpenAIServer(models_status=404) as without_models:  # any answer shows the server is there...
         assert endpoint_problems(taxonomy_spec(without_models.base_url, without_models.base_url)) == []
-    with ScriptedOpenAIServer(models_status=401) as refusing:  # ...except a refused key
-        [problem] = endpoint_problems(taxonomy_spec(refusing.base_url, refusing.base_url))
-        assert "refuses the key (401)" in problem and "OPENAI_API_KEY" in problem
+
+
+def test_an_endpoint_asking_for_a_key_fails_the_preflight_saying_whether_the_variable_is_set(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ScriptedOpenAIServer(api_key="sk-right") as server:
+        spec = taxonomy_spec(server.base_url, server.base_url)
+        [problem] = endpoint_problems(spec)
+        assert "asks for a key (401)" in problem and "OPENAI_API_KEY (api_key_env) is not set" in problem
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+        [problem] = endpoint_problems(spec)
+        assert "refuses the key (401)" in problem and "OPENAI_API_KEY" in problem and "sk-wrong" not in problem
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-right")
+        assert endpoint_problems(spec) == []
+        assert len(server.refused) == 2 and all(h["authorization"] == "Bearer sk-right" for h in server.request_headers)
+
+
+def test_the_secrets_a_spec_names_are_read_where_the_run_starts_and_nothing_else(monkeypatch: pytest.MonkeyPatch):
+    from ctu.spec.secrets import secret_values, secret_variables
+
+    spec = load_spec(TAXONOMY_SPEC, ["judge.api_key_env=CTU_JUDGE_KEY",
+                                     "tracking.trackers=[{type: wandb, api_key_env: CTU_WANDB_KEY}]"]).spec
+    assert secret_variables(spec) == ["CTU_JUDGE_KEY", "CTU_WANDB_KEY", "OPENAI_API_KEY"]
+    monkeypatch.setenv("CTU_JUDGE_KEY", "sk-judge")
+    monkeypatch.delenv("CTU_WANDB_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-user")
+    monkeypatch.setenv("UNNAMED_KEY", "sk-other")
+    assert secret_values(spec) == {"CTU_JUDGE_KEY": "sk-judge", "OPENAI_API_KEY": "sk-user"}
+
+
+def test_the_skyrl_entrypoint_takes_the_drivers_keys_and_probes_the_endpoints_from_its_node_before_it_builds_anything(
+        monkeypatch: pytest.MonkeyPatch):
+    """The Ray task that runs the rollouts, called as Ray calls it (its function, in this process): a Ray worker has
+    its node's environment, so the keys come as its argument; a key that does not arrive fails there, named."""
+    import os
+
+    from ctu.runners.skyrl.experiment import skyrl_entrypoint
+
+    monkeypatch.setenv("OPENAI_API_KEY", "")  # unset as far as ctu reads it, and restored after the test
+    with ScriptedOpenAIServer(api_key="sk-right") as server:
+        spec = taxonomy_spec(server.base_url, server.base_url)
+        with pytest.raises(PreflightError, match="the Ray worker that runs the rollouts") as refused:
+            skyrl_entrypoint._function(None, spec.model_dump(mode="json"), "unused", None, {"OPENAI_API_KEY": "sk-wrong"})
+        assert "environment.user_simulator:" in str(refused.value) and "refuses the key (401)" in str(refused.value)
+        assert os.environ["OPENAI_API_KEY"] == "sk-wrong"  # set in the worker's environment, for what it starts
 
 
 def test_vllm_is_required_only_where_skyrl_starts_its_own_servers():

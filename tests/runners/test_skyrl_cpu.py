@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,10 +35,16 @@ SPEC = REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[str]:
-    """The tests' own Ray cluster (stopped at the end, with nothing else); its address."""
+def ray_head(tmp_path_factory) -> Iterator[RayCluster]:
+    """The tests' own Ray cluster (stopped at the end, with nothing else), started before any test exports a key."""
     with RayCluster(tmp_path_factory.mktemp("ray") / "ray.log") as head:
-        yield head.address
+        yield head
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_head: RayCluster) -> str:
+    """The address of the tests' Ray cluster."""
+    return ray_head.address
 
 
 def weight_loads(run: Path) -> int:
@@ -45,9 +52,10 @@ def weight_loads(run: Path) -> int:
     return len(list((run / "cpu_weight_sync").glob("v*")))
 
 
-def run_skyrl_on_cpu(run_dir: Path, *overrides: str, cluster: str) -> subprocess.CompletedProcess[str]:
-    """`uv run ctu run` of the CPU spec (or, with ``--resume``, of the run in `run_dir`) on the tests' cluster."""
-    env = {"RAY_ADDRESS": cluster}
+def run_skyrl_on_cpu(run_dir: Path, *overrides: str, cluster: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`uv run ctu run` of the CPU spec (or, with ``--resume``, of the run in `run_dir`) on the tests' cluster, with
+    `env` added to the environment it starts in (as a user exports variables in their shell)."""
+    env = {"RAY_ADDRESS": cluster, **(env or {})}
     if "--resume" in overrides:
         return ctu_run(["--resume", str(run_dir / "run"), *(o for o in overrides if o != "--resume")], env)
     return ctu_run([str(SPEC), f"experiment.output_dir={run_dir}", "experiment.name=run", *overrides], env)
@@ -162,33 +170,53 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     assert report["policy"] == "run-step2" and report["overall"]["episodes"] == 1
 
 
+USER_KEY_ENV = "CTU_TEST_USER_KEY"
+USER_KEY = f"sk-ctu-test-{uuid.uuid4().hex}"
+"""The user simulator's API key: exported only where `ctu run` starts (`USER_KEY_ENV`), after the tests' Ray
+cluster started, as a user exports it in their shell; found in no file afterwards."""
+
+
 def flaky_user_simulator(every: int):
     """An LLM user simulator's endpoint answering each `every`-th chat request with 503 (a user simulator outage,
-    an infrastructure error with ``max_retries: 0``) and the rest with a line of text."""
+    an infrastructure error with ``max_retries: 0``) and the rest with a line of text; every request must carry
+    `USER_KEY` (401 otherwise, as a vLLM server started with ``--api-key``)."""
     count = itertools.count(1)
-    return ScriptedOpenAIServer(default=lambda body: Answer.error(503) if next(count) % every == 0 else Answer.text("ok"))
+    return ScriptedOpenAIServer(default=lambda body: Answer.error(503) if next(count) % every == 0 else Answer.text("ok"),
+                                api_key=USER_KEY)
 
 
 def llm_user(server: ScriptedOpenAIServer) -> str:
-    return f"environment.user_simulator={{type: llm, model: user, base_url: '{server.base_url}', api_key_env: null, max_retries: 0}}"
+    return f"environment.user_simulator={{type: llm, model: user, base_url: '{server.base_url}', api_key_env: {USER_KEY_ENV}, max_retries: 0}}"
 
 
-def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: str, *, resumed: bool,
+def files_holding(text: str, *folders: Path) -> list[str]:
+    """The files under `folders` whose bytes hold `text`."""
+    needle = text.encode()
+    return [str(path) for folder in folders for path in folder.rglob("*")
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes()]
+
+
+def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], ray_head: RayCluster, *, resumed: bool,
                                 tasks: int = 8) -> list[dict]:
     """Two steps of the CPU spec with `features` on `tasks` retail training tasks and a user simulator failing every
     tenth request, without evaluation before training: one step, then `--resume` to 2 (`resumed`: each run
     evaluates and saves after its last step), or both in one run. Checks what the runs owe whatever the features
     (every step trained, the saves of the last step, infrastructure errors among the episodes, none of the steps
-    skipped for them) and returns the metric lines of the two trained steps."""
+    skipped for them; the user simulator's key, exported only where `ctu run` starts, on every request from the
+    Ray workers and in no file of the run or of Ray's) and returns the metric lines of the two trained steps."""
     common = [f"data.train=[{{domain: retail, split: train, max_tasks: {tasks}}}]", "trainer.max_infra_error_rate=0.9",
               "trainer.eval_before_train=false"]
+    key = {USER_KEY_ENV: USER_KEY}
     with flaky_user_simulator(every=10) as user:
         first = run_skyrl_on_cpu(tmp_path, llm_user(user), *common, *features, f"trainer.max_steps={1 if resumed else 2}",
-                                 cluster=cluster)
+                                 cluster=ray_head.address, env=key)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
         if resumed:
-            again = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=cluster)
+            again = run_skyrl_on_cpu(tmp_path, "--resume", "trainer.max_steps=2", cluster=ray_head.address, env=key)
             assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
+    # every user turn, sampled in a Ray worker that `ray start` launched without the key, carried it
+    assert len(user.requests) > 10 and user.refused == []
+    assert files_holding(USER_KEY, tmp_path, ray_head.temp_dir) == []
     trained = metric_lines(tmp_path / "run")
     assert [line["step"] for line in trained] == [1, 2], first.stdout[-4000:] + first.stderr[-4000:]
     evaluated = trained if resumed else trained[1:]  # after each run's last step
@@ -201,7 +229,7 @@ def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], cluster: st
     return trained
 
 
-def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_out(cluster: str, tmp_path: Path):
+def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_out(ray_head: RayCluster, tmp_path: Path):
     """Truncated importance sampling, the zero-variance filter and DAPO's dynamic sampling at once, in native tool
     calling at the 8B spec's sampling parameters, with a user simulator failing now and then: dynamic sampling
     re-pulls batches, so the trainer reads each trajectory's infrastructure error from the trajectory itself (the
@@ -213,7 +241,7 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     trained = two_steps_with_a_flaky_user(tmp_path, [
         "rollout.native_tool_calling=true", *SAMPLING_8B,
         "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
-        "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], cluster,
+        "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], ray_head,
         resumed=False, tasks=32)
     for line in trained:
         assert line["train/sampling_rounds"] >= 1.0 and "train/zero_variance_groups" in line
@@ -226,14 +254,14 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     assert any(name.startswith("policy/") and "is_ratio" in name for name in trained[0]), sorted(trained[0])
 
 
-def test_fully_async_training_at_staleness_one_evaluates_and_resumes(cluster: str, tmp_path: Path):
+def test_fully_async_training_at_staleness_one_evaluates_and_resumes(ray_head: RayCluster, tmp_path: Path):
     """SkyRL's fully async trainer: groups sampled while the policy trains (vLLM on a GPU of its own), each trained
     at most one step after the weights it started from, with GLM-5's rollout-IS loss on the sampler's logprobs. The
     generator is called once per group from many workers at once; infrastructure errors stay out of training, and
     the saves are of the steps trained (SkyRL 0.4.0's async loop alone would name its last save one step on)."""
     trained = two_steps_with_a_flaky_user(tmp_path, [
         "backend.colocate_all=false", "trainer.fully_async={max_staleness_steps: 1}", "algorithm.policy_loss=rollout_is"],
-        cluster, resumed=True)
+        ray_head, resumed=True)
     for line in trained:
         assert 0.0 <= line["async/staleness_mean"] <= line["async/staleness_max"] <= 1.0
 

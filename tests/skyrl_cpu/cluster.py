@@ -35,6 +35,11 @@ class RayCluster:
         self._log: IO[bytes] | None = None
         self._temp = ""
 
+    @property
+    def temp_dir(self) -> Path:
+        """Ray's ``--temp-dir`` of the cluster: its sessions' logs, sockets and copies of the working directory."""
+        return Path(self._temp)
+
     def __enter__(self) -> Self:
         self._temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths are limited to 107 bytes
         self._log = self.log_path.open("wb")

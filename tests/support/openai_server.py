@@ -105,6 +105,11 @@ class ScriptedOpenAIServer:
     peers: list[tuple[str, int]] = field(default_factory=list)
     models_status: int = 200
     """HTTP status of ``GET /v1/models`` (the endpoint probe's request): 200 with a model list, or an error."""
+    api_key: str | None = None
+    """The key every request must carry (``Authorization: Bearer <key>``), as a vLLM server started with
+    ``--api-key`` asks: others are answered 401 and counted in `refused` (and not in `requests`). None: no key."""
+    refused: list[dict[str, str]] = field(default_factory=list)
+    """The headers of each request refused for its key, in arrival order."""
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque(self.answers)
@@ -144,8 +149,19 @@ class ScriptedOpenAIServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def authorised(self) -> bool:
+                """Whether the request carries the server's key; if not, it is answered 401 here."""
+                if server.api_key is None or self.headers.get("Authorization") == f"Bearer {server.api_key}":
+                    return True
+                with server._lock:
+                    server.refused.append({name.lower(): value for name, value in self.headers.items()})
+                self._send(401, json.dumps({"error": {"message": "invalid API key"}}).encode())
+                return False
+
             def do_GET(self) -> None:
                 path = self.path.rstrip("/")
+                if path != "/health" and not self.authorised():
+                    return
                 if path == "/health":  # a liveness probe (vLLM's, which routers poll): 200 with an empty body
                     self._send(200, b"")
                 elif path.endswith("/models"):
@@ -162,6 +178,8 @@ class ScriptedOpenAIServer:
                     body = {"_raw": raw.decode("utf-8", "replace")}
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, json.dumps({"error": {"message": "not found"}}).encode())
+                    return
+                if not self.authorised():
                     return
                 answer = server._next(body, {name.lower(): value for name, value in self.headers.items()}, self.client_address)
                 if answer.delay_s:

@@ -308,7 +308,9 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
     own environment (`cluster.check_nodes`, a line printed per node), and only then the run directory's record of
     a started run: the resolved spec (with its hash and versions) and `state.json` (the backend and the newest
     checkpoint's step), as on the Tinker backend, so `ctu run --resume` and `--overwrite` work alike, and a run
-    that never started leaves nothing a later `ctu run` would take for one.
+    that never started leaves nothing a later `ctu run` would take for one. The API keys the spec names
+    (`ctu.spec.secrets`) go from this process's environment to the Ray entrypoint as an argument, in memory,
+    and the entrypoint probes the endpoints again from its node with them before anything else.
 
     Args:
         spec: a valid spec whose backend is `skyrl`.
@@ -316,10 +318,12 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
         resume: continue from the newest checkpoint in `run_dir`; metric lines of later steps are dropped first.
 
     Raises:
-        PreflightError: an endpoint does not answer, the GPU packages do not import (on this machine or a node),
+        PreflightError: an endpoint does not answer or refuses the key (from this machine, or from the entrypoint's
+            node), the GPU packages do not import (on this machine or a node),
             CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
+    from ctu.errors import CtuError
     from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
@@ -340,6 +344,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
     import ray
 
     from ctu.runners.skyrl.experiment import skyrl_entrypoint
+    from ctu.spec.secrets import secret_values
 
     init_ray(config, backend)
     seen, problems = check_nodes(backend, modules)
@@ -350,7 +355,11 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
     if resume_step is not None:
         restart_finished_epoch(run.path, resume_step, data_dir / "train.parquet", spec.trainer.train_batch_size)
     try:
-        ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step))
+        ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step, secret_values(spec)))
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, CtuError):  # the entrypoint's own checks: a message, not a remote traceback
+            raise error.cause from None
+        raise
     finally:
         state: RunState = {"backend": "skyrl", "step": latest_checkpoint_step(run.path) or 0}
         run.write_state(state)

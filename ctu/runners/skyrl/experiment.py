@@ -152,12 +152,28 @@ class CtuPPOExp(BasePPOExp):
 
 
 @ray.remote(num_cpus=1)
-def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resume_step: int | None = None) -> None:
+def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resume_step: int | None = None,
+                     secrets: dict[str, str] | None = None) -> None:
     """Ray entrypoint: register ctu's components and environment in this worker, then run the experiment
-    (resumed from `resume_step`'s checkpoint when given: trackers drop the lines of later steps first)."""
+    (resumed from `resume_step`'s checkpoint when given: trackers drop the lines of later steps first).
+
+    `secrets` are the values of the variables the spec names (`ctu.spec.secrets.secret_values`, read where `ctu run`
+    started), set in this process's environment first: this process and the rollout workers it starts call the user
+    simulator's and judges' endpoints, and a worker that `ray start` launched has the node's environment, not the
+    driver's. The endpoints are then probed from here, with those keys (`ctu.runners.skyrl.preflight.endpoint_problems`).
+
+    Raises:
+        PreflightError: an endpoint does not answer from this node, or refuses the key.
+    """
+    import os
+    import socket
+
+    from ctu.runners.skyrl.preflight import endpoint_problems, raise_problems
     from tau_bench_env.env import register_with_skyrl_gym
 
+    os.environ.update(secrets or {})
     populate_registry()
     register_with_skyrl_gym()
     spec = spec_from_dict(spec_data, source="resolved spec").spec
+    raise_problems(f"the Ray worker that runs the rollouts ({socket.gethostname()})", endpoint_problems(spec))
     CtuPPOExp(cfg, spec, Path(run_dir), resume_step).run()
