@@ -8,7 +8,9 @@ text mode too), given to the environment, and the observations' tokens are appen
 0. The loss mask is 1 exactly on the tokens the policy generated. A chat server that returns no token ids gets
 its turns re-tokenised through the policy, and the trajectory reports no rollout logprobs (never made-up ones).
 The reward is the spec's reward chain for the batch's training phase (from `batch_metadata.training_phase`), so
-a training-only reward cannot reach evaluation.
+a training-only reward cannot reach evaluation. An episode ended by an infrastructure error (its user simulator or
+tau2's evaluator failed; `ctu.rollout.records.infrastructure_error`) is not scored, no judge is asked about it,
+and its reward is 0 (a judge marked fatal that fails makes a scored episode one too, with reward 0).
 """
 
 from __future__ import annotations
@@ -248,9 +250,12 @@ class TauGenerator(GeneratorInterface):
         response, mask, logprobs = tokens.trained(sampled, account.eos_id)
         outcome = env.result()
         context = RewardContext(outcome, env.task, env.write_tools, phase, stop_reason)
-        reward, reward_metrics = await setup.rewards[phase].score(context)
-        return TrajectoryRecord(prompt_ids, response, mask, logprobs, reward, stop_reason, outcome, reward_metrics,
-                                dict(extras), policy_turns=turns, infra_error=infrastructure_error(outcome, context.fatal_error),
+        reward, reward_metrics = 0.0, {}
+        if infrastructure_error(outcome) is None:  # an episode the user simulator or evaluator broke is not scored
+            reward, reward_metrics = await setup.rewards[phase].score(context)
+        infra_error = infrastructure_error(outcome, context.fatal_error)
+        return TrajectoryRecord(prompt_ids, response, mask, logprobs, 0.0 if infra_error else reward, stop_reason, outcome,
+                                reward_metrics, dict(extras), policy_turns=turns, infra_error=infra_error,
                                 verdict=context.verdict, rerendered_turns=rerendered)
 
 def task_key(extras: dict[str, object]) -> str:

@@ -381,25 +381,32 @@ def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_run
 
 def test_a_user_simulator_outage_is_an_infrastructure_error_left_out_of_rewards_and_success(minimal, tokenizer):
     """Task 2's user simulator is down (503, no retries); task 1's answers. Task 2's episodes are marked, counted
-    and left out of the reward and success figures; nothing else about the batch changes."""
+    and left out of the reward and success figures, are not scored (reward 0, no judge asked about them); nothing
+    else about the batch changes."""
 
     def answer(body):
         if "how many tshirt options" in body["messages"][0]["content"]:
             return Answer.error(503)
         return Answer.text("###STOP###" if len(body["messages"]) > 2 else "Hi, I want to exchange my keyboard.")
 
-    with ScriptedOpenAIServer(default=answer) as server:
+    with ScriptedOpenAIServer(default=answer) as server, ScriptedOpenAIServer(default=Answer.error(500)) as judge:
         user = {"type": "llm", "model": "user", "base_url": server.base_url, "api_key_env": None, "max_retries": 0, "backoff_s": 0.01}
-        generator = build_generator(components(minimal, environment={"user_simulator": user}), tokenizer,
+        rewards = ["tau_outcome", {"type": "taxonomy_feedback", "weight": 0.2, "judge": {
+            "type": "llm_taxonomy", "model": "j", "base_url": judge.base_url, "api_key_env": None, "max_retries": 0}}]
+        generator = build_generator(components(minimal, environment={"user_simulator": user}, rewards=rewards), tokenizer,
                                     scripted_sampler(tokenizer, lambda ids, n: "Let me look at that order."))
         output = run(generator, batch(["1", "2"]))
         records = list(generator.last_records)
+        assert len(judge.requests) == 2  # about task 1's two episodes only
         outage = run(generator, batch(["2"]))
+        assert len(judge.requests) == 2
     assert [r.infra_error is None for r in records] == [True, True, False, False]
     assert all(r.infra_error.startswith("user simulator: ") and "503" in r.infra_error for r in records[2:])
     from ctu.rollout.trajectories import trajectory_line
 
-    assert trajectory_line(records[2], "train", 1)["infra_error"] == records[2].infra_error
+    line = trajectory_line(records[2], "train", 1)
+    assert line["infra_error"] == records[2].infra_error and line["reward"] == 0.0
+    assert output["rewards"][2:] == [0.0, 0.0] and records[2].reward_metrics == {}
     metrics = output["rollout_metrics"]
     assert metrics["environment/infra_errors"] == 2.0 and metrics["environment/infra_error_rate"] == 0.5
     assert metrics["user/errors"] == 2.0

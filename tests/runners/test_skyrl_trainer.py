@@ -96,6 +96,20 @@ def test_padding_rows_are_never_excluded_and_a_step_over_the_rate_is_skipped():
     assert data["loss_mask"][:, -1].tolist() == [0, 0, 0, 1, 1]
 
 
+def test_skyrls_reward_figures_of_a_step_leave_infrastructure_errors_out_as_ctus_own_do():
+    ppo = trainer()
+    # the excluded trajectory's reward (a judge's bonus an episode of no turns once got) counts in no figure
+    ppo.postprocess_generator_output(output([1.0, 0.0, 0.0, 0.2], [None, None, None, INFRA]), ["a", "a", "b", "b"])
+    assert ppo.all_metrics["reward/avg_raw_reward"] == pytest.approx(1 / 3)
+    assert ppo.all_metrics["reward/avg_pass_at_2"] == pytest.approx(0.5)
+    ppo.compute_advantages_and_returns(batch([1.0, 0.0, 0.0, 0.2], ["a", "a", "b", "b"], [False, False, False, True]))
+    assert ppo.all_metrics["loss/avg_final_rewards"] == pytest.approx(1 / 3)
+    every = trainer()  # a step all of whose episodes were infrastructure errors has no reward figure at all
+    every.postprocess_generator_output(output([0.2, 0.2], [INFRA, INFRA]), ["a", "a"])
+    every.compute_advantages_and_returns(batch([0.2, 0.2], ["a", "a"], [True, True]))
+    assert not [name for name in every.all_metrics if "reward" in name], every.all_metrics
+
+
 def test_a_filter_batch_without_any_spread_is_sampled_again_until_the_limit():
     ppo = trainer(**{"trainer.algorithm.dynamic_sampling.type": "filter", "trainer.algorithm.dynamic_sampling.max_sample_batches": 3})
     flat = output([0.0, 0.0, 1.0, 1.0], [None] * 4)

@@ -8,8 +8,9 @@ fully async trainer trains on groups from many `generate` calls), so an episode'
 Where SkyRL looks at a group's spread (zero-variance filtering, dynamic sampling), an excluded episode carries its
 group's mean kept reward and loss mask 0 (`neutral`), so it adds none. For the advantages only, its uid is made its
 own (`mark_excluded`; SkyRL's mini-batches are cut by the real uids), so it is left out of its group's mean and
-standard deviation; `ctu.runners.skyrl.trainer.CtuTraining` then zeroes its advantage. Pure functions over
-SkyRL's `GeneratorOutput` dict: no torch, no Ray.
+standard deviation; `ctu.runners.skyrl.trainer.CtuTraining` then zeroes its advantage. SkyRL's own reward
+figures of a batch are computed over the kept trajectories alone (`kept_only`). Pure functions over SkyRL's
+`GeneratorOutput` dict: no torch, no Ray.
 """
 
 from __future__ import annotations
@@ -73,3 +74,14 @@ def mark_excluded(uids: Sequence[str], excluded: Sequence[bool]) -> list[str]:
     if len(uids) != len(excluded):
         raise ValueError(f"{len(excluded)} exclusion flags for {len(uids)} uids")
     return [f"{uid}{EXCLUDED}{row}" if out else uid for row, (uid, out) in enumerate(zip(uids, excluded))]
+
+
+def kept_only(output: Mapping[str, Any], uids: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """`output` and `uids` without the excluded trajectories: every list of `output` with one entry per trajectory
+    sliced alike (other entries as they are). Both empty when every trajectory is excluded."""
+    excluded = excluded_rows(output)
+    count = len(excluded)
+    rows = [row for row, out in enumerate(excluded) if not out]
+    sliced = {key: [value[row] for row in rows] if isinstance(value, list) and len(value) == count else value
+              for key, value in output.items()}
+    return sliced, [uids[row] for row in rows]

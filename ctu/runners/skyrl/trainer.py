@@ -17,7 +17,7 @@ from skyrl.train.trainer import RayPPOTrainer
 
 from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.runners.grpo import groups_without_spread
-from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, mark_excluded, neutral, zeroed
+from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,8 @@ EXCLUDED_KEY = "ctu_infra_error"
 """The training batch's metadata entry with each trajectory's exclusion flag."""
 SAMPLING_ROUNDS = metric(TRAIN, "sampling_rounds")
 ZERO_VARIANCE_GROUPS = metric(TRAIN, "zero_variance_groups")
+SKYRL_REWARD_FIGURES = ("reward/avg_raw_reward", "reward/mean_positive_reward")
+"""SkyRL's reward figures of a training batch besides its pass@n (``reward/avg_pass_at_<n>``)."""
 
 
 class CtuTraining:
@@ -40,7 +42,8 @@ class CtuTraining:
     trainer's `sample_full_batch`), is left out of its group's mean and standard deviation, and gets advantage 0
     and loss mask 0; a group left with fewer than two gets advantages 0 (as `ctu.runners.grpo.group_advantages`
     gives on the Tinker backend). A step with more of them than `trainer.max_infra_error_rate` trains nothing
-    (`train/skipped_steps`).
+    (`train/skipped_steps`). SkyRL's reward figures of a step are over the kept trajectories, as ctu's are: one
+    reward figure per step, whoever computed it.
 
     **Metrics**: ``train/zero_variance_groups``, the groups of the step without a reward spread (those dynamic
     sampling or `sample_full_batch` dropped, and those left in the batch, which `zero_variance_filter` masks), and
@@ -91,14 +94,23 @@ class CtuTraining:
     def postprocess_generator_output(self, generator_output: Any, uids: list[str], **kwargs: Any) -> tuple[Any, list[str]]:
         """SkyRL's post-processing with the loss masks of excluded trajectories zeroed (so SkyRL's zero-variance
         filter counts them as dead), and with `zero_variance_filter` those of every group without a spread (SkyRL
-        keeps a group of one live trajectory, which has none); logs the step's filtering metrics."""
+        keeps a group of one live trajectory, which has none); SkyRL's reward figures (``reward/avg_raw_reward``,
+        pass@n, the mean positive reward) over the kept trajectories only, absent when none is kept (as ctu's
+        own); logs the step's filtering metrics."""
         self._check_rollout_logprobs(generator_output)
         excluded = excluded_rows(generator_output)
         self._infra_errors = infra_errors(generator_output)
         flat = groups_without_spread(generator_output["rewards"], uids, excluded)
         masked = flat if self.cfg.trainer.algorithm.zero_variance_filter else set()
         masks = zeroed(generator_output["loss_masks"], [out or uid in masked for out, uid in zip(excluded, uids, strict=True)])
+        measured, measured_uids = kept_only(kwargs.pop("metrics_generator_output", None) or generator_output,
+                                            kwargs.pop("metrics_uids", None) or uids)
+        if measured_uids:
+            kwargs.update(metrics_generator_output=measured, metrics_uids=measured_uids)
         output, uids = super().postprocess_generator_output({**generator_output, "loss_masks": masks}, uids, **kwargs)  # type: ignore[misc]
+        if not measured_uids:
+            for name in [name for name in self.all_metrics if name in SKYRL_REWARD_FIGURES or name.startswith("reward/avg_pass_at_")]:
+                del self.all_metrics[name]
         self.all_metrics[ZERO_VARIANCE_GROUPS] = float(self._dropped_groups + len(flat))
         self.all_metrics[SAMPLING_ROUNDS] = float(max(1, self._sampling_rounds))
         self._dropped_groups = self._sampling_rounds = 0
@@ -127,8 +139,9 @@ class CtuTraining:
 
     def compute_advantages_and_returns(self, data: Any) -> Any:
         """SkyRL's advantages with each excluded trajectory in a group of its own (so out of its group's mean and
-        standard deviation), then excluded trajectories and groups of fewer than two kept ones zeroed; decides
-        whether the step is skipped."""
+        standard deviation), then excluded trajectories and groups of fewer than two kept ones zeroed, and SkyRL's
+        ``loss/avg_final_rewards`` over the kept trajectories (absent when none is); decides whether the step is
+        skipped."""
         import torch
 
         from ctu.runners.grpo import skip_step
@@ -150,6 +163,11 @@ class CtuTraining:
         data["advantages"][zero] = 0.0
         data["returns"][zero] = 0.0
         data["loss_mask"][torch.tensor(excluded)] = 0
+        kept_rewards = data["rewards"][:episodes].sum(dim=-1)[torch.tensor([not out for out in flags])]
+        if kept_rewards.numel():  # SkyRL's figure of the step's reward, over the kept trajectories as ctu's
+            self.all_metrics["loss/avg_final_rewards"] = kept_rewards.mean().item()
+        else:
+            self.all_metrics.pop("loss/avg_final_rewards", None)
         valid = torch.masked_select(data["advantages"][:episodes], data["loss_mask"][:episodes].bool())
         self.all_metrics["loss/avg_raw_advantages"] = valid.mean().item() if valid.numel() else 0.0
         self.all_metrics["loss/avg_raw_advantages_abs"] = valid.abs().mean().item() if valid.numel() else 0.0
