@@ -115,6 +115,7 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     assert [line["step"] for line in lines] == [0, 1, 2]  # no second evaluation at step 1, no lost step
     assert json.loads((run / "state.json").read_text())["step"] == 2
     assert (run / "checkpoints" / "global_step_1" / "data.pt.epoch_end").exists()
+    assert "resuming after step 1, the last batch of an epoch: the next epoch starts afresh" in " ".join(resumed.stdout.split())
     for line in lines:  # evaluation before training and after each run's last step
         assert {"test-healthcare/average_reward", "test-healthcare/success_rate", "test-healthcare/pass^1"} <= set(line)
         assert line["test-healthcare/num_episodes"] == 2.0

@@ -276,3 +276,24 @@ def test_a_loss_reading_the_samplers_logprobs_refuses_a_batch_without_them():
         corrected.postprocess_generator_output(output([1.0, 0.0], [None, None]), ["a", "a"])
     given = output([1.0, 0.0], [None, None]) | {"rollout_logprobs": [[-0.1, -0.2]] * 2}
     assert corrected.postprocess_generator_output(given, ["a", "a"])[1] == ["a", "a"]
+
+
+def test_the_run_state_names_each_checkpoint_once_skyrl_has_completed_it(tmp_path):
+    """SkyRL's own `save_checkpoints` (its workers' part stubbed): ``state.json`` names the step as soon as SkyRL
+    marked the checkpoint complete, not only when the launch ends, so a kill at any moment after leaves it true."""
+    import json
+
+    from ctu.runners.rundir import RunDir
+
+    class Saving(Dispatch):
+        def save_checkpoint(self, model, folder, tokenizer):
+            assert not (tmp_path / "state.json").exists()  # nothing names a checkpoint being written
+
+    ppo = trainer(**{"trainer.ckpt_path": str(tmp_path / "checkpoints")})
+    ppo.run_dir, ppo.dispatch, ppo.tokenizer, ppo.all_timings = RunDir(tmp_path), Saving(), None, {}
+    ppo.train_dataloader = type("Loader", (), {"state_dict": lambda self: {"_num_yielded": 1}})()
+    ppo._cleanup_old_checkpoints = lambda: None  # a Ray task on each node
+    ppo.global_step = 3
+    ppo.save_checkpoints()
+    assert json.loads((tmp_path / "state.json").read_text()) == {"backend": "skyrl", "step": 3}
+    assert (tmp_path / "checkpoints" / "latest_ckpt_global_step.txt").read_text() == "3"

@@ -352,8 +352,10 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
     raise_problems("this Ray cluster", problems)
     run.write_spec(spec)
     run.write_state({"backend": "skyrl", "step": resume_step or 0})
-    if resume_step is not None:
-        restart_finished_epoch(run.path, resume_step, data_dir / "train.parquet", spec.trainer.train_batch_size)
+    if resume_step is not None and restart_finished_epoch(run.path, resume_step, data_dir / "train.parquet",
+                                                          spec.trainer.train_batch_size):
+        print(f"resuming after step {resume_step}, the last batch of an epoch: the next epoch starts afresh (SkyRL "
+              "says it found no dataloader state; ctu set it aside as data.pt.epoch_end)", flush=True)
     try:
         ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step, secret_values(spec)))
     except ray.exceptions.RayTaskError as error:

@@ -18,6 +18,7 @@ from ctu.composition import build_components
 from ctu.registry import populate_registry
 from ctu.rollout.build import build_generator
 from ctu.rollout.trajectories import TrajectoryLogger
+from ctu.runners.rundir import RunDir
 from ctu.runners.skyrl.sampler import SkyRLSampler
 from ctu.spec import Spec, spec_from_dict, spec_to_dict
 
@@ -148,6 +149,7 @@ class CtuPPOExp(BasePPOExp):
             inference_engine_client=inference_engine_client, generator=generator, colocate_pg=colocate_pg,
         )
         trainer.max_infra_error_rate = self.spec.trainer.max_infra_error_rate
+        trainer.run_dir = RunDir(self.run_dir)
         return trainer
 
 

@@ -16,6 +16,7 @@ from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
 from skyrl.train.trainer import RayPPOTrainer
 
 from ctu.metrics import TRAIN, evaluation_metrics, metric
+from ctu.runners.rundir import RunDir
 from ctu.runners.grpo import groups_without_spread
 from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
 
@@ -52,6 +53,8 @@ class CtuTraining:
 
     max_infra_error_rate: float = 0.5
     """Set by `CtuPPOExp` from the spec."""
+    run_dir: RunDir | None = None
+    """The run directory, set by `CtuPPOExp`: its ``state.json`` follows each completed checkpoint."""
     _skip_step: bool = False
     _infra_errors: list[str | None] = []
     _dropped_groups: int = 0
@@ -184,6 +187,16 @@ class CtuTraining:
         logger.warning(skipped_step_message(self.global_step, self._infra_errors, self.max_infra_error_rate))
         self.all_metrics[metric(TRAIN, "skipped_steps")] = 1.0
         return {}
+
+    def save_checkpoints(self) -> str:
+        """SkyRL's checkpoint, then the run's ``state.json`` naming its step (SkyRL marks a checkpoint complete in
+        ``latest_ckpt_global_step.txt`` once every file of it is written): the state is true after any kill."""
+        from ctu.runners.skyrl.config import latest_checkpoint_step
+
+        folder: str = super().save_checkpoints()  # type: ignore[misc]
+        if self.run_dir is not None:
+            self.run_dir.write_state({"backend": "skyrl", "step": latest_checkpoint_step(self.run_dir.path) or 0})
+        return folder
 
     async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """SkyRL's evaluation plus ctu's metrics of every evaluation set."""
