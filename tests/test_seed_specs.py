@@ -154,3 +154,14 @@ def test_spec_reproduces_its_script(name: str):
     header = (REPO / "specs" / f"{name}.yaml").read_text().split("\n\n")[0]
     script = "run_" + {"retail_8b_taxonomy": "retail_8b_grpo_taxonomy"}.get(name, name) + ".sh"
     assert f"training/{script}" in header and "b4b86e0" in header
+
+
+def test_the_sampling_figures_the_readme_states_for_a_shipped_spec_are_what_it_resolves_to():
+    """The README's words "the 8B spec's temperature T and top_p P" (its CI section) against the spec itself."""
+    import re
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    stated = re.findall(r"the 8B spec's temperature ([\d.]+) and top_p ([\d.]+)", readme)
+    assert stated, "the README no longer states the 8B spec's sampling parameters: update this test"
+    rollout = load_spec(REPO / "specs" / "retail_8b_taxonomy.yaml").spec.rollout
+    assert {(float(t), float(p)) for t, p in stated} == {(rollout.temperature, rollout.top_p)}

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from ctu.runners.tinker.server import free_port
+from ctu.spec import load_spec
 from tests.skyrl_cpu.cluster import RayCluster, ctu_run
 from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
@@ -65,9 +66,10 @@ def metric_lines(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-TOP_P = 0.95
-SAMPLING_8B = ["rollout.temperature=0.85", f"rollout.top_p={TOP_P}"]
-"""specs/retail_8b_taxonomy.yaml's sampling parameters."""
+SPEC_8B = load_spec(REPO / "specs" / "retail_8b_taxonomy.yaml").spec
+TOP_P = SPEC_8B.rollout.top_p
+SAMPLING_8B = [f"rollout.temperature={SPEC_8B.rollout.temperature}", f"rollout.top_p={TOP_P}"]
+"""specs/retail_8b_taxonomy.yaml's sampling parameters, as it resolves."""
 
 
 HEALTHCARE = "examples/healthcare"
@@ -126,7 +128,7 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
         # what the trainer computed for the sampled tokens agrees with what vLLM reported: vLLM's processed logprobs
         # are of the distribution it sampled from (temperature, then the top_p nucleus renormalised), the trainer's
         # of the temperature-scaled one, so they differ by at most -log(top_p) (0.051) plus the trainer's bf16
-        # rounding; vLLM's default raw logprobs (before temperature) differed by 0.16-0.18 here
+        # rounding; vLLM's default raw logprobs (before temperature) differed by 0.16-0.18 here (at temperature 0.85)
         assert line["policy/rollout_train_logprobs_abs_diff_mean"] < -math.log(TOP_P) + 0.02
         assert line["policy/policy_kl"] >= 0.0  # the KL loss against the reference model, reported only when on
         assert line["generation/num_trajectories"] == 8.0 and "policy/grad_norm" in line
