@@ -166,7 +166,8 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and the launch plan; run nothing.")] = False,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in this run directory from its last checkpoint.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh in an existing run directory, deleting its results.")] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars (--no-progress: none at all, ctu's or any library's).")] = True,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show SkyRL's and the libraries' logs live too (they always go to the run directory's logs/).")] = False,
 ) -> None:
     """Train: the spec's backend `skyrl` on a GPU cluster, or `tinker` (locally on CPU with `local: true`)."""
     from ctu.errors import CtuError
@@ -178,7 +179,7 @@ def run(
         raise typer.Exit(EXIT_SPEC_ERROR)
     try:
         launch(specs[0] if specs else None, overrides, smoke=smoke, dry_run=dry_run, resume=resume,
-               overwrite=overwrite, progress=progress, console=out)
+               overwrite=overwrite, progress=progress, verbose=verbose, console=out)
     except CtuError as error:
         raise _fail(error) from None
 
@@ -197,7 +198,7 @@ def eval_(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")] = 32,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default <output_dir>/<name>/eval/<policy>).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming the evaluation in --out.")] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar (--no-progress: none at all, ctu's or any library's).")] = True,
 ) -> None:
     """Evaluate a policy on the spec's test sets as tau2 scores it: rewards, success, pass^k, terminations, errors.
 
@@ -220,6 +221,10 @@ def eval_(
     spec = loaded.spec
     choice = PolicyChoice(endpoint=endpoint, model=model, api_key_env=api_key_env, checkpoint=checkpoint,
                           run_dir=run_dir, step=step)
+    if not progress:
+        from ctu.runners.console import silence_progress_bars
+
+        silence_progress_bars()
     try:
         choice.check()
         folder = out_dir or RunDir.of(spec).path / "eval" / choice.label()

@@ -250,7 +250,7 @@ class TauGenerator(GeneratorInterface):
         response, mask, logprobs = tokens.trained(sampled, account.eos_id)
         outcome = env.result()
         context = RewardContext(outcome, env.task, env.write_tools, phase, stop_reason)
-        reward, reward_metrics = 0.0, {}
+        reward, reward_metrics = 0.0, dict[str, float]()
         if infrastructure_error(outcome) is None:  # an episode the user simulator or evaluator broke is not scored
             reward, reward_metrics = await setup.rewards[phase].score(context)
         infra_error = infrastructure_error(outcome, context.fatal_error)

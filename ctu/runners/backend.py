@@ -76,9 +76,10 @@ class Backend(BackendRules, Protocol):
         """
         ...
 
-    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool) -> int:
+    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
         """Train `spec` in `run_dir` (fresh, or from its newest checkpoint with `resume`); returns the last step
-        trained. Writes ``spec.resolved.yaml`` and ``state.json`` (with ``"backend": <its registered name>``) so
+        trained. `progress`: show ctu's progress bars; `verbose`: show the libraries' logs live as well as in the
+        run directory's log file. Writes ``spec.resolved.yaml`` and ``state.json`` (with ``"backend": <its registered name>``) so
         `ctu run --resume` and `ctu eval --run-dir` find the run.
 
         Raises:

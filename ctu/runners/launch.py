@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctu.runners.backend import backend_of
+from ctu.runners.console import silence_progress_bars
 from ctu.runners.rundir import RunDir, RunError
 from ctu.spec import LoadedSpec, Spec, load_spec, spec_hash
 
@@ -55,8 +56,10 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
 
 
 def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, dry_run: bool = False,
-           resume: Path | None = None, overwrite: bool = False, progress: bool = True, console: Console) -> None:
-    """Run (or, with `dry_run`, describe) a spec on its backend.
+           resume: Path | None = None, overwrite: bool = False, progress: bool = True, verbose: bool = False,
+           console: Console) -> None:
+    """Run (or, with `dry_run`, describe) a spec on its backend; without `progress`, no progress bar at all (ctu's
+    or any library's: `ctu.runners.console.silence_progress_bars`); with `verbose`, the libraries' logs live too.
 
     Raises:
         SpecError, RunError, PreflightError, TinkerServerError: as their runners do.
@@ -75,9 +78,11 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
             target = run_dir.path / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     run_dir.path.mkdir(parents=True, exist_ok=True)
+    if not progress:
+        silence_progress_bars()
     for model in {spec.model.path, spec.model.reference_path or spec.model.path}:
         build_builtin_model(model, console, progress)
-    step = backend_of(spec).run(spec, run_dir, resume=resume is not None, progress=progress)
+    step = backend_of(spec).run(spec, run_dir, resume=resume is not None, progress=progress, verbose=verbose)
     console.print(f"[green]done[/green] step {step}; results in {run_dir.path}")
 
 

@@ -105,9 +105,16 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
     assert f"Ray workers run {REPO}/.venv/bin/python): vllm, flash_attn import; CUDA sees 1 GPU(s)" in first.stdout
-    # the task lists were filtered for prompt length in the entrypoint's process, not in 8 spawned ones
-    assert "Filtering prompts longer than" in first.stderr + first.stdout and "Reducing num_proc" not in first.stderr + first.stdout
     run = tmp_path / "run"
+    # the console is ctu's: SkyRL's and the libraries' logs went to the run's log file (named once), SkyRL's config
+    # to a file of its own; the preflight said what passed
+    [skyrl_log] = run.glob("logs/skyrl-*.log")
+    assert f"SkyRL's and the libraries' logs: {skyrl_log}" in first.stdout
+    logged = skyrl_log.read_text()
+    assert f"SkyRL's config: {run / 'skyrl_config.yaml'}" in logged and "trainer:" in (run / "skyrl_config.yaml").read_text()
+    assert "preflight: " in first.stdout and "Filtering prompts longer than" not in first.stdout + first.stderr
+    # the task lists were filtered for prompt length in the entrypoint's process, not in 8 spawned ones
+    assert "Filtering prompts longer than" in logged and "Reducing num_proc" not in logged + first.stderr + first.stdout
     assert [line["step"] for line in metric_lines(run)] == [0, 1]
     assert json.loads((run / "state.json").read_text()) == {"backend": "skyrl", "step": 1}
     assert (run / "spec.resolved.yaml").exists() and (run / "spec.sha256").exists()

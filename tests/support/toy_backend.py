@@ -59,7 +59,7 @@ class ToyBackend:
                           [f"{spec.trainer.max_steps} step(s) of {spec.trainer.train_batch_size} tasks x "
                            f"{spec.rollout.n_samples_per_prompt} samples", f"write results under {run_dir.path}"])
 
-    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool) -> int:
+    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
         start = int(run_dir.read_state().get("step", 0)) if resume else 0
         if resume and not start:
             raise RunError(f"{run_dir.path} has no step to resume from")

@@ -108,11 +108,11 @@ class SkyRLBackend:
         return LaunchPlan("SkyRL config (accepted by SkyRL's validate_cfg)", config_yaml(config),
                           launch_plan(spec, run_dir.path / "data", run_dir.path))
 
-    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool) -> int:
-        """`ctu.runners.skyrl.config.run_skyrl` (SkyRL prints its own progress; `progress` is not used)."""
+    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
+        """`ctu.runners.skyrl.config.run_skyrl` (`progress`: the libraries' bars, turned off in `ctu.runners.launch`)."""
         from ctu.runners.skyrl.config import run_skyrl
 
-        return run_skyrl(spec, run_dir.path, resume=resume).get("step", 0)
+        return run_skyrl(spec, run_dir.path, resume=resume, verbose=verbose).get("step", 0)
 
     def policies(self, run_dir: RunDir) -> dict[int, str]:
         """The run's Hugging Face exports (``exports/global_step_N/policy``, every `hf_save_interval` steps, at

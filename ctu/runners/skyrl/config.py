@@ -299,7 +299,7 @@ def restart_finished_epoch(run_dir: Path, step: int, train_data: Path, batch_siz
     return True
 
 
-def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
+def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
     """Launch `spec` through SkyRL on the Ray cluster at ``RAY_ADDRESS`` (or a one-node cluster started here),
     after the preflight checks; returns the final state.
 
@@ -316,6 +316,8 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
         spec: a valid spec whose backend is `skyrl`.
         run_dir: the run directory.
         resume: continue from the newest checkpoint in `run_dir`; metric lines of later steps are dropped first.
+        verbose: show SkyRL's and the libraries' logs on the console too; they always go to
+            ``logs/skyrl-<time>.log`` in the run directory (its path printed once), ctu's own lines to the console.
 
     Raises:
         PreflightError: an endpoint does not answer or refuses the key (from this machine, or from the entrypoint's
@@ -323,6 +325,8 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
             CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
+    from datetime import datetime
+
     from ctu.errors import CtuError
     from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
@@ -338,7 +342,8 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
     config = resolve_skyrl_config(spec, data_dir, run.path, resume, components)
     engine = config.generator.inference_engine
     modules = required_modules(engine.run_engines_locally and not engine.external_proxy_url and not engine.external_server_urls)
-    check_skyrl_run(spec, joining_cluster(), modules)
+    for line in check_skyrl_run(spec, joining_cluster(), modules):
+        print(f"preflight: {line}", flush=True)
     run.path.mkdir(parents=True, exist_ok=True)
     prepare_data(components, data_dir)
     import ray
@@ -348,7 +353,8 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
 
     init_ray(config, backend)
     seen, problems = check_nodes(backend, modules)
-    print("\n".join(seen), flush=True)
+    for line in seen:
+        print(f"preflight: {line}", flush=True)
     raise_problems("this Ray cluster", problems)
     run.write_spec(spec)
     run.write_state({"backend": "skyrl", "step": resume_step or 0})
@@ -356,8 +362,12 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False) -> RunState:
                                                           spec.trainer.train_batch_size):
         print(f"resuming after step {resume_step}, the last batch of an epoch: the next epoch starts afresh (SkyRL "
               "says it found no dataloader state; ctu set it aside as data.pt.epoch_end)", flush=True)
+    log_file = run.path / "logs" / f"skyrl-{datetime.now():%y%m%d_%H%M%S}.log"
+    print(f"SkyRL's and the libraries' logs: {log_file}" + ("" if verbose else " (`ctu run --verbose` shows them here too)"),
+          flush=True)
     try:
-        ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step, secret_values(spec)))
+        ray.get(skyrl_entrypoint.remote(config, spec.model_dump(mode="json"), str(run.path), resume_step, secret_values(spec),
+                                        str(log_file), verbose))
     except ray.exceptions.RayTaskError as error:
         if isinstance(error.cause, CtuError):  # the entrypoint's own checks: a message, not a remote traceback
             raise error.cause from None

@@ -18,6 +18,7 @@ from ctu.composition import build_components
 from ctu.registry import populate_registry
 from ctu.rollout.build import build_generator
 from ctu.rollout.trajectories import TrajectoryLogger
+from ctu.runners.console import route_library_logs
 from ctu.runners.rundir import RunDir
 from ctu.runners.skyrl.sampler import SkyRLSampler
 from ctu.spec import Spec, spec_from_dict, spec_to_dict
@@ -84,12 +85,28 @@ class CtuPPOExp(BasePPOExp):
     """`BasePPOExp` whose hooks return ctu's generator and trackers, ctu's trainer (`CtuFullyAsyncTrainer` with
     `trainer.fully_async`, else `CtuPPOTrainer`), and SkyRL's datasets filtered in process when small."""
 
-    def __init__(self, cfg: Any, spec: Spec, run_dir: Path, resume_step: int | None = None) -> None:
+    def __init__(self, cfg: Any, spec: Spec, run_dir: Path, resume_step: int | None = None,
+                 log_file: Path | None = None, verbose: bool = False) -> None:
         self.spec = spec
         self.components = build_components(spec)
         self.run_dir = Path(run_dir)
         self.resume_step = resume_step
+        self.log_file, self.verbose = log_file, verbose
+        self._route_logs()
         super().__init__(cfg)
+
+    def _route_logs(self) -> None:
+        """SkyRL's and the libraries' logs to `log_file`, ctu's on the console (`ctu.runners.console`); nothing
+        without a log file."""
+        if self.log_file is not None:
+            route_library_logs(self.log_file, self.verbose)
+
+    def get_cfg_as_str(self, cfg: Any) -> str:
+        """SkyRL logs its whole config at start (~500 lines): it is written to ``skyrl_config.yaml`` in the run
+        directory instead, and the log says where."""
+        path = self.run_dir / "skyrl_config.yaml"
+        path.write_text(super().get_cfg_as_str(cfg), encoding="utf-8")
+        return f"SkyRL's config: {path}"
 
     def _prompt_dataset(self, paths: list[str]) -> Any:
         from skyrl.train.dataset import PromptDataset
@@ -150,14 +167,16 @@ class CtuPPOExp(BasePPOExp):
         )
         trainer.max_infra_error_rate = self.spec.trainer.max_infra_error_rate
         trainer.run_dir = RunDir(self.run_dir)
+        self._route_logs()  # SkyRL's trainer set its console sink up again
         return trainer
 
 
 @ray.remote(num_cpus=1)
 def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resume_step: int | None = None,
-                     secrets: dict[str, str] | None = None) -> None:
+                     secrets: dict[str, str] | None = None, log_file: str | None = None, verbose: bool = False) -> None:
     """Ray entrypoint: register ctu's components and environment in this worker, then run the experiment
-    (resumed from `resume_step`'s checkpoint when given: trackers drop the lines of later steps first).
+    (resumed from `resume_step`'s checkpoint when given: trackers drop the lines of later steps first), SkyRL's
+    and the libraries' logs going to `log_file` (and the console too when `verbose`), ctu's to the console.
 
     `secrets` are the values of the variables the spec names (`ctu.spec.secrets.secret_values`, read where `ctu run`
     started), set in this process's environment first: this process and the rollout workers it starts call the user
@@ -178,4 +197,4 @@ def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resum
     register_with_skyrl_gym()
     spec = spec_from_dict(spec_data, source="resolved spec").spec
     raise_problems(f"the Ray worker that runs the rollouts ({socket.gethostname()})", endpoint_problems(spec))
-    CtuPPOExp(cfg, spec, Path(run_dir), resume_step).run()
+    CtuPPOExp(cfg, spec, Path(run_dir), resume_step, Path(log_file) if log_file else None, verbose).run()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from collections.abc import Callable
 
 from ctu.components.endpoint import OpenAIEndpointParams, probe
@@ -112,9 +113,10 @@ def spec_endpoints(spec: Spec) -> list[tuple[str, OpenAIEndpointParams]]:
             if config is not None and isinstance(config.params, OpenAIEndpointParams)]
 
 
-def endpoint_problems(spec: Spec, check: Callable[[OpenAIEndpointParams], str | None] = probe) -> list[str]:
+def endpoint_problems(spec: Spec, check: Callable[[OpenAIEndpointParams], str | None] = probe,
+                      passed: list[str] | None = None) -> list[str]:
     """One line per endpoint of `spec_endpoints` that does not answer (`ctu.components.endpoint.probe`), each
-    endpoint probed once."""
+    endpoint probed once; a line per endpoint that does is added to `passed` when given."""
     problems, seen = [], set()
     for path, params in spec_endpoints(spec):
         if (params.base_url, params.api_key_env) in seen:
@@ -123,17 +125,25 @@ def endpoint_problems(spec: Spec, check: Callable[[OpenAIEndpointParams], str | 
         reason = check(params)
         if reason is not None:
             problems.append(f"{path}: {reason}")
+        elif passed is not None:
+            key = f" with the key in {params.api_key_env}" if params.api_key_env and os.environ.get(params.api_key_env) else ""
+            passed.append(f"{path}: {params.base_url} answers{key}")
     return problems
 
 
-def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MODULES) -> None:
+def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MODULES) -> list[str]:
     """Every check that can run before Ray starts: `endpoint_problems`, and `preflight_problems` when the run
-    starts its own cluster on this machine (not `joining` one).
+    starts its own cluster on this machine (not `joining` one); returns a line per check that passed.
 
     Raises:
         PreflightError: listing every problem.
     """
-    problems = endpoint_problems(spec)
+    passed: list[str] = []
+    problems = endpoint_problems(spec, passed=passed)
     if not joining:
-        problems += preflight_problems(backend_params(spec, SkyRLParams), modules=modules)
+        gpu_problems = preflight_problems(backend_params(spec, SkyRLParams), modules=modules)
+        problems += gpu_problems
+        if not gpu_problems:
+            passed.append(f"this machine: {', '.join(modules) or 'no GPU module'} import; CUDA sees {cuda_devices()} GPU(s)")
     raise_problems("this machine", problems)
+    return passed

@@ -16,8 +16,8 @@ from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
 from skyrl.train.trainer import RayPPOTrainer
 
 from ctu.metrics import TRAIN, evaluation_metrics, metric
-from ctu.runners.rundir import RunDir
 from ctu.runners.grpo import groups_without_spread
+from ctu.runners.rundir import RunDir
 from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
 
 logger = logging.getLogger(__name__)

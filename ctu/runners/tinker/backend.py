@@ -72,7 +72,7 @@ class TinkerBackend:
             f"write results under {run_dir.path}",
         ])
 
-    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool) -> int:
+    def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
         """`ctu.runners.tinker.runner.TinkerRunner`'s GRPO loop."""
         from ctu.runners.tinker.runner import TinkerRunner
 

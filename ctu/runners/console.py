@@ -1,0 +1,58 @@
+"""What a run prints: ctu's own lines on the console; the libraries' logs (SkyRL's, vLLM's, transformers', Ray's
+through SkyRL) in a log file of the run directory, shown live too with ``ctu run --verbose``; no progress bar of
+any library with ``--no-progress``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+PROGRESS_OFF = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+"""The variables that turn every library's progress bar off: tqdm's own (its ``TQDM_`` defaults) and Hugging Face's
+(hub downloads, transformers' weight loading and shard writing, which pass tqdm ``disable`` themselves)."""
+
+OWN_LOGGERS = ("ctu", "tau_bench_env")
+"""The loggers whose lines are ctu's own: always on the console."""
+
+LOG_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
+"""The log file's line format (SkyRL's own, without its colours)."""
+
+
+def silence_progress_bars() -> None:
+    """Turn off every library's progress bars in this process and the processes it starts (`PROGRESS_OFF`); a
+    `skyrl` run hands the same variables to its Ray workers (`ctu.runners.skyrl.cluster.runtime_env`)."""
+    os.environ.update(PROGRESS_OFF)
+
+
+def progress_variables() -> dict[str, str]:
+    """The `PROGRESS_OFF` variables set in this process's environment, for processes that do not inherit it."""
+    return {name: os.environ[name] for name in PROGRESS_OFF if name in os.environ}
+
+
+def route_library_logs(log_file: Path, verbose: bool) -> None:
+    """In a process that runs SkyRL's trainer: SkyRL's loguru logger, and the standard-library records SkyRL routes
+    into it (`skyrl.train.utils.utils.configure_ray_worker_logging`: vLLM's, transformers', Ray's), go to
+    `log_file` (appended to); the console (stderr) keeps ctu's own loggers (`OWN_LOGGERS`) at INFO and above, and
+    errors from anyone. With `verbose`, everything goes to the console as well. Safe to call again (SkyRL's
+    trainer sets its console sink up anew when it is built)."""
+    from loguru import logger
+
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    logger.remove()
+    logger.add(log_file, level="INFO", colorize=False, enqueue=True, backtrace=False, diagnose=False, format=LOG_FORMAT)
+    logger.add(sys.stderr, level="INFO" if verbose else "ERROR", colorize=False, enqueue=True, backtrace=False,
+               diagnose=False, format=LOG_FORMAT)
+    for name in OWN_LOGGERS:
+        own = logging.getLogger(name)
+        own.setLevel(logging.INFO)
+        own.handlers = [] if verbose else [_console_handler()]  # verbose: through loguru's console sink, once
+
+
+def _console_handler() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.setLevel(logging.INFO)
+    return handler
