@@ -1,7 +1,7 @@
 """The `ctu` command line: thin wrappers over the library, printed with rich.
 
 Exit codes: 0 success; 1 a failed check (`docs --check`) or an environment problem (a broken plugin);
-2 a bad spec or bad arguments. No traceback reaches the user for a bad spec. Importing this module imports
+2 a bad spec or bad arguments (a run directory that cannot be run or resumed as asked included). No traceback reaches the user for a bad spec. Importing this module imports
 no torch, ray or skyrl.
 """
 
@@ -27,6 +27,15 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_SPEC_ERROR = 2
 """Exit code for a bad spec or bad arguments."""
+EXIT_INTERRUPTED = 130
+"""Exit code after Ctrl-C (128 + SIGINT, as shells report it)."""
+PATH_ERRORS = (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError, FileNotFoundError)
+"""Errors of a path the user gave (a folder below a file, one without write permission, a missing file): bad input."""
+
+
+@app.callback()
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show the Python traceback of an unexpected error instead of writing it to a file.")] = False) -> None:
+    """Train tool-using LLM agents with GRPO on tau-bench domains, from one checked YAML spec."""
 
 
 def _split_args(args: list[str]) -> tuple[list[str], list[str]]:
@@ -47,13 +56,14 @@ def _print_issues(title: str, issues: list, style: str) -> None:
 
 def _fail(error: Exception) -> typer.Exit:
     """Print a ctu error without a traceback; the exit to raise for it."""
+    from ctu.runners.rundir import RunError
     from ctu.spec.errors import SpecError
 
     if isinstance(error, SpecError):
         _print_issues(str(error).splitlines()[0], error.issues, "red")
         return typer.Exit(EXIT_SPEC_ERROR)
     err.print(f"[red]error:[/red] {escape(str(error))}")
-    return typer.Exit(1)
+    return typer.Exit(EXIT_SPEC_ERROR if isinstance(error, RunError) else 1)
 
 
 def _load(path: str, overrides: list[str]):
@@ -167,6 +177,7 @@ def run(
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in this run directory from its last checkpoint.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh in an existing run directory, deleting its results.")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars (--no-progress: none at all, ctu's or any library's).")] = True,
+    allow_spec_change: Annotated[bool, typer.Option("--allow-spec-change", help="With --resume: let overrides (or an edited spec.resolved.yaml) change what the run trains; recorded in the run's spec_changes.jsonl.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show SkyRL's and the libraries' logs live too (they always go to the run directory's logs/).")] = False,
 ) -> None:
     """Train: the spec's backend `skyrl` on a GPU cluster, or `tinker` (locally on CPU with `local: true`)."""
@@ -179,7 +190,7 @@ def run(
         raise typer.Exit(EXIT_SPEC_ERROR)
     try:
         launch(specs[0] if specs else None, overrides, smoke=smoke, dry_run=dry_run, resume=resume,
-               overwrite=overwrite, progress=progress, verbose=verbose, console=out)
+               overwrite=overwrite, progress=progress, verbose=verbose, allow_spec_change=allow_spec_change, console=out)
     except CtuError as error:
         raise _fail(error) from None
 
@@ -245,15 +256,14 @@ def compare(
     plot: Annotated[Path | None, typer.Option("--plot", help="Also write a PNG with every evaluation side by side.")] = None,
 ) -> None:
     """Put several `ctu eval` results side by side (e.g. the base model, checkpoints, an API model)."""
-    from ctu.evaluation.report import comparison_table, plot_comparison
+    from ctu.evaluation.report import comparison_table, plot_comparison, read_report
 
     reports = []
     for path in results:
-        file = path / "eval.json" if path.is_dir() else path
         try:
-            reports.append(json.loads(file.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as error:
-            err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(str(error))}")
+            reports.append(read_report(path / "eval.json" if path.is_dir() else path))
+        except ValueError as error:
+            err.print(f"[red]error:[/red] {escape(str(error))}")
             raise typer.Exit(EXIT_SPEC_ERROR) from None
     out.print(comparison_table(reports))
     if plot is not None:
@@ -387,8 +397,35 @@ def data_prepare(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: `app`, where an error no command handled is still a message, never a traceback
+    (unless ``--debug``): a path the user gave that cannot be used exits 2 naming it; anything else exits 1, its
+    traceback written to a file the message names."""
+    import sys
+
+    try:
+        app()
+    except PATH_ERRORS as error:
+        if "--debug" in sys.argv[1:]:
+            raise
+        where = f" {error.filename}" if error.filename else ""
+        err.print(f"[red]error:[/red] cannot use{escape(where)}: {escape(error.strerror or str(error))}")
+        sys.exit(EXIT_SPEC_ERROR)
+    except Exception as error:
+        if "--debug" in sys.argv[1:]:
+            raise
+        err.print(f"[red]error:[/red] {escape(type(error).__name__)}: {escape(str(error))}\n"
+                  f"the traceback is in {escape(_write_traceback())}; `ctu --debug ...` prints it instead")
+        sys.exit(1)
+
+
+def _write_traceback() -> str:
+    """Write the exception being handled's traceback to a new file in the temporary folder; its path."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="ctu-error-", suffix=".log", delete=False, encoding="utf-8") as file:
+        traceback.print_exc(file=file)
+    return file.name
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def parquet_rows(domain: Domain, rows: Sequence[TaskRow], data_source: str | Non
 
 def write_rows(rows: list[dict[str, object]], path: Path) -> Path:
     """Write rows as zstd-compressed parquet with columns of fixed types and no timestamps (deterministic: the same
-    rows give the same bytes)."""
+    rows give the same bytes), to a temporary name first, then renamed to `path`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -99,7 +99,9 @@ def write_rows(rows: list[dict[str, object]], path: Path) -> Path:
     )
     table = pa.Table.from_pylist(rows, schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="zstd")
+    temporary = path.with_name(path.name + ".tmp")  # renamed once whole: never a half-written file at `path`
+    pq.write_table(table, temporary, compression="zstd")
+    temporary.replace(path)
     return path
 
 
@@ -107,22 +109,25 @@ def prepare_datasets(
     domains: Sequence[Domain], splits: Sequence[str], out: Path, max_tasks_per_domain: int | None = None
 ) -> list[Path]:
     """Write ``<out>/<domain>_<split>.parquet`` for each pair, and ``<out>/train.parquet`` pooling every
-    domain's ``train`` split when it is asked for.
+    domain's ``train`` split when it is asked for. Every split is read before anything is written, so a split
+    that fails leaves no file behind.
 
     Returns:
         The files written, in order.
 
     Raises:
-        ValueError: a domain lacks a split.
+        ValueError: no domain or no split is given, or a domain lacks a split.
     """
-    written: list[Path] = []
+    if not domains or not splits:
+        raise ValueError(f"nothing to write: name at least one {'domain' if not domains else 'split'}")
+    tables: dict[Path, list[dict[str, object]]] = {}
     pooled: list[dict[str, object]] = []
     for domain in domains:
         for split in splits:
             rows = parquet_rows(domain, task_rows(domain, split, max_tasks_per_domain))
-            written.append(write_rows(rows, Path(out) / f"{domain.name}_{split}.parquet"))
+            tables[Path(out) / f"{domain.name}_{split}.parquet"] = rows
             if split == "train":
                 pooled += rows
     if "train" in splits:
-        written.append(write_rows(pooled, Path(out) / COMBINED_TRAIN))
-    return written
+        tables[Path(out) / COMBINED_TRAIN] = pooled
+    return [write_rows(rows, path) for path, rows in tables.items()]

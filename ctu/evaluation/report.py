@@ -76,6 +76,27 @@ def summarize(lines: list[dict[str, Any]], samples: int) -> dict[str, Any]:
             "overall": figures(lines)}
 
 
+def read_report(file: Path) -> dict[str, Any]:
+    """An ``eval.json`` `ctu eval` wrote (`summarize`'s shape, with the policy's name), read from `file`.
+
+    Raises:
+        ValueError: the file cannot be read, is not JSON, or is not an evaluation result (the message says which).
+    """
+    import json
+
+    try:
+        data = json.loads(Path(file).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(f"cannot read {file}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise ValueError(f"{file} is not JSON ({error})") from None
+    groups = data.get("by_test_set") if isinstance(data, dict) else None
+    if (not isinstance(groups, dict) or not isinstance(data.get("overall"), dict)
+            or not all(isinstance(group, dict) and isinstance(group.get("episodes"), int) for group in groups.values())):
+        raise ValueError(f"{file} is not a `ctu eval` result (eval.json: `policy`, `by_test_set` and `overall` figures)")
+    return data
+
+
 def _row(values: dict[str, Any], ks: list[str]) -> list[str]:
     cells = [fmt.format(values[key]) if key in values else "-" for key, _, fmt in SHOWN]
     return cells + [f"{values['pass^k'][k]:.3f}" if k in values.get("pass^k", {}) else "-" for k in ks]

@@ -23,13 +23,25 @@ LOG_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{
 
 def silence_progress_bars() -> None:
     """Turn off every library's progress bars in this process and the processes it starts (`PROGRESS_OFF`); a
-    `skyrl` run hands the same variables to its Ray workers (`ctu.runners.skyrl.cluster.runtime_env`)."""
+    `skyrl` run's Ray workers have them off always (`ctu.runners.skyrl.cluster.runtime_env`)."""
     os.environ.update(PROGRESS_OFF)
 
 
-def progress_variables() -> dict[str, str]:
-    """The `PROGRESS_OFF` variables set in this process's environment, for processes that do not inherit it."""
-    return {name: os.environ[name] for name in PROGRESS_OFF if name in os.environ}
+def route_driver_logs(log_file: Path, verbose: bool) -> None:
+    """In the process `ctu run` started: the standard-library logs of every library (vLLM's import-time warnings
+    among them: ``VLLM_CONFIGURE_LOGGING=0`` unless set, so vLLM's records reach the root logger) go to `log_file`,
+    ctu's own (`OWN_LOGGERS`) to the console as well; with `verbose`, everything to the console too."""
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
+    root = logging.getLogger()
+    root.handlers = [handler, *([_console_handler()] if verbose else [])]
+    root.setLevel(logging.INFO)
+    for name in OWN_LOGGERS:
+        own = logging.getLogger(name)
+        own.setLevel(logging.INFO)
+        own.handlers = [] if verbose else [_console_handler()]
 
 
 def route_library_logs(log_file: Path, verbose: bool) -> None:

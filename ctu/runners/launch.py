@@ -26,16 +26,38 @@ def _print_warnings(loaded: LoadedSpec, console: Console) -> None:
         console.print("[yellow]warning[/yellow]", escape(str(issue)), highlight=False)
 
 
-def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None) -> tuple[LoadedSpec, Path | None]:
+RESUMABLE_CHANGES = ("trainer.max_steps", "trainer.epochs")
+"""Spec entries a resume may change without `--allow-spec-change`: they lengthen or shorten the same experiment."""
+
+
+def spec_changes(before: object, after: object, path: str = "") -> list[str]:
+    """The dotted keys whose values differ between two resolved specs' data (a list's items by index)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [change for key in sorted(set(before) | set(after), key=str)
+                for change in spec_changes(before.get(key), after.get(key), f"{path}.{key}" if path else str(key))]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [change for n, (a, b) in enumerate(zip(before, after)) for change in spec_changes(a, b, f"{path}.{n}")]
+    return [] if before == after else [path]
+
+
+def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None,
+                     allow_spec_change: bool = False) -> tuple[LoadedSpec, Path | None]:
     """The spec to run (with its warnings) and, when resuming, its run directory.
 
+    A resume runs the run's own spec: overrides may change `RESUMABLE_CHANGES` only, and the run's
+    ``spec.resolved.yaml`` must still be the spec it started with (its hash in ``spec.sha256``), unless
+    `allow_spec_change` (then `launch` records the change in the run directory).
+
     Raises:
-        SpecError: bad spec or overrides. RunError: a resume that does not match the spec given.
+        SpecError: bad spec or overrides. RunError: not a run directory, a spec given that differs from the run's,
+            or a change of the experiment without `allow_spec_change`.
     """
     if resume is not None:
         resolved = resume / "spec.resolved.yaml"
+        if not resume.is_dir():
+            raise RunError(f"--resume {resume}: no such directory")
         if not resolved.exists():
-            raise RunError(f"{resume} is not a run directory (no spec.resolved.yaml)")
+            raise RunError(f"--resume {resume}: not a run directory (no spec.resolved.yaml)")
         loaded = load_spec(resolved, overrides)
         if spec_path is not None:
             given = load_spec(spec_path, overrides).spec
@@ -45,6 +67,8 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
                 given = smoke_spec(given).spec
             if spec_hash(given) != spec_hash(loaded.spec):
                 raise RunError(f"{spec_path} differs from the spec of the run in {resume}; resume without naming a spec")
+        if not allow_spec_change:
+            _check_same_experiment(resume, resolved, loaded.spec, overrides)
         return loaded, resume
     assert spec_path is not None
     loaded = load_spec(spec_path, overrides)
@@ -57,14 +81,18 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
 
 def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, dry_run: bool = False,
            resume: Path | None = None, overwrite: bool = False, progress: bool = True, verbose: bool = False,
-           console: Console) -> None:
+           allow_spec_change: bool = False, console: Console) -> None:
     """Run (or, with `dry_run`, describe) a spec on its backend; without `progress`, no progress bar at all (ctu's
     or any library's: `ctu.runners.console.silence_progress_bars`); with `verbose`, the libraries' logs live too.
+    A resume with `allow_spec_change` may change what the run trains; the change is recorded in
+    ``spec_changes.jsonl``.
 
     Raises:
         SpecError, RunError, PreflightError, TinkerServerError: as their runners do.
     """
-    loaded, run_path = resolve_run_spec(spec_path, overrides, smoke, resume)
+    if resume is not None and overwrite:
+        raise RunError("--resume continues a run and --overwrite deletes it: choose one")
+    loaded, run_path = resolve_run_spec(spec_path, overrides, smoke, resume, allow_spec_change)
     _print_warnings(loaded, console)
     spec = loaded.spec
     run_dir = RunDir(run_path) if run_path is not None else RunDir.of(spec)
@@ -77,6 +105,10 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
         for name in RESULTS:
             target = run_dir.path / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+    if resume is not None:
+        run_dir.read_state()  # a state ctu wrote, or a clear error
+        if allow_spec_change and spec_hash(spec) != spec_hash(load_spec(run_dir.spec_file).spec):
+            _record_spec_change(run_dir, spec)
     run_dir.path.mkdir(parents=True, exist_ok=True)
     if not progress:
         silence_progress_bars()
@@ -84,6 +116,39 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
         build_builtin_model(model, console, progress)
     step = backend_of(spec).run(spec, run_dir, resume=resume is not None, progress=progress, verbose=verbose)
     console.print(f"[green]done[/green] step {step}; results in {run_dir.path}")
+
+
+def _check_same_experiment(run: Path, resolved: Path, spec: Spec, overrides: list[str]) -> None:
+    """Raise `RunError` when resuming `spec` would run another experiment than the run in `run` started: a
+    ``spec.resolved.yaml`` edited since (its hash is no longer ``spec.sha256``'s), or overrides changing more
+    than `RESUMABLE_CHANGES`."""
+    recorded = run / "spec.sha256"
+    original = load_spec(resolved).spec
+    if recorded.exists() and recorded.read_text(encoding="utf-8").strip() != spec_hash(original):
+        raise RunError(f"{resolved} was changed after the run started (its hash is not the one in {recorded}): resuming "
+                       "it would train another experiment. Restore it, or resume with --allow-spec-change (recorded in "
+                       "the run)")
+    changed = [key for key in spec_changes(original.model_dump(mode="json"), spec.model_dump(mode="json"))
+               if not key.startswith(RESUMABLE_CHANGES)]
+    if changed:
+        raise RunError(f"the overrides change what the run in {run} trains ({', '.join(changed)}); a resume may change "
+                       f"only {', '.join(RESUMABLE_CHANGES)}. Start a new run, or resume with --allow-spec-change "
+                       "(recorded in the run)")
+
+
+def _record_spec_change(run_dir: RunDir, spec: Spec) -> None:
+    """Append to ``spec_changes.jsonl`` what an `--allow-spec-change` resume changed: the keys, the hashes."""
+    import json
+    import time
+
+    before = load_spec(run_dir.spec_file).spec
+    keys = spec_changes(before.model_dump(mode="json"), spec.model_dump(mode="json"))
+    recorded = run_dir.path / "spec.sha256"
+    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": keys,
+            "started_sha256": recorded.read_text(encoding="utf-8").strip() if recorded.exists() else None,
+            "resumed_sha256": spec_hash(spec)}
+    with (run_dir.path / "spec_changes.jsonl").open("a", encoding="utf-8") as file:
+        file.write(json.dumps(line) + "\n")
 
 
 def build_builtin_model(model: str, console: Console, progress: bool = True) -> None:

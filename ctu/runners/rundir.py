@@ -28,8 +28,9 @@ class RunState(TypedDict, total=False):
 
     Attributes:
         backend: the registered name of the backend that wrote the run.
-        step: the last GRPO step whose results are saved (0: none).
-        checkpoint: the Tinker backend's newest checkpoint (``tinker://...``).
+        step: the GRPO step of the newest complete checkpoint, from which a resume continues (0: none); metric
+            lines of later steps may exist, and are dropped and logged again by the resume.
+        checkpoint: the Tinker backend's newest checkpoint (``tinker://...``; None before the first).
         total_steps: the Tinker backend's planned number of steps.
     """
 
@@ -109,8 +110,21 @@ class RunDir:
         return digest
 
     def read_state(self) -> RunState:
-        """The resume state (``{}`` for a new run)."""
-        return json.loads(self.state_file.read_text()) if self.state_file.exists() else {}
+        """The resume state (``{}`` for a new run).
+
+        Raises:
+            RunError: the file is not a state ctu wrote (truncated, emptied or edited).
+        """
+        if not self.state_file.exists():
+            return {}
+        try:
+            state = json.loads(self.state_file.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as error:
+            raise RunError(f"{self.state_file} cannot be read ({error}): it is not the state ctu wrote; the run's "
+                           f"checkpoints are in {self.checkpoints}") from None
+        if not isinstance(state, dict) or not isinstance(state.get("step", 0), int):
+            raise RunError(f"{self.state_file} is not a run state (a JSON object with an integer `step`)")
+        return state  # type: ignore[return-value]
 
     def write_state(self, state: RunState) -> None:
         """Replace the resume state atomically."""

@@ -286,7 +286,16 @@ def check_test_sets(spec: Spec) -> Iterator[SpecIssue]:
                 )
 
 
+def check_secrets(spec: Spec) -> Iterator[SpecIssue]:
+    """No key in the spec: ``*_env`` fields name variables, `backend.runtime_env.env_vars` holds no secret
+    (`ctu.spec.secrets.secret_issues`)."""
+    from ctu.spec.secrets import secret_issues
+
+    yield from secret_issues(spec)
+
+
 ERROR_CHECKS: tuple[Check, ...] = (
+    check_secrets,
     check_batch_sizes,
     check_builtin_model,
     check_grpo_group,

@@ -15,6 +15,7 @@ import yaml
 
 from ctu.spec.errors import Location, SpecIssue
 from ctu.spec.loading import PathKey, Sources, dotted
+from ctu.spec.secrets import SECRET_NAME
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.([A-Za-z0-9_\-]+))*$")
 
@@ -72,7 +73,6 @@ def apply_override(data: dict[str, object], path: PathKey, value: object, item: 
 
 
 _ENV_INTERPOLATION = re.compile(r"\$\{oc\.env:\s*([^,}\s]+)")
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
 def _string_leaves(data: object, path: PathKey = ()) -> Iterator[tuple[PathKey, str]]:
@@ -107,7 +107,7 @@ def resolve_interpolations(data: dict[str, object], sources: Sources) -> list[Sp
     issues: list[SpecIssue] = []
     for path, text in leaves:
         for name in _ENV_INTERPOLATION.findall(text):
-            if _SECRET_NAME.search(name):
+            if SECRET_NAME.search(name):
                 issues.append(
                     SpecIssue(
                         dotted(path),

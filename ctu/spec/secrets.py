@@ -10,13 +10,32 @@ value is written to the run directory, a log or Ray's runtime environment (whose
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctu.spec.models import Spec
+from ctu.spec.errors import SpecIssue
+
+if TYPE_CHECKING:
+    from ctu.spec.models import Spec
 
 SECRET_FIELD_SUFFIX = "_env"
 """A component field whose name ends so, holding a string, names an environment variable that holds a secret."""
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What an environment variable's name is (POSIX's portable names)."""
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+"""A variable whose name matches holds a secret by its name's word."""
+_KEY_SHAPED = re.compile(r"(?:sk|pk|rk|hf|gh[pousr]|github_pat|xox[abprs]|AKIA|AIza|tml|glpat|Bearer\s)[-_A-Za-z0-9]{8,}.*"
+                         r"|[A-Za-z0-9_\-+/=.]{32,}")
+"""Common API-key prefixes (OpenAI's, Hugging Face's, GitHub's, Slack's, AWS's, Google's, Tinker's, GitLab's), or a
+long run of token characters without spaces."""
+
+
+def looks_like_secret(value: object) -> bool:
+    """Whether `value` is a string shaped like an API key or token (never echoed in a message, never accepted
+    where a variable's name belongs). Paths and URLs (with ``/`` and ``:``) of any length are not keys."""
+    return isinstance(value, str) and "://" not in value and not value.startswith(("/", "./", "~")) \
+        and bool(_KEY_SHAPED.fullmatch(value.strip()))
 
 
 def _named(data: Any) -> Iterator[str]:
@@ -40,3 +59,29 @@ def secret_values(spec: Spec) -> dict[str, str]:
     """The values of `secret_variables` set in this process's environment, by variable name (unset ones left out:
     where the value is read, the process's own environment then decides)."""
     return {name: os.environ[name] for name in secret_variables(spec) if os.environ.get(name)}
+
+
+def _leaves(data: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
+    """Every (dotted path, key, value) of `data`'s dicts, depth first."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            where = f"{path}.{key}" if path else str(key)
+            yield where, str(key), value
+            yield from _leaves(value, where)
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            yield from _leaves(item, f"{path}.{index}")
+
+
+def secret_issues(spec: Spec) -> Iterator[SpecIssue]:
+    """A key where a variable's name belongs (an ``*_env`` field that is not a variable name), and a secret in
+    `backend.runtime_env.env_vars` (a variable named like one, or a value shaped like a key: Ray's runtime-env
+    agent logs it on every node, and the resolved spec would hold it). No message repeats the value."""
+    for path, key, value in _leaves(spec.model_dump(mode="json")):
+        if key.endswith(SECRET_FIELD_SUFFIX) and isinstance(value, str) and not VARIABLE_NAME.fullmatch(value):
+            yield SpecIssue(path, "must name the environment variable that holds the key (e.g. OPENAI_API_KEY), not "
+                                  "hold a key: the value given is not a variable's name (it is not repeated here)")
+        if ".runtime_env.env_vars." in f".{path}" and (SECRET_NAME.search(key) or looks_like_secret(value)):
+            yield SpecIssue(path, "a secret here would be written to the resolved spec and to Ray's logs on every "
+                                  "node: name its variable in the component's `api_key_env` instead (ctu hands the key "
+                                  "to the rollouts in memory); the value is not repeated here")

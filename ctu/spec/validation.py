@@ -130,7 +130,10 @@ _MESSAGES = {
 def issues_from_validation_error(
     error: ValidationError, model: type[BaseModel], data: object, sources: Sources
 ) -> list[SpecIssue]:
-    """One `SpecIssue` per distinct path in `error` (a union's alternatives are joined with "or")."""
+    """One `SpecIssue` per distinct path in `error` (a union's alternatives are joined with "or"); a value given is
+    repeated in the message when short, unless it looks like a key (`ctu.spec.secrets.looks_like_secret`)."""
+    from ctu.spec.secrets import looks_like_secret
+
     by_path: dict[PathKey, list[str]] = {}
     for item in error.errors(include_url=False):
         path, allowed = walk_error_location(model, data, tuple(item["loc"]))
@@ -160,7 +163,7 @@ def issues_from_validation_error(
                 message += "; allowed here: " + ", ".join(allowed)
         elif kind not in ("missing", "unknown_component", "extra_forbidden", "union_tag_invalid") and "input" in item:
             shown = repr(item["input"])
-            if len(shown) <= 60 and not isinstance(item["input"], dict):
+            if len(shown) <= 60 and not isinstance(item["input"], dict) and not looks_like_secret(item["input"]):
                 message += f" (got {shown})"
         messages = by_path.setdefault(path, [])
         if message not in messages:

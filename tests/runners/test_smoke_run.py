@@ -234,7 +234,7 @@ def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_
     run = killed_run.path
     assert killed_run.processes_left == [], "the killed run's Tinker server outlived it"
     assert killed_run.steps_logged_when_killed == [0, 1]
-    assert killed_run.started_again.returncode == 1 and "--resume" in killed_run.started_again.stderr
+    assert killed_run.started_again.returncode == 2 and "--resume" in killed_run.started_again.stderr
     assert [line["step"] for line in metrics(run)] == [0, 1, 2]
     assert json.loads((run / "state.json").read_text())["step"] == 2
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == [

@@ -31,13 +31,17 @@ class JsonlTracker:
         return Path(self._file.name) if self._file else None
 
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
-        """Open `<run_dir>/<filename>` for appending. A resumed run (`resume_step` set) first drops the lines of
-        later steps, which it is about to run again, so no metric line is duplicated or lost."""
+        """Open `<run_dir>/<filename>` for appending. A resumed run (`resume_step` set; -1 when it starts over)
+        first drops the lines of later steps, which it is about to run again, so no metric line is duplicated or
+        lost, and any line that is not a whole metric line (one a kill cut short)."""
         path = Path(run_dir) / self.params.filename
         path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and path.exists():
-            kept = [line for line in path.read_text(encoding="utf-8").splitlines() if json.loads(line)["step"] <= resume_step]
-            path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            kept = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+                    if (step := _step_of(line)) is not None and step <= resume_step]
+            temporary = path.with_name(path.name + ".tmp")
+            temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            temporary.replace(path)
         self._file = path.open("a", encoding="utf-8")
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
@@ -56,3 +60,13 @@ class JsonlTracker:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _step_of(line: str) -> int | None:
+    """The step of a metric line; None for anything else (a line cut short, an empty one)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) else None

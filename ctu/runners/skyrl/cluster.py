@@ -57,14 +57,15 @@ def env_vars_of(env: dict[str, object]) -> dict[str, str]:
 
 def runtime_env(config: Any, backend: SkyRLParams) -> dict[str, object]:
     """Ray's job-wide runtime env for a run: SkyRL's own variables (`prepare_runtime_environment`), then
-    `driver_environment` and the driver's progress-bar switches (`ctu.runners.console.progress_variables`, from
-    ``--no-progress``), then the spec's `backend.runtime_env` (its variables last, and its setup hook). Never a
-    secret: Ray's runtime-env agent logs the whole env on every node (keys go to the entrypoint, `run_skyrl`)."""
+    `driver_environment` and the libraries' progress bars off (`ctu.runners.console.PROGRESS_OFF`: the workers'
+    bars are SkyRL's and the libraries', not ctu's), then the spec's `backend.runtime_env` (its variables last,
+    and its setup hook). Never a secret: Ray's runtime-env agent logs the whole env on every node (keys go to the
+    entrypoint, `run_skyrl`)."""
     from skyrl.train.utils.utils import prepare_runtime_environment
 
-    from ctu.runners.console import progress_variables
+    from ctu.runners.console import PROGRESS_OFF
 
-    env_vars: dict[str, str] = {**prepare_runtime_environment(config), **driver_environment(), **progress_variables(),
+    env_vars: dict[str, str] = {**prepare_runtime_environment(config), **driver_environment(), **PROGRESS_OFF,
                                 **backend.runtime_env.env_vars}
     env: dict[str, object] = {"env_vars": env_vars}
     if backend.runtime_env.worker_process_setup_hook:

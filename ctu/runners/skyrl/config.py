@@ -328,12 +328,15 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
     from datetime import datetime
 
     from ctu.errors import CtuError
+    from ctu.runners.console import route_driver_logs
     from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
 
     backend = backend_params(spec, SkyRLParams)
     run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
+    log_file = run.path / "logs" / f"skyrl-{datetime.now():%y%m%d_%H%M%S}.log"
+    route_driver_logs(log_file, verbose)  # before SkyRL's config imports vLLM, whose import warns
     resume_step = latest_checkpoint_step(run.path) if resume else None
     if resume and resume_step is None:
         raise RunError(f"{run.path} has no checkpoint to resume from")
@@ -362,7 +365,6 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
                                                           spec.trainer.train_batch_size):
         print(f"resuming after step {resume_step}, the last batch of an epoch: the next epoch starts afresh (SkyRL "
               "says it found no dataloader state; ctu set it aside as data.pt.epoch_end)", flush=True)
-    log_file = run.path / "logs" / f"skyrl-{datetime.now():%y%m%d_%H%M%S}.log"
     print(f"SkyRL's and the libraries' logs: {log_file}" + ("" if verbose else " (`ctu run --verbose` shows them here too)"),
           flush=True)
     try:

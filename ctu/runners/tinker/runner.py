@@ -83,8 +83,11 @@ class TinkerRunner:
     async def _run(self, model_path: str) -> RunState:
         spec = self.spec
         state: RunState = self.run_dir.read_state() if self.resume else {}
-        start_step = state.get("step", 0)
+        resume_from = state.get("checkpoint")
+        start_step = state.get("step", 0) if resume_from else 0  # a run killed before its first checkpoint starts over
         self.run_dir.write_spec(spec)
+        state = {"backend": "tinker", "step": start_step, "checkpoint": resume_from}
+        self.run_dir.write_state(state)  # the run directory holds a run from now on
         with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
             from transformers import AutoTokenizer
 
@@ -99,19 +102,18 @@ class TinkerRunner:
                             spec.data.shuffle, spec.trainer.max_steps)
             tests = evaluation_rows(components)
             trackers = components.trackers
+            # a resumed run drops the lines logged after its checkpoint's step (all of them, starting over)
             trackers.start(self.run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
-                           resume_step=start_step if self.resume else None)
+                           resume_step=(start_step if resume_from else -1) if self.resume else None)
             trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
                                       spec.tracking.trajectories.train_samples, spec.experiment.seed)
             session = contextlib.ExitStack()  # the SDK client's session, ended with the run (`tinker_service`)
             try:
                 base_url = await asyncio.to_thread(server_url)
                 service = session.enter_context(tinker_service(base_url, os.environ.get(self.backend.api_key_env) or "tml-local"))
-                resume_from = state.get("checkpoint")
-                if start_step and resume_from:
+                if resume_from:
                     training = await service.create_training_client_from_state_with_optimizer_async(resume_from)
                 else:
-                    start_step = 0
                     training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
                 sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), process_bound=True)
                 with self._progress(plan.total_steps, start_step) as (advance, on_episode):
@@ -129,9 +131,9 @@ class TinkerRunner:
                         metrics[metric(TIMING, "step")] = time.perf_counter() - started
                         checkpoint = await self._save(service, training, model_path, plan, step)
                         trackers.log(metrics, step)
-                        state = {"backend": "tinker", "step": step, "checkpoint": checkpoint or state.get("checkpoint"),
-                                 "total_steps": plan.total_steps}
-                        self.run_dir.write_state(state)
+                        if checkpoint is not None:  # the state names the step a resume continues from: a checkpoint's
+                            state = {"backend": "tinker", "step": step, "checkpoint": checkpoint, "total_steps": plan.total_steps}
+                            self.run_dir.write_state(state)
                         advance()
             finally:
                 session.close()
