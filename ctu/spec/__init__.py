@@ -26,6 +26,7 @@ from ctu.spec.errors import Location, SpecError, SpecIssue
 from ctu.spec.loading import Sources, check_plain_data, load_file
 from ctu.spec.models import Spec
 from ctu.spec.overrides import apply_override, parse_override, resolve_interpolations
+from ctu.spec.secrets import redacted
 
 __all__ = ["LoadedSpec", "Location", "Spec", "SpecError", "SpecIssue", "dump_spec", "import_spec_code", "load_spec", "spec_from_dict", "spec_hash"]
 
@@ -87,7 +88,7 @@ def _finish(data: dict[str, object], sources: Sources, overrides: Sequence[str],
             issues.append(issue)
         else:
             sources.replace_subtree(key, {})
-            sources.locations[key] = Location(f"override {item!r}")
+            sources.locations[key] = Location(f"override {redacted(item)!r}")
     issues += check_plain_data(data, (), sources)
     issues += resolve_interpolations(data, sources)
     if issues:

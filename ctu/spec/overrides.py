@@ -15,7 +15,7 @@ import yaml
 
 from ctu.spec.errors import Location, SpecIssue
 from ctu.spec.loading import PathKey, Sources, dotted
-from ctu.spec.secrets import SECRET_NAME
+from ctu.spec.secrets import SECRET_NAME, redacted
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.([A-Za-z0-9_\-]+))*$")
 
@@ -26,7 +26,7 @@ def parse_override(item: str) -> tuple[PathKey, object] | SpecIssue:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    where = Location(f"override {item!r}")
+    where = Location(f"override {redacted(item)!r}")
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not _OVERRIDE_KEY.match(key):
@@ -49,7 +49,7 @@ def apply_override(data: dict[str, object], path: PathKey, value: object, item: 
     Returns:
         A `SpecIssue` when the path runs through a scalar or past the end of a list; else None.
     """
-    where = Location(f"override {item!r}")
+    where = Location(f"override {redacted(item)!r}")
     node: Any = data  # the YAML tree, walked and written
     for depth, part in enumerate(path):
         last = depth == len(path) - 1

@@ -25,17 +25,28 @@ VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What an environment variable's name is (POSIX's portable names)."""
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 """A variable whose name matches holds a secret by its name's word."""
-_KEY_SHAPED = re.compile(r"(?:sk|pk|rk|hf|gh[pousr]|github_pat|xox[abprs]|AKIA|AIza|tml|glpat|Bearer\s)[-_A-Za-z0-9]{8,}.*"
-                         r"|[A-Za-z0-9_\-+/=.]{32,}")
-"""Common API-key prefixes (OpenAI's, Hugging Face's, GitHub's, Slack's, AWS's, Google's, Tinker's, GitLab's), or a
-long run of token characters without spaces."""
+_PREFIXED_KEY = re.compile(r"(?:sk|pk|rk|hf|gh[pousr]|github_pat|xox[abprs]|AKIA|AIza|glpat)[-_][-_A-Za-z0-9]{16,}"
+                           r"|Bearer\s+\S{8,}")
+"""Keys by their issuers' prefixes (OpenAI's, Anthropic's, Hugging Face's, GitHub's, Slack's, AWS's, Google's,
+GitLab's), or an HTTP bearer credential."""
+_TOKEN_RUN = re.compile(r"(?=[^0-9]*[0-9])(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9_\-+=]{32,}")
+"""A long run of token characters, letters and digits both, without spaces, dots or slashes (not a dotted spec
+path, a variable's name or a file name)."""
+
+
+def is_prefixed_key(value: object) -> bool:
+    """Whether `value` is a string shaped like a key by an issuer's prefix (`_PREFIXED_KEY`): no spec field
+    holds one."""
+    return isinstance(value, str) and bool(_PREFIXED_KEY.fullmatch(value.strip()))
 
 
 def looks_like_secret(value: object) -> bool:
-    """Whether `value` is a string shaped like an API key or token (never echoed in a message, never accepted
-    where a variable's name belongs). Paths and URLs (with ``/`` and ``:``) of any length are not keys."""
-    return isinstance(value, str) and "://" not in value and not value.startswith(("/", "./", "~")) \
-        and bool(_KEY_SHAPED.fullmatch(value.strip()))
+    """Whether `value` is a string shaped like an API key or token: `is_prefixed_key`, or a long run of token
+    characters (never echoed in a message, never accepted where a variable's name or an environment value
+    belongs). Paths and URLs are not keys."""
+    if not isinstance(value, str) or "://" in value or value.startswith(("/", "./", "~")):
+        return False
+    return is_prefixed_key(value) or bool(_TOKEN_RUN.fullmatch(value.strip()))
 
 
 def _named(data: Any) -> Iterator[str]:
@@ -62,26 +73,38 @@ def secret_values(spec: Spec) -> dict[str, str]:
 
 
 def _leaves(data: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
-    """Every (dotted path, key, value) of `data`'s dicts, depth first."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            where = f"{path}.{key}" if path else str(key)
-            yield where, str(key), value
-            yield from _leaves(value, where)
-    elif isinstance(data, list):
-        for index, item in enumerate(data):
-            yield from _leaves(item, f"{path}.{index}")
+    """Every (dotted path, key, value) of `data`'s dicts and lists (a list item's key is its index), depth first."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        where = f"{path}.{key}" if path else str(key)
+        yield where, str(key), value
+        yield from _leaves(value, where)
 
 
 def secret_issues(spec: Spec) -> Iterator[SpecIssue]:
-    """A key where a variable's name belongs (an ``*_env`` field that is not a variable name), and a secret in
+    """Every place a key would be written with the spec (the resolved spec, the trackers' configs): a key where a
+    variable's name belongs (an ``*_env`` field that is not a variable's name), a secret in
     `backend.runtime_env.env_vars` (a variable named like one, or a value shaped like a key: Ray's runtime-env
-    agent logs it on every node, and the resolved spec would hold it). No message repeats the value."""
+    agent also logs it on every node), and a value shaped like a key by its issuer's prefix in any field. No
+    message repeats the value."""
     for path, key, value in _leaves(spec.model_dump(mode="json")):
         if key.endswith(SECRET_FIELD_SUFFIX) and isinstance(value, str) and not VARIABLE_NAME.fullmatch(value):
             yield SpecIssue(path, "must name the environment variable that holds the key (e.g. OPENAI_API_KEY), not "
                                   "hold a key: the value given is not a variable's name (it is not repeated here)")
-        if ".runtime_env.env_vars." in f".{path}" and (SECRET_NAME.search(key) or looks_like_secret(value)):
+        elif ".runtime_env.env_vars." in f".{path}" and (SECRET_NAME.search(key) or looks_like_secret(value)):
             yield SpecIssue(path, "a secret here would be written to the resolved spec and to Ray's logs on every "
                                   "node: name its variable in the component's `api_key_env` instead (ctu hands the key "
                                   "to the rollouts in memory); the value is not repeated here")
+        elif is_prefixed_key(value):
+            yield SpecIssue(path, "looks like an API key, which a spec never holds (the resolved spec is written to "
+                                  "the run directory and the trackers): export it and name its variable in the "
+                                  "component's `api_key_env`; the value is not repeated here")
+
+
+_KEYLIKE_WORD = re.compile(r"[^\s,{}\[\]:'\"=]+")
+
+
+def redacted(text: str) -> str:
+    """`text` (e.g. a command-line override, repeated in a message) with every word shaped like a key
+    (`looks_like_secret`) replaced by ``***``."""
+    return _KEYLIKE_WORD.sub(lambda word: "***" if looks_like_secret(word.group()) else word.group(), text)
