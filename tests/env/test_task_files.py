@@ -103,3 +103,26 @@ def test_bad_task_files_are_spec_errors_at_their_path(task_files, minimal, tmp_p
     minimal["data"] = {"train": [{"domain": retail_files(not_tasks, None), "split": "base"}]}
     with pytest.raises(SpecError, match="not a JSON list of tau2 tasks"):
         spec_from_dict(minimal)
+
+
+def test_task_files_of_tau2s_format_but_broken_are_spec_errors_without_a_replay(task_files, minimal, tmp_path: Path):
+    """Format faults `ctu validate` finds without playing a task: no task, an id twice, a split naming a task the
+    file lacks, a task tau2's `Task` model rejects (a case each)."""
+    tasks_file, split_file = task_files
+    tasks = json.loads(tasks_file.read_text())
+    broken = {"empty.json": ([], None, "holds no task"),
+              "twice.json": ([*tasks, tasks[0]], None, "more than once: 0"),
+              "unknown.json": (tasks, {"train": ["0", "7"], "test": ["2"]}, "lacks: 7"),
+              "rejected.json": ([*tasks[:2], {**tasks[2], "user_scenario": "call about an order"}], None,
+                                "tau2's Task model rejects task 2: user_scenario")}
+    for name, (content, splits, message) in broken.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(content))
+        split = None
+        if splits is not None:
+            split = tmp_path / f"split_{name}"
+            split.write_text(json.dumps(splits))
+        minimal["data"] = {"train": [{"domain": retail_files(path, split), "split": "train" if split else "base"}]}
+        with pytest.raises(SpecError) as info:
+            spec_from_dict(minimal)
+        assert any(message in issue.message for issue in info.value.issues), (name, info.value.issues)
