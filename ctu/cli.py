@@ -236,11 +236,21 @@ def eval_(
         from ctu.runners.console import silence_progress_bars
 
         silence_progress_bars()
+    folder = out_dir
     try:
         choice.check()
         folder = out_dir or RunDir.of(spec).path / "eval" / choice.label()
         result = run_evaluation(spec, choice, folder, test_set=test_set, limit=limit, concurrency=concurrency,
                                 overwrite=overwrite, progress=progress)
+    except KeyboardInterrupt:
+        from ctu.evaluation.runner import TRAJECTORIES, read_lines
+
+        if folder is None:
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        kept = [line for line in read_lines(folder / TRAJECTORIES).values() if line.get("infra_error") is None]
+        err.print(f"[yellow]interrupted:[/yellow] {len(kept)} finished episode(s) kept in "
+                  f"{escape(str(folder / TRAJECTORIES))}; the same command continues from there")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except EvalError as error:  # bad arguments: no such test set or checkpoint, another evaluation in --out
         err.print(f"[red]error:[/red] {escape(str(error))}")
         raise typer.Exit(EXIT_SPEC_ERROR) from None
@@ -248,6 +258,11 @@ def eval_(
         raise _fail(error) from None
     out.print(report_table(result.report))
     out.print(f"{result.ran} episode(s) run; results in {escape(str(result.out_dir))} (eval.json, trajectories.jsonl, eval.png)")
+    overall = result.report["overall"]
+    failed = int(overall.get("infra_errors", 0)) if isinstance(overall, dict) else 0
+    if failed:
+        err.print(f"[yellow]{failed} episode(s) ended by an infrastructure error[/yellow] (left out of every figure; "
+                  f"tracebacks in {escape(str(result.out_dir / 'eval.log'))}): the same command runs them again")
 
 
 @app.command()

@@ -160,3 +160,12 @@ def test_data_prepare_writes_nothing_when_a_split_fails_or_nothing_is_asked(tmp_
     refused(ctu("data", "prepare", "--out", str(out), "--domains", "retail", "--splits", "train,nosuch"), "nosuch")
     assert not out.exists() or list(out.iterdir()) == []
     refused(ctu("data", "prepare", "--out", str(out), "--domains", ""), "name at least one domain")
+
+
+def test_an_evaluation_folder_whose_configuration_is_truncated_is_named_not_resumed(tmp_path: Path):
+    out = tmp_path / "eval"
+    out.mkdir()
+    (out / "eval_config.json").write_text('{"spec": "to')
+    result = ctu("eval", str(toy_spec(tmp_path)), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(out))
+    refused(result, "eval_config.json cannot be read", "--overwrite")
+    assert sorted(p.name for p in out.iterdir()) == ["eval_config.json"]

@@ -33,6 +33,7 @@ __all__ = ["EvalPlan", "EvalResult", "episode_key", "plan_evaluation", "run_eval
 TRAJECTORIES = "trajectories.jsonl"
 CONFIG = "eval_config.json"
 RESULT = "eval.json"
+LOG = "eval.log"
 
 Key = tuple[str, str, int]
 """(test set, task id, sample index): one episode of the plan."""
@@ -110,10 +111,16 @@ def read_lines(path: Path) -> dict[Key, dict[str, object]]:
 def _check_config(out_dir: Path, config: dict[str, object], overwrite: bool) -> None:
     path = out_dir / CONFIG
     if overwrite:
-        for name in (TRAJECTORIES, CONFIG, RESULT):
+        for name in (TRAJECTORIES, CONFIG, RESULT, LOG):
             (out_dir / name).unlink(missing_ok=True)
     elif path.exists():
-        before = json.loads(path.read_text())
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as error:
+            raise EvalError(f"{path} cannot be read ({error}): it is not the configuration `ctu eval` wrote; "
+                            "--overwrite starts the evaluation in that folder afresh") from None
+        if not isinstance(before, dict):
+            raise EvalError(f"{path} is not an evaluation's configuration; --overwrite starts afresh")
         changed = [key for key in ("spec_hash", "policy", "samples") if before.get(key) != config[key]]
         if changed:
             raise EvalError(f"{out_dir} holds an evaluation of another {' and '.join(changed)}; name another --out, "
@@ -126,7 +133,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
                    limit: int | None = None, concurrency: int = 32, overwrite: bool = False,
                    progress: bool = True) -> EvalResult:
     """Evaluate `choice` on `spec`'s test sets; write ``trajectories.jsonl``, ``eval.json`` and ``eval.png`` in
-    `out_dir`.
+    `out_dir`, and ctu's log (``eval.log``: each failed episode's traceback).
 
     Args:
         spec: a valid spec (any backend).
@@ -154,7 +161,10 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     done = {key for key, line in read_lines(path).items() if line.get("infra_error") is None}
     pending = [key for key in plan.episodes() if key not in done]
     if pending:
-        asyncio.run(_run(components, choice, plan, pending, out_dir, concurrency, progress))
+        from ctu.runners.console import own_log_file
+
+        with own_log_file(out_dir / LOG):  # a failed episode is a line on the console, its traceback in the log
+            asyncio.run(_run(components, choice, plan, pending, out_dir, concurrency, progress))
     lines = read_lines(path)
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines.values()), encoding="utf-8")
     planned = [lines[key] for key in plan.episodes() if key in lines]

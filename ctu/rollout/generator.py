@@ -29,6 +29,7 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
+from ctu.errors import CtuError
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.loop_load import BUSY_WARNING, LoopLoad, LoopLoadMeter
@@ -173,7 +174,9 @@ class TauGenerator(GeneratorInterface):
                                 extras=dict(extras), error=error, infra_error=f"episode failed: {error}")
 
     async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
-        """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set.
+        """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set (logged in a
+        line when it is a `CtuError`, e.g. an endpoint that stayed down, its traceback at DEBUG; else with its
+        traceback).
 
         A phase sampled with a fixed seed (evaluation) samples repetition k of a task with seed + k, so a
         task's samples differ and pass^k over them means what it says.
@@ -182,7 +185,11 @@ class TauGenerator(GeneratorInterface):
         try:
             record = await self._episode(prompt, extras, phase, repetition)
         except Exception as exc:  # one broken episode must not end a multi-day run
-            logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
+            if isinstance(exc, CtuError):  # an endpoint that stayed down or answered garbage: a line, not a stack
+                logger.warning("episode %s/%s is an infrastructure error: %s", extras.get("domain"), extras.get("task_id"), exc)
+                logger.debug("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
+            else:
+                logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
             record = self.failed_record(extras, f"{type(exc).__name__}: {exc}")
         record.seconds = time.perf_counter() - started
         return record

@@ -5,9 +5,11 @@ any library with ``--no-progress``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 PROGRESS_OFF = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
@@ -68,3 +70,29 @@ def _console_handler() -> logging.Handler:
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     handler.setLevel(logging.INFO)
     return handler
+
+
+@contextlib.contextmanager
+def own_log_file(path: Path) -> Iterator[Path]:
+    """While open: ctu's own log records (`OWN_LOGGERS`), DEBUG and above (tracebacks of failed episodes among
+    them), are appended to `path`; the console shows their warnings and errors as before."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    console.setLevel(logging.WARNING)
+    saved = [(logger, logger.level, list(logger.handlers), logger.propagate)
+             for logger in (logging.getLogger(name) for name in OWN_LOGGERS)]
+    for logger, _, handlers, _ in saved:
+        logger.setLevel(logging.DEBUG)
+        logger.handlers = [*handlers, handler] if handlers else [handler, console]
+        logger.propagate = bool(handlers) and logger.propagate
+    try:
+        yield path
+    finally:
+        for logger, level, handlers, propagate in saved:
+            logger.setLevel(level)
+            logger.handlers = handlers
+            logger.propagate = propagate
+        handler.close()

@@ -108,7 +108,7 @@ def test_bad_task_files_are_spec_errors_at_their_path(task_files, minimal, tmp_p
 def test_task_files_of_tau2s_format_but_broken_are_spec_errors_without_a_replay(task_files, minimal, tmp_path: Path):
     """Format faults `ctu validate` finds without playing a task: no task, an id twice, a split naming a task the
     file lacks, a task tau2's `Task` model rejects (a case each)."""
-    tasks_file, split_file = task_files
+    tasks_file, _ = task_files
     tasks = json.loads(tasks_file.read_text())
     broken = {"empty.json": ([], None, "holds no task"),
               "twice.json": ([*tasks, tasks[0]], None, "more than once: 0"),

@@ -96,6 +96,8 @@ def test_eval_scores_an_endpoint_as_tau2_and_resumes_what_an_outage_left(native:
     lines = by_key(tmp_path)
     down = lines[(policy.tasks[2].id, 0)]
     assert "EndpointError" in down["infra_error"] and down["reward"] == 0.0
+    log = (tmp_path / "eval.log").read_text()  # the outage's traceback is in the evaluation's log, not the console
+    assert "is an infrastructure error" in log and "Traceback" in log and "EndpointError" in log
 
     policy.down = False  # the endpoint is back: a rerun runs only the episode the outage spoiled
     with ScriptedOpenAIServer(default=policy) as server:
@@ -169,6 +171,14 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     assert report["policy"] == "endpoint-gold" and report["overall"]["episodes"] == 6
     assert "pass^2" in done.stdout and "6 episode(s) run" in done.stdout
     assert ctu("eval", str(spec_file), "--test-set", "airline").returncode == 2
+    # a policy endpoint where nothing listens: a line per episode and a summary, the tracebacks in eval.log
+    from ctu.runners.tinker.server import free_port
+
+    down = ctu("eval", str(spec_file), "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "--model", "gold", "--limit", "1",
+               "--no-progress", "--out", str(tmp_path / "down"))
+    assert down.returncode == 0 and "Traceback" not in down.stdout + down.stderr, down.stderr[-3000:]
+    assert down.stderr.count("is an infrastructure error") == 2 and "2 episode(s) ended by an infrastructure error" in down.stderr
+    assert "Traceback" in (tmp_path / "down" / "eval.log").read_text()
     other = tmp_path / "other"
     other.mkdir()
     (other / "eval.json").write_text(json.dumps({**report, "policy": "other", "overall": {"episodes": 6, "infra_errors": 6},
