@@ -169,3 +169,13 @@ def test_an_evaluation_folder_whose_configuration_is_truncated_is_named_not_resu
     result = ctu("eval", str(toy_spec(tmp_path)), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(out))
     refused(result, "eval_config.json cannot be read", "--overwrite")
     assert sorted(p.name for p in out.iterdir()) == ["eval_config.json"]
+
+
+@pytest.mark.parametrize(("code", "reason"), [
+    ("import sys\nsys.exit(0)\n", "called sys.exit(0) while being imported"),
+    ("assert 1 + 1 == 3\n", "AssertionError without a message at"),
+])
+def test_user_code_that_exits_or_fails_a_bare_assert_at_import_is_a_spec_error_with_its_reason(tmp_path: Path, code: str, reason: str):
+    (tmp_path / "mine.py").write_text(code)
+    output = refused(ctu("validate", str(toy_spec(tmp_path)), f"imports=['{tmp_path / 'mine.py'}']"), reason)
+    assert "imports.0" in output

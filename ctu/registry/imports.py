@@ -96,9 +96,9 @@ def import_user_code(entry: str, base_dir: Path | None = None) -> ModuleType:
         The imported module.
 
     Raises:
-        UserCodeError: the file does not exist, the module is not found, or the code raised while being
-            imported (the message names the entry and gives the exception's type and message; the original
-            exception is its ``__cause__``).
+        UserCodeError: the file does not exist, the module is not found, or the code raised (or called
+            ``sys.exit``) while being imported (the message names the entry and gives the exception's type and
+            message, or the line that raised one without a message; the original exception is its ``__cause__``).
     """
     with _lock:
         try:
@@ -111,5 +111,21 @@ def import_user_code(entry: str, base_dir: Path | None = None) -> ModuleType:
             if exc.name is not None and entry.startswith(exc.name) and not is_file_import(entry):
                 raise UserCodeError(f"no module named {exc.name!r} (install it, or name a .py file)") from exc
             raise UserCodeError(f"importing {entry!r} failed: {type(exc).__name__}: {exc}") from exc
-        except Exception as exc:  # the user's code may raise anything; it must not become a traceback
-            raise UserCodeError(f"importing {entry!r} failed: {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # the user's code may raise anything (even exit); never a traceback
+            raise UserCodeError(f"importing {entry!r} failed: {_why(exc)}") from exc
+
+
+def _why(exc: BaseException) -> str:
+    """An exception raised by user code as one line: its type and message, and the user's line that raised it
+    when the message is empty (a bare ``assert``); a ``sys.exit()`` says so."""
+    if isinstance(exc, SystemExit):
+        return f"the code called sys.exit({'' if exc.code is None else repr(exc.code)}) while being imported"
+    message = str(exc)
+    if message:
+        return f"{type(exc).__name__}: {message}"
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    last = frames[-1] if frames else None
+    where = f" at {last.filename}:{last.lineno} ({(last.line or '').strip()})" if last is not None else ""
+    return f"{type(exc).__name__} without a message{where}"
