@@ -311,6 +311,7 @@ def test_a_step_whose_user_simulator_fails_is_skipped_and_a_run_killed_with_sigk
     assert uv is not None
     log = tmp_path / "run.log"
     metrics = tmp_path / "run" / "metrics.jsonl"
+    shm_before = set(os.listdir("/dev/shm"))
     with ScriptedOpenAIServer(default=Answer.error(503)) as failing, log.open("w") as output:
         user = f"environment.user_simulator={{type: llm, model: user, base_url: '{failing.base_url}', api_key_env: null, max_retries: 0}}"
         # steps without end, evaluated after each: the run is still going when its first step is logged
@@ -331,6 +332,14 @@ def test_a_step_whose_user_simulator_fails_is_skipped_and_a_run_killed_with_sigk
     while processes_titled(*RUN_PROCESSES) and time.monotonic() < deadline:
         time.sleep(2)
     assert processes_titled(*RUN_PROCESSES) == []
+    # what the killed processes held in /dev/shm (vLLM's segments, multiprocessing's semaphores) is removed too
+    def left_in_shm() -> list[str]:
+        return sorted(name for name in set(os.listdir("/dev/shm")) - shm_before if name.startswith(("sem.", "psm_")))
+
+    deadline = time.monotonic() + 60
+    while left_in_shm() and time.monotonic() < deadline:
+        time.sleep(2)
+    assert left_in_shm() == []
     assert "step 1 skipped: 8 of 8 episodes ended by an infrastructure error" in " ".join(log.read_text().split())
     line = metric_lines(tmp_path / "run")[0]
     assert line["step"] == 1 and line["train/skipped_steps"] == 1.0 and line["environment/infra_error_rate"] == 1.0

@@ -332,6 +332,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
     from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
+    from ctu.runners.watchdog import sweep_shared_memory
 
     backend = backend_params(spec, SkyRLParams)
     run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
@@ -354,6 +355,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
     from ctu.runners.skyrl.experiment import skyrl_entrypoint
     from ctu.spec.secrets import secret_values
 
+    sweep_shared_memory()  # what the run's killed processes leave in /dev/shm, once this process is gone
     init_ray(config, backend)
     seen, problems = check_nodes(backend, modules)
     for line in seen:
