@@ -24,7 +24,8 @@ class OpenAIEndpointParams(ComponentParams):
     base_url: str = Field(min_length=1, pattern=r"^https?://")
     """Endpoint base URL, e.g. `http://127.0.0.1:8000/v1`."""
     api_key_env: str | None = "OPENAI_API_KEY"
-    """Environment variable holding the API key; null for endpoints that need none."""
+    """Environment variable holding the API key; null for endpoints that need none. Exported where `ctu run` starts:
+    on `skyrl`, ctu hands its value to the Ray task that runs the rollouts, in memory (never in a file)."""
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     """Sampling temperature of the endpoint's model."""
     timeout_s: float = Field(60.0, gt=0.0)

@@ -19,7 +19,9 @@ class RayRuntimeEnv(ComponentParams):
 
     env_vars: dict[str, str] = {}
     """Environment variables for the workers (e.g. NCCL settings); applied after SkyRL's and ctu's own. The driver's
-    environment does not reach workers that `ray start` launched on a node: name here what they need."""
+    environment does not reach workers that `ray start` launched on a node: name here what they need, but never a
+    secret (refused: Ray logs these on every node); the keys components name in `api_key_env` reach the rollouts
+    without it."""
     worker_process_setup_hook: str | None = None
     """A function, as `module.function`, each worker process calls once at start, before it imports anything of
     the run (Ray's `worker_process_setup_hook`)."""
