@@ -176,7 +176,7 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config and the launch plan; run nothing.")] = False,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in this run directory from its last checkpoint.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh in an existing run directory, deleting its results.")] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars (--no-progress: none at all, ctu's or any library's).")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show ctu's progress bars (a library's never shows).")] = True,
     allow_spec_change: Annotated[bool, typer.Option("--allow-spec-change", help="With --resume: let overrides (or an edited spec.resolved.yaml) change what the run trains; recorded in the run's spec_changes.jsonl.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show SkyRL's and the libraries' logs live too (they always go to the run directory's logs/).")] = False,
 ) -> None:
@@ -209,7 +209,7 @@ def eval_(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")] = 32,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default <output_dir>/<name>/eval/<policy>).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming the evaluation in --out.")] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar (--no-progress: none at all, ctu's or any library's).")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show ctu's progress bar (a library's never shows).")] = True,
 ) -> None:
     """Evaluate a policy on the spec's test sets as tau2 scores it: rewards, success, pass^k, terminations, errors.
 
@@ -232,10 +232,9 @@ def eval_(
     spec = loaded.spec
     choice = PolicyChoice(endpoint=endpoint, model=model, api_key_env=api_key_env, checkpoint=checkpoint,
                           run_dir=run_dir, step=step)
-    if not progress:
-        from ctu.runners.console import silence_progress_bars
+    from ctu.runners.console import silence_progress_bars
 
-        silence_progress_bars()
+    silence_progress_bars()  # the libraries' bars; ctu's own follows --progress
     folder = out_dir
     try:
         choice.check()

@@ -1,6 +1,6 @@
-"""What a run prints: ctu's own lines on the console; the libraries' logs (SkyRL's, vLLM's, transformers', Ray's
-through SkyRL) in a log file of the run directory, shown live too with ``ctu run --verbose``; no progress bar of
-any library with ``--no-progress``.
+"""What a run prints: ctu's own lines and progress bars on the console; the libraries' logs (SkyRL's, vLLM's,
+transformers', Ray's through SkyRL) in a log file of the run directory, shown live too with ``ctu run
+--verbose``; no library's progress bar.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ LOG_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{
 
 
 def silence_progress_bars() -> None:
-    """Turn off every library's progress bars in this process and the processes it starts (`PROGRESS_OFF`); a
-    `skyrl` run's Ray workers have them off always (`ctu.runners.skyrl.cluster.runtime_env`)."""
+    """Turn off every library's progress bars in this process and the processes it starts (`PROGRESS_OFF`; ctu's
+    own are rich's); a `skyrl` run's Ray workers get the same (`ctu.runners.skyrl.cluster.runtime_env`)."""
     os.environ.update(PROGRESS_OFF)
 
 

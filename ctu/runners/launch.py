@@ -82,8 +82,9 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
 def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, dry_run: bool = False,
            resume: Path | None = None, overwrite: bool = False, progress: bool = True, verbose: bool = False,
            allow_spec_change: bool = False, console: Console) -> None:
-    """Run (or, with `dry_run`, describe) a spec on its backend; without `progress`, no progress bar at all (ctu's
-    or any library's: `ctu.runners.console.silence_progress_bars`); with `verbose`, the libraries' logs live too.
+    """Run (or, with `dry_run`, describe) a spec on its backend, with ctu's own progress bars unless not `progress`
+    and never a library's (`ctu.runners.console.silence_progress_bars`); with `verbose`, the libraries' logs live
+    too.
     A resume with `allow_spec_change` may change what the run trains; the change is recorded in
     ``spec_changes.jsonl``.
 
@@ -110,8 +111,7 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
         if allow_spec_change and spec_hash(spec) != spec_hash(load_spec(run_dir.spec_file).spec):
             _record_spec_change(run_dir, spec)
     run_dir.path.mkdir(parents=True, exist_ok=True)
-    if not progress:
-        silence_progress_bars()
+    silence_progress_bars()  # the libraries' bars (Hugging Face's loading and saving, tqdm's): ctu's are its own
     for model in {spec.model.path, spec.model.reference_path or spec.model.path}:
         build_builtin_model(model, console, progress)
     step = backend_of(spec).run(spec, run_dir, resume=resume is not None, progress=progress, verbose=verbose)
