@@ -179,3 +179,10 @@ def test_user_code_that_exits_or_fails_a_bare_assert_at_import_is_a_spec_error_w
     (tmp_path / "mine.py").write_text(code)
     output = refused(ctu("validate", str(toy_spec(tmp_path)), f"imports=['{tmp_path / 'mine.py'}']"), reason)
     assert "imports.0" in output
+
+
+def test_a_run_resumed_on_another_backend_is_refused_naming_both(toy_run: Path, tmp_path: Path):
+    run = copy_of(toy_run, tmp_path)
+    result = ctu("run", "--resume", str(run), "backend={type: tinker, local: true}", "--allow-spec-change")
+    refused(result, "trained by the toy backend", "names tinker")
+    assert not (run / "spec_changes.jsonl").exists()

@@ -107,7 +107,10 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
             target = run_dir.path / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     if resume is not None:
-        run_dir.read_state()  # a state ctu wrote, or a clear error
+        trained_by = run_dir.read_state().get("backend")  # a state ctu wrote, or a clear error
+        if trained_by is not None and trained_by != spec.backend.type:
+            raise RunError(f"the run in {run_dir.path} was trained by the {trained_by} backend and the spec names "
+                           f"{spec.backend.type}: a run resumes on the backend that wrote its checkpoints")
         if allow_spec_change and spec_hash(spec) != spec_hash(load_spec(run_dir.spec_file).spec):
             _record_spec_change(run_dir, spec)
     run_dir.path.mkdir(parents=True, exist_ok=True)
