@@ -37,10 +37,13 @@ class WandbTracker:
         self.last_step = -1
 
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
-        """Open (or resume) the wandb run in `<run_dir>/wandb`, with the resolved spec as its config."""
+        """Open (or resume) the wandb run in `<run_dir>/wandb`, with the resolved spec as its config. wandb's Weave
+        integration (LLM call tracing, and its console advertisement when openai is imported) stays off unless
+        ``WANDB_DISABLE_WEAVE`` is set: ctu's trajectories are in its own logs."""
         self.last_step = resume_step if resume_step is not None else -1
         import os
 
+        os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
         import wandb
 
         mode = self.params.mode
