@@ -427,7 +427,8 @@ def main() -> None:
     except Exception as error:
         if "--debug" in sys.argv[1:]:
             raise
-        err.print(f"[red]error:[/red] {escape(type(error).__name__)}: {escape(str(error))}\n"
+        lines = str(error).strip().splitlines() or [""]  # a remote error (Ray's) holds its whole traceback: its last line
+        err.print(f"[red]error:[/red] {escape(type(error).__name__)}: {escape(lines[-1])}\n"
                   f"the traceback is in {escape(_write_traceback())}; `ctu --debug ...` prints it instead")
         sys.exit(1)
 

@@ -7,8 +7,9 @@ router (a `multiprocessing` child of the trainer process that outlives a killed 
 
 `sweep_shared_memory` removes what a run left in ``/dev/shm``: named semaphores and shared-memory segments of
 Python's `multiprocessing` (``sem.*``, ``psm_*``: vLLM's engine, the run's worker processes) whose processes were
-killed before they could unlink them (Ray ends a job's workers by signal). Only entries that appeared after the
-run started, that this user owns, and that no live process maps or holds open are removed.
+killed before they could unlink them (Ray ends a job's workers by signal). Only entries that appeared while the
+run was alive (from the call to the driver's end: a run started after it is not touched), that this user owns,
+and that no live process maps or holds open are removed.
 """
 
 from __future__ import annotations
@@ -83,9 +84,10 @@ def held():
     return names
 while alive(parent):
     time.sleep(1.0)
+during = set(os.listdir(shm)) - before  # what appeared while the run was alive: a later run's entries are not ours
 deadline = time.monotonic() + grace
 while True:
-    left = [name for name in os.listdir(shm) if name not in before and name.startswith(("sem.", "psm_"))
+    left = [name for name in during if name.startswith(("sem.", "psm_")) and os.path.exists(os.path.join(shm, name))
             and os.stat(os.path.join(shm, name)).st_uid == os.getuid()]
     if left:
         busy = held()
@@ -103,8 +105,9 @@ while True:
 
 def sweep_shared_memory(grace_s: float = 120.0) -> subprocess.Popen[bytes] | None:
     """Start a watchdog that, once this process is gone, removes for `grace_s` seconds (the time a job's processes
-    take to end after their driver) the ``/dev/shm`` entries that appeared after this call and nothing holds (see
-    the module's docstring); returns its process, or None where there is no ``/dev/shm``."""
+    take to end after their driver) the ``/dev/shm`` entries that appeared between this call and this process's
+    end and that nothing holds (see the module's docstring); returns its process, or None where there is no
+    ``/dev/shm``."""
     import tempfile
 
     if not os.path.isdir(SHM):

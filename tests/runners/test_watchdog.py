@@ -57,7 +57,8 @@ os.killpg(0, signal.SIGKILL)  # the process and its resource tracker, as Ray end
 def test_what_a_runs_killed_processes_leave_in_dev_shm_is_removed_once_the_run_is_gone_and_nothing_else(tmp_path):
     """The "run" starts the sweeper, then a child that creates a named semaphore and a shared-memory segment
     (Python's `multiprocessing`, as vLLM's engine and the rollout workers do) is killed with its resource
-    tracker, leaving both; an entry a live process holds, made after the sweeper started, stays."""
+    tracker, leaving both; an entry a live process holds, made after the sweeper started, stays, and so does one
+    made after the run ended, held by no one (a later run's, between its creation and its use)."""
     import subprocess
     import sys
     import time
@@ -77,11 +78,15 @@ def test_what_a_runs_killed_processes_leave_in_dev_shm_is_removed_once_the_run_i
         assert all((shm / name).exists() for name in left)
         run.stdin.close()  # the run ends
         run.wait(timeout=30)
+        time.sleep(3)  # the sweeper has seen the run end (it looks once a second)
+        later = shared_memory.SharedMemory(create=True, size=4096)  # a later run's, unheld for a moment: not touched
+        later.close()
         deadline = time.monotonic() + 30
         while any((shm / name).exists() for name in left) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not [name for name in left if (shm / name).exists()]
-        assert (shm / held.name.lstrip("/")).exists()
+        assert (shm / held.name.lstrip("/")).exists() and (shm / later.name.lstrip("/")).exists()
     finally:
         held.close()
         held.unlink()
+        later.unlink()
