@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots", "tensorboard", "wandb", "tinker", "data",
-           "exports", "logs")
-"""What a run writes into its directory, on either backend (removed by `--overwrite`; SkyRL adds `exports`, `logs`)."""
+           "exports", "logs", "skyrl_config.yaml", "spec_changes.jsonl")
+"""What a run writes into its directory, on either backend (removed by `--overwrite`; SkyRL adds `exports`, `logs`,
+`skyrl_config.yaml`)."""
 
 
 def _print_warnings(loaded: LoadedSpec, console: Console) -> None:
