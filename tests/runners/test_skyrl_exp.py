@@ -193,7 +193,7 @@ def test_a_session_left_on_an_ended_event_loop_is_released_not_reported_unclosed
     import aiohttp
     from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient
 
-    from ctu.runners.skyrl.experiment import release_ended_loop_sessions
+    from ctu.runners.skyrl.generate_client import release_ended_loop_sessions
     from tests.support.openai_server import ScriptedOpenAIServer
 
     async def request(client, url):

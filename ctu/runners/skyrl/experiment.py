@@ -6,7 +6,6 @@ Imported only inside the launch (it imports ray, torch and skyrl's trainer).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -137,6 +136,7 @@ class CtuPPOExp(BasePPOExp):
         """SkyRL's client, its vLLM servers and router started; the router (a `multiprocessing` child of this
         process, which would outlive it if it were killed) gets a watchdog (`ctu.runners.watchdog`); the session
         the start-up left on an ended event loop is released (`release_ended_loop_sessions`)."""
+        from ctu.runners.skyrl.generate_client import release_ended_loop_sessions
         from ctu.runners.watchdog import watch
 
         client = super().get_inference_client()
@@ -172,34 +172,6 @@ class CtuPPOExp(BasePPOExp):
         trainer.run_dir = RunDir(self.run_dir)
         self._route_logs()  # SkyRL's trainer set its console sink up again
         return trainer
-
-
-def release_ended_loop_sessions(client: Any) -> int:
-    """Release the aiohttp sessions `client` (SkyRL's HTTP inference client) keeps for event loops that have
-    ended; returns how many.
-
-    SkyRL keeps a session per event loop. Its colocated start-up puts the engines to sleep through
-    ``asyncio.run(client.sleep())``, whose loop then ends with the session open; at the first weight sync SkyRL
-    drops it unclosed, and aiohttp reports "Unclosed client session" and "Unclosed connector" (SkyRL 0.4.0). A
-    session cannot be closed once its loop has ended (closing its connections schedules on that loop): it is
-    detached, and its connector closed as far as an ended loop allows, so neither is left open.
-    """
-    holders = (client, getattr(client, "_generate_client", None))  # SkyRL's client keeps them in its generate client
-    ended = [(sessions, loop) for holder in holders if isinstance(sessions := getattr(holder, "_sessions", None), dict)
-             for loop in sessions if loop.is_closed()]
-    for sessions, loop in ended:
-        session = sessions.pop(loop)
-        connector = session.connector
-        session.detach()
-        if connector is not None:
-            closing = asyncio.new_event_loop()  # (called where no loop runs, as SkyRL's start-up is)
-            try:
-                closing.run_until_complete(connector.close())  # marks it closed, then closes its connections...
-            except RuntimeError:  # ...on their ended loop ("Event loop is closed"): their sockets go with the GC
-                pass
-            finally:
-                closing.close()
-    return len(ended)
 
 
 @ray.remote(num_cpus=1)

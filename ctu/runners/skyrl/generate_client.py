@@ -1,5 +1,6 @@
 """`TokenGenerateClient`: SkyRL's per-request generate client with request bodies written by orjson and SkyRL's
-cap on in-flight requests, for the SkyRL sampler's token-in/token-out turns.
+cap on in-flight requests, for the SkyRL sampler's token-in/token-out turns; and `release_ended_loop_sessions`,
+for the sessions SkyRL's own client leaves on event loops that have ended.
 
 Imports SkyRL (and aiohttp); import it only where a SkyRL client is in hand.
 """
@@ -87,3 +88,31 @@ class TokenGenerateClient(RemoteGenerateClient):
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         self._caps = {}
+
+
+def release_ended_loop_sessions(client: Any) -> int:
+    """Release the aiohttp sessions `client` (SkyRL's HTTP inference client) keeps for event loops that have
+    ended; returns how many.
+
+    SkyRL keeps a session per event loop. Its colocated start-up puts the engines to sleep through
+    ``asyncio.run(client.sleep())``, whose loop then ends with the session open; at the first weight sync SkyRL
+    drops it unclosed, and aiohttp reports "Unclosed client session" and "Unclosed connector" (SkyRL 0.4.0). A
+    session cannot be closed once its loop has ended (closing its connections schedules on that loop): it is
+    detached, and its connector closed as far as an ended loop allows, so neither is left open.
+    """
+    holders = (client, getattr(client, "_generate_client", None))  # SkyRL's client keeps them in its generate client
+    ended = [(sessions, loop) for holder in holders if isinstance(sessions := getattr(holder, "_sessions", None), dict)
+             for loop in sessions if loop.is_closed()]
+    for sessions, loop in ended:
+        session = sessions.pop(loop)
+        connector = session.connector
+        session.detach()
+        if connector is not None:
+            closing = asyncio.new_event_loop()  # (called where no loop runs, as SkyRL's start-up is)
+            try:
+                closing.run_until_complete(connector.close())  # marks it closed, then closes its connections...
+            except RuntimeError:  # ...on their ended loop ("Event loop is closed"): their sockets go with the GC
+                pass
+            finally:
+                closing.close()
+    return len(ended)
