@@ -150,3 +150,18 @@ def test_a_dumped_spec_loads_equal_from_its_run_directory(tmp_path, unregister, 
     resolved.write_text(dump_spec(spec))
     again = load_spec(resolved).spec
     assert again == spec and spec_hash(again) == spec_hash(spec)
+
+
+def test_a_specs_hash_names_its_imported_files_wherever_the_command_runs(tmp_path, unregister, monkeypatch):
+    """A run resumed from another directory is the same experiment (`ctu run --resume` compares hashes)."""
+    from ctu.spec import spec_hash
+
+    unregister.append("imports_bonus_f")
+    reward_file(tmp_path / "project", "imports_bonus_f")
+    spec_path = write_spec(tmp_path / "project" / "spec.yaml", "imports: [imports_bonus_f.py]\nrewards: [imports_bonus_f]\n")
+    monkeypatch.chdir(tmp_path)
+    here = load_spec(spec_path).spec
+    digest = spec_hash(here)  # imports are relative to the directory the command runs in
+    monkeypatch.chdir(tmp_path / "project")
+    there = load_spec(spec_path).spec
+    assert here.imports != there.imports and spec_hash(there) == digest

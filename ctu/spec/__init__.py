@@ -146,14 +146,20 @@ def dump_spec(spec: Spec) -> str:
     """The resolved spec as YAML. Loading the text again (from the same directory, wherever the file is written)
     gives an equal `Spec`: the files in `imports` are written as absolute paths, which loading makes relative to
     the current directory again. Holds no secrets: API keys are only ever named by environment variable."""
+    return yaml.safe_dump(_placed(spec), sort_keys=False, allow_unicode=True, width=120)
+
+
+def _placed(spec: Spec) -> dict[str, object]:
+    """`spec_to_dict` with the files in `imports` as absolute paths (the same files, wherever the command runs)."""
     from ctu.registry.imports import is_file_import
 
     data = spec_to_dict(spec)
     data["imports"] = [str(Path(entry).resolve()) if is_file_import(entry) else entry for entry in spec.imports]
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+    return data
 
 
 def spec_hash(spec: Spec) -> str:
-    """SHA-256 (hex) of the resolved spec's canonical JSON: equal specs, equal hashes, whatever their YAML."""
-    canonical = json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",", ":"))
+    """SHA-256 (hex) of the resolved spec's canonical JSON, its imported files named by absolute path: equal specs,
+    equal hashes, whatever their YAML and whichever directory the command runs in."""
+    canonical = json.dumps(_placed(spec), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
