@@ -12,9 +12,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-PROGRESS_OFF = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-"""The variables that turn every library's progress bar off: tqdm's own (its ``TQDM_`` defaults) and Hugging Face's
-(hub downloads, transformers' weight loading and shard writing, which pass tqdm ``disable`` themselves)."""
+PROGRESS_OFF = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+"""The variables that turn every library's progress bar off: tqdm's own (its ``TQDM_`` defaults: SkyRL's bars) and
+Hugging Face's (hub downloads, transformers' weight loading and shard writing, datasets' maps and filters: they
+pass tqdm ``disable`` themselves)."""
 
 OWN_LOGGERS = ("ctu", "tau_bench_env")
 """The loggers whose lines are ctu's own: always on the console."""
