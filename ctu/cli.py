@@ -410,6 +410,44 @@ def data_prepare(
         out.print(f"wrote {escape(str(path))}")
 
 
+tasks_app = typer.Typer(help="Check task sets in tau2's format.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.command("check")
+def tasks_check(
+    tasks_file: Annotated[Path, typer.Argument(help="A tasks file in tau2's format (tasks.json).")],
+    domain: Annotated[str, typer.Option("--domain", help="The registered domain the tasks are of (e.g. retail).")],
+    split_file: Annotated[Path | None, typer.Option("--split-file", help="Its split file (split_tasks.json).")] = None,
+    split: Annotated[str, typer.Option("--split", help="The split to check (base: every task).")] = "base",
+    max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Policy turns an episode allows (environment.max_turns).")] = 20,
+    max_errors: Annotated[int, typer.Option("--max-errors", min=1, help="Errors an episode allows (environment.max_errors).")] = 10,
+    imports: Imports = None,
+) -> None:
+    """Replay every task's gold actions from its initial state, as tau2 would: exit 1 listing each task whose gold
+    actions fail, write nothing, do not score 1.0 or do not fit the limits; exit 2 for a file that is no task set."""
+    from ctu.errors import CtuError
+    from ctu.spec.schedule import TaskFileError
+    from ctu.tasks.check import check_task_file
+
+    _import_code(imports)
+    try:
+        report = check_task_file(domain, tasks_file, split_file, split, max_turns, max_errors)
+    except TaskFileError as error:
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    except CtuError as error:
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    for fault in report.faults:
+        out.print(f"task {escape(fault.task_id)}: {escape(fault.reason)}")
+    failed = len(report.failed_ids)
+    out.print(f"{report.checked - failed} of {report.checked} task(s) sound"
+              + (f"; {failed} failed: {escape(', '.join(report.failed_ids))}" if failed else ""))
+    if failed:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Console-script entry point: `app`, where an error no command handled is still a message, never a traceback
     (unless ``--debug``): a path the user gave that cannot be used exits 2 naming it; anything else exits 1, its

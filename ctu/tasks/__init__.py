@@ -1,0 +1,1 @@
+"""Training tasks as data: checking a task set by replaying its gold actions (`check`)."""

@@ -1,0 +1,136 @@
+"""Checking a task set by replaying each task's gold actions, as tau2 would score them (`ctu tasks check`).
+
+A task is sound when, from its initial state in a fresh environment of its domain: every gold action runs without
+a tool error; every gold write changes the agent's database (a write that changes nothing names a record or a
+value that is already so); the gold replay, played through an episode with the `scripted` user simulator and
+scored by tau2's own evaluation path, scores 1.0; and the gold solution fits the episode's `max_turns` and
+`max_errors`. The file-level faults (no task, an id twice, a split naming a task the file lacks, a task tau2's
+`Task` model rejects) are `ctu.spec.schedule.task_file_ids`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tau2.data_model.tasks import Task
+
+    from tau_bench_env.domains import Domain
+
+
+@dataclass(frozen=True)
+class TaskFault:
+    """Why one task failed the check."""
+
+    task_id: str
+    reason: str
+
+
+@dataclass
+class CheckReport:
+    """What `check_tasks` found: the tasks checked and every fault, a task at most once per reason."""
+
+    checked: int = 0
+    faults: list[TaskFault] = field(default_factory=list)
+
+    @property
+    def failed_ids(self) -> list[str]:
+        """The ids of the tasks with at least one fault, in the order checked."""
+        return list(dict.fromkeys(fault.task_id for fault in self.faults))
+
+
+def replay_faults(domain: Domain, task: Task) -> list[str]:
+    """The tool-level faults of `task`'s gold actions run in order in a fresh environment of `domain` from the
+    task's initial state: each action that answers with a tool error, and each assistant write (a tool of
+    `Domain.write_tools`) that changes nothing (`tau_bench_env.replay.effective_writes`)."""
+    from tau2.data_model.message import ToolCall
+
+    from tau_bench_env.replay import effective_writes
+
+    faults = []
+    environment = domain.episode_environment(task)
+    state = task.initial_state
+    if state is not None:
+        environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))
+    actions = list(task.evaluation_criteria.actions or []) if task.evaluation_criteria else []
+    for index, action in enumerate(actions):
+        call = ToolCall(id=f"gold_{index}", name=action.name, arguments=dict(action.arguments), requestor=action.requestor)
+        response = environment.get_response(call)
+        if response.error:
+            faults.append(f"gold action {index} ({action.name}) fails: {str(response.content)[:200]}")
+    writes = set(effective_writes(domain.episode_environment(task), task))
+    faults += [f"gold action {index} ({action.name}) is a write that changes nothing"
+               for index, action in enumerate(actions)
+               if action.requestor == "assistant" and action.name in domain.write_tools and index not in writes]
+    return faults
+
+
+async def replay_reward(domain: Domain, task: Task, max_turns: int, max_errors: int) -> tuple[float, str]:
+    """The reward tau2's evaluation gives the gold replay of `task` (`tau_bench_env.replay.GoldReplayAgent`)
+    played with the `scripted` user simulator within `max_turns` policy turns and `max_errors` errors, and how
+    the episode ended."""
+    from ctu.components.parsers.hermes import HermesParser
+    from ctu.components.user_simulators.scripted import ScriptedUserSimulator
+    from tau_bench_env.episode import Episode
+    from tau_bench_env.outcome import EpisodeConfig
+    from tau_bench_env.replay import GoldReplayAgent, play
+
+    episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=max_turns, max_errors=max_errors))
+    result = await play(episode, GoldReplayAgent(task))
+    ended = result.termination or "none"
+    if result.evaluation_error:
+        ended += f"; evaluator: {result.evaluation_error}"
+    if result.user_error:
+        ended += f"; user simulator: {result.user_error}"
+    return float(result.reward), ended
+
+
+def check_tasks(domain: Domain, tasks: list[Task], max_turns: int, max_errors: int) -> CheckReport:
+    """Check every task of `tasks` (see the module docstring); the domain's tasks file has passed its
+    file-level checks already."""
+    from tau_bench_env.gold_limits import gold_solution
+
+    report = CheckReport()
+    for task in tasks:
+        report.checked += 1
+        reasons = replay_faults(domain, task)
+        turns, errors = gold_solution(domain, task)
+        if turns > max_turns:
+            reasons.append(f"the gold solution takes {turns} policy turns, more than max_turns {max_turns}")
+        if errors >= max_errors:
+            reasons.append(f"the gold solution makes {errors} tool errors, max_errors is {max_errors}")
+        reward, ended = asyncio.run(replay_reward(domain, task, max(max_turns, turns), max(max_errors, errors + 1)))
+        if reward < 1.0:
+            has_actions = bool(task.evaluation_criteria and task.evaluation_criteria.actions)
+            what = "the gold replay" if has_actions else "doing nothing (the task has no gold actions)"
+            reasons.append(f"tau2 scores {what} {reward:g} (ended: {ended})")
+        report.faults += [TaskFault(str(task.id), reason) for reason in reasons]
+    return report
+
+
+def check_task_file(domain_type: str, tasks_file: Path, split_file: Path | None, split: str,
+                    max_turns: int, max_errors: int) -> CheckReport:
+    """`check_tasks` over the tasks of `split` in a tasks file in tau2's format, played in the environment of the
+    registered domain `domain_type` (built with its default params: any domain, tau2's or one's own).
+
+    Raises:
+        TaskFileError: a file-level fault (`ctu.spec.schedule.task_file_ids`).
+        ComponentError: `domain_type` is not a registered domain.
+    """
+    import json
+    from types import SimpleNamespace
+
+    from tau2.data_model.tasks import Task
+
+    from ctu.components.domains import build_domain
+    from ctu.spec.schedule import task_file_ids
+
+    ids = task_file_ids(SimpleNamespace(tasks_file=str(tasks_file), split_file=None if split_file is None else str(split_file)),
+                        split)
+    wanted = set(ids)
+    tasks = [Task.model_validate(task) for task in json.loads(Path(tasks_file).read_text(encoding="utf-8"))
+             if str(task["id"]) in wanted]
+    return check_tasks(build_domain(domain_type, {}), tasks, max_turns, max_errors)

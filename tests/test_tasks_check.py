@@ -1,0 +1,52 @@
+"""`ctu tasks check`: every task's gold actions replayed from its initial state as tau2 would score them, on a
+domain of tau2's (mock), the worked example's own domain, and a retail task file spoilt in each way the check
+names (a tool error, a write that changes nothing, a replay tau2 scores 0, a solution longer than the turns
+allowed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tau2.utils import DATA_DIR
+
+from .test_command_input import ctu
+
+MOCK = DATA_DIR / "tau2" / "domains" / "mock"
+
+
+def test_the_worked_examples_tasks_are_sound():
+    result = ctu("tasks", "check", "examples/healthcare/tasks.json", "--domain", "healthcare",
+                 "--split-file", "examples/healthcare/split_tasks.json", "-i", "examples/healthcare/domain.py")
+    assert result.returncode == 0 and "14 of 14 task(s) sound" in result.stdout, result.stdout + result.stderr
+
+
+def test_tau2s_mock_tasks_hold_one_whose_gold_solution_is_missing():
+    """Found in tau2 26.3's own data: mock's `update_task_with_history_and_env_assertions` asserts a task's status
+    is `completed`, and gives no gold action that completes it."""
+    result = ctu("tasks", "check", str(MOCK / "tasks.json"), "--domain", "mock", "--split-file", str(MOCK / "split_tasks.json"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "task update_task_with_history_and_env_assertions: tau2 scores doing nothing (the task has no gold actions) 0" in result.stdout
+    assert "8 of 9 task(s) sound; 1 failed: update_task_with_history_and_env_assertions" in result.stdout
+
+
+def test_each_fault_of_a_spoilt_retail_task_file_is_named_with_its_task(tmp_path: Path):
+    tasks = {task["id"]: task for task in json.loads((DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json").read_text())}
+    missing = json.loads(json.dumps(tasks["1"]))
+    missing["id"] = "missing-order"
+    [index] = [i for i, a in enumerate(missing["evaluation_criteria"]["actions"]) if "order_id" in a["arguments"]][:1]
+    missing["evaluation_criteria"]["actions"][index]["arguments"]["order_id"] = "#W0000000"  # no such order
+    idle = json.loads(json.dumps(tasks["0"]))
+    idle["id"] = "idle-write"  # its exchange done twice: the second changes nothing (the items are exchanged)
+    write = next(a for a in idle["evaluation_criteria"]["actions"] if a["name"].startswith("exchange"))
+    idle["evaluation_criteria"]["actions"].append({**write, "action_id": "again"})
+    file = tmp_path / "tasks.json"
+    file.write_text(json.dumps([tasks["0"], missing, idle]))
+    result = ctu("tasks", "check", str(file), "--domain", "retail")
+    output = result.stdout
+    assert result.returncode == 1, output + result.stderr
+    assert f"task missing-order: gold action {index} (" in output and ") fails: Error: Order not found" in output
+    assert "task idle-write: gold action" in output and "is a write that changes nothing" in output
+    assert "task 0:" not in output and "1 of 3 task(s) sound; 2 failed: missing-order, idle-write" in output
+    shorter = ctu("tasks", "check", str(file), "--domain", "retail", "--max-turns", "5")  # 5 calls, then the closing
+    assert shorter.returncode == 1 and "task 0: the gold solution takes 6 policy turns, more than max_turns 5" in shorter.stdout
