@@ -101,7 +101,8 @@ def validate(
     args: Annotated[list[str], typer.Argument(help="Spec files, then optional key=value overrides applied to each.")],
     deep: Annotated[bool, typer.Option("--deep", help="Also run the backend's own checks: for skyrl, resolve the spec into SkyRL's config and run SkyRL's validation (imports skyrl), and warn about GPU packages missing here.")] = False,
 ) -> None:
-    """Check specs without a GPU: schema, component params, cross-field rules. Exit 2 listing every problem."""
+    """Check specs without a GPU: schema, component params, cross-field rules, and the gold actions of every task
+    file a spec names (replayed once per file version, then cached). Exit 2 listing every problem."""
     from ctu.errors import CtuError
     from ctu.spec import load_spec
 
@@ -121,6 +122,13 @@ def validate(
             continue
         if loaded.warnings:
             _print_issues(f"{path}: {len(loaded.warnings)} warning(s)", loaded.warnings, "yellow")
+        from ctu.tasks.check import spec_task_file_issues
+
+        task_issues = spec_task_file_issues(loaded.spec)  # the gold actions of the task files it names, replayed
+        if task_issues:
+            failed += 1
+            _print_issues(f"{path}: {len(task_issues)} task file(s) whose tasks do not hold", task_issues, "red")
+            continue
         if deep:
             from ctu.runners.backend import backend_of
             from ctu.runners.rundir import RunDir

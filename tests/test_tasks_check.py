@@ -50,3 +50,31 @@ def test_each_fault_of_a_spoilt_retail_task_file_is_named_with_its_task(tmp_path
     assert "task 0:" not in output and "1 of 3 task(s) sound; 2 failed: missing-order, idle-write" in output
     shorter = ctu("tasks", "check", str(file), "--domain", "retail", "--max-turns", "5")  # 5 calls, then the closing
     assert shorter.returncode == 1 and "task 0: the gold solution takes 6 policy turns, more than max_turns 5" in shorter.stdout
+
+
+def test_validate_replays_the_task_files_a_spec_names_once_per_version_of_them(tmp_path: Path, monkeypatch):
+    import yaml
+
+    from .conftest import MINIMAL_SPEC
+
+    tasks = json.loads((DATA_DIR / "tau2" / "domains" / "retail" / "tasks.json").read_text())[:2]
+    tasks[1]["evaluation_criteria"]["actions"][0]["name"] = "no_such_tool"
+    file = tmp_path / "tasks.json"
+    file.write_text(json.dumps(tasks))
+    data = json.loads(json.dumps(MINIMAL_SPEC))
+    data["data"] = {"train": [{"domain": {"type": "retail", "tasks_file": str(file)}, "split": "base"}]}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CTU_CACHE_DIR", str(cache))
+    first = ctu("validate", str(spec))
+    assert first.returncode == 2 and "data.train.0.domain.tasks_file: gold actions that do not hold: task 1: gold action 0 (no_such_tool) fails" in \
+        " ".join(first.stderr.split()), first.stderr
+    assert len(list((cache / "task_checks").glob("*.json"))) == 1
+    again = ctu("validate", str(spec))  # from the cache: the same verdict
+    assert again.returncode == 2 and again.stderr.count("task 1: gold action 0") == 1
+    tasks[1]["evaluation_criteria"]["actions"][0]["name"] = "find_user_id_by_name_zip"
+    file.write_text(json.dumps(tasks))  # fixed: a new version, checked afresh
+    fixed = ctu("validate", str(spec))
+    assert fixed.returncode == 0, fixed.stderr
+    assert len(list((cache / "task_checks").glob("*.json"))) == 2

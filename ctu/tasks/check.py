@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
 
+    from ctu.spec import Spec, SpecIssue
     from tau_bench_env.domains import Domain
 
 
@@ -134,3 +135,53 @@ def check_task_file(domain_type: str, tasks_file: Path, split_file: Path | None,
     tasks = [Task.model_validate(task) for task in json.loads(Path(tasks_file).read_text(encoding="utf-8"))
              if str(task["id"]) in wanted]
     return check_tasks(build_domain(domain_type, {}), tasks, max_turns, max_errors)
+
+
+CHECK_VERSION = 1
+"""Part of every cached check's key: raise it when what `check_tasks` checks changes."""
+
+
+def spec_task_file_issues(spec: Spec) -> list[SpecIssue]:
+    """`check_task_file` on every tasks file a spec's data sources name (training, validation, test sets), with
+    the spec's `environment.max_turns` and `max_errors`: one issue per data source whose tasks fail, at its
+    ``domain.tasks_file``, naming each task and its faults. A result is cached under ``$CTU_CACHE_DIR`` by the
+    files' SHA-256, the domain, split and limits, so a second `ctu validate` of the same files replays nothing."""
+    import hashlib
+    import json
+
+    from ctu.models.tiny_qwen3 import cache_dir
+    from ctu.spec import SpecIssue
+
+    sources = [(f"data.train.{i}", source) for i, source in enumerate(spec.data.train)]
+    sources += [(path, source) for path, source in
+                [("data.validation", spec.data.validation), *((f"data.test_sets.{n}", s) for n, s in spec.data.test_sets.items())]
+                if source is not None]
+    issues = []
+    for path, source in sources:
+        params = source.domain.params
+        tasks_file = getattr(params, "tasks_file", None)
+        if tasks_file is None:
+            continue
+        split_file = getattr(params, "split_file", None)
+        digest = hashlib.sha256()
+        for part in (str(CHECK_VERSION), source.domain.type, source.split, str(spec.environment.max_turns),
+                     str(spec.environment.max_errors)):
+            digest.update(part.encode() + b"\0")
+        for file in (tasks_file, split_file):
+            digest.update(Path(file).read_bytes() if file is not None else b"-")
+        cached = cache_dir() / "task_checks" / f"{digest.hexdigest()}.json"
+        if cached.exists():
+            faults = [TaskFault(**fault) for fault in json.loads(cached.read_text())]
+        else:
+            report = check_task_file(source.domain.type, Path(tasks_file), None if split_file is None else Path(split_file),
+                                     source.split, spec.environment.max_turns, spec.environment.max_errors)
+            faults = report.faults
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            temporary = cached.with_suffix(".tmp")
+            temporary.write_text(json.dumps([fault.__dict__ for fault in faults]))
+            temporary.replace(cached)
+        if faults:
+            listed = "; ".join(f"task {fault.task_id}: {fault.reason}" for fault in faults[:10])
+            more = f" (and {len(faults) - 10} more: `ctu tasks check` lists all)" if len(faults) > 10 else ""
+            issues.append(SpecIssue(f"{path}.domain.tasks_file", f"gold actions that do not hold: {listed}{more}"))
+    return issues
