@@ -11,7 +11,7 @@ scored by tau2's own evaluation path, scores 1.0; and the gold solution fits the
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,10 @@ class TaskFault:
 
     task_id: str
     reason: str
+    unsolvable: bool = False
+    """The gold replay itself scores below 1: no policy can earn the task's reward (the other faults are of gold
+    actions tau2 still scores 1.0, e.g. a failing lookup of an id the user first gives wrong, as tau2's own
+    retail tasks hold)."""
 
 
 @dataclass
@@ -104,11 +108,11 @@ def check_tasks(domain: Domain, tasks: list[Task], max_turns: int, max_errors: i
         if errors >= max_errors:
             reasons.append(f"the gold solution makes {errors} tool errors, max_errors is {max_errors}")
         reward, ended = asyncio.run(replay_reward(domain, task, max(max_turns, turns), max(max_errors, errors + 1)))
+        report.faults += [TaskFault(str(task.id), reason) for reason in reasons]
         if reward < 1.0:
             has_actions = bool(task.evaluation_criteria and task.evaluation_criteria.actions)
             what = "the gold replay" if has_actions else "doing nothing (the task has no gold actions)"
-            reasons.append(f"tau2 scores {what} {reward:g} (ended: {ended})")
-        report.faults += [TaskFault(str(task.id), reason) for reason in reasons]
+            report.faults.append(TaskFault(str(task.id), f"tau2 scores {what} {reward:g} (ended: {ended})", unsolvable=True))
     return report
 
 
@@ -137,15 +141,16 @@ def check_task_file(domain_type: str, tasks_file: Path, split_file: Path | None,
     return check_tasks(build_domain(domain_type, {}), tasks, max_turns, max_errors)
 
 
-CHECK_VERSION = 1
+CHECK_VERSION = 2
 """Part of every cached check's key: raise it when what `check_tasks` checks changes."""
 
 
-def spec_task_file_issues(spec: Spec) -> list[SpecIssue]:
+def spec_task_file_issues(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:
     """`check_task_file` on every tasks file a spec's data sources name (training, validation, test sets), with
-    the spec's `environment.max_turns` and `max_errors`: one issue per data source whose tasks fail, at its
-    ``domain.tasks_file``, naming each task and its faults. A result is cached under ``$CTU_CACHE_DIR`` by the
-    files' SHA-256, the domain, split and limits, so a second `ctu validate` of the same files replays nothing."""
+    the spec's `environment.max_turns` and `max_errors`, as ``(errors, warnings)`` at each source's
+    ``domain.tasks_file``: an error names the tasks no policy can solve (`TaskFault.unsolvable`), a warning the
+    other faults. A result is cached under ``$CTU_CACHE_DIR`` by the files' SHA-256, the domain, split and
+    limits, so a second `ctu validate` of the same files replays nothing."""
     import hashlib
     import json
 
@@ -156,7 +161,8 @@ def spec_task_file_issues(spec: Spec) -> list[SpecIssue]:
     sources += [(path, source) for path, source in
                 [("data.validation", spec.data.validation), *((f"data.test_sets.{n}", s) for n, s in spec.data.test_sets.items())]
                 if source is not None]
-    issues = []
+    errors: list[SpecIssue] = []
+    warnings: list[SpecIssue] = []
     for path, source in sources:
         params = source.domain.params
         tasks_file = getattr(params, "tasks_file", None)
@@ -178,10 +184,13 @@ def spec_task_file_issues(spec: Spec) -> list[SpecIssue]:
             faults = report.faults
             cached.parent.mkdir(parents=True, exist_ok=True)
             temporary = cached.with_suffix(".tmp")
-            temporary.write_text(json.dumps([fault.__dict__ for fault in faults]))
+            temporary.write_text(json.dumps([asdict(fault) for fault in faults]))
             temporary.replace(cached)
-        if faults:
-            listed = "; ".join(f"task {fault.task_id}: {fault.reason}" for fault in faults[:10])
-            more = f" (and {len(faults) - 10} more: `ctu tasks check` lists all)" if len(faults) > 10 else ""
-            issues.append(SpecIssue(f"{path}.domain.tasks_file", f"gold actions that do not hold: {listed}{more}"))
-    return issues
+        for unsolvable, found, title in ((True, errors, "tasks no policy can solve"),
+                                         (False, warnings, "gold actions that fail or change nothing")):
+            chosen = [fault for fault in faults if fault.unsolvable is unsolvable]
+            if chosen:
+                listed = "; ".join(f"task {fault.task_id}: {fault.reason}" for fault in chosen[:10])
+                more = f" (and {len(chosen) - 10} more: `ctu tasks check` lists all)" if len(chosen) > 10 else ""
+                found.append(SpecIssue(f"{path}.domain.tasks_file", f"{title}: {listed}{more}"))
+    return errors, warnings
