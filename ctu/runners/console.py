@@ -19,6 +19,9 @@ pass tqdm ``disable`` themselves)."""
 
 OWN_LOGGERS = ("ctu", "tau_bench_env")
 """The loggers whose lines are ctu's own: always on the console."""
+DETACHED_LOGGERS = ("skyrl",)
+"""Standard-library loggers that print to the console with handlers of their own instead of propagating (SkyRL's
+``skyrl`` logger: a rich handler, `skyrl.utils.log`): given the log file instead."""
 
 LOG_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
 """The log file's line format (SkyRL's own, without its colours)."""
@@ -32,27 +35,25 @@ def silence_progress_bars() -> None:
 
 def route_driver_logs(log_file: Path, verbose: bool) -> None:
     """In the process `ctu run` started: the standard-library logs of every library (vLLM's import-time warnings
-    among them: ``VLLM_CONFIGURE_LOGGING=0`` unless set, so vLLM's records reach the root logger) go to `log_file`,
-    ctu's own (`OWN_LOGGERS`) to the console as well; with `verbose`, everything to the console too."""
+    among them: ``VLLM_CONFIGURE_LOGGING=0`` unless set, so vLLM's records reach the root logger; SkyRL's own
+    logger, `DETACHED_LOGGERS`) go to `log_file`, ctu's own (`OWN_LOGGERS`) to the console as well; with
+    `verbose`, everything to the console too."""
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
     root = logging.getLogger()
-    root.handlers = [handler, *([_console_handler()] if verbose else [])]
+    root.handlers = [_file_handler(log_file), *([_console_handler()] if verbose else [])]
     root.setLevel(logging.INFO)
-    for name in OWN_LOGGERS:
-        own = logging.getLogger(name)
-        own.setLevel(logging.INFO)
-        own.handlers = [] if verbose else [_console_handler()]
+    _own_on_console(verbose)
+    _detached_to(log_file, verbose)
 
 
 def route_library_logs(log_file: Path, verbose: bool) -> None:
     """In a process that runs SkyRL's trainer: SkyRL's loguru logger, and the standard-library records SkyRL routes
     into it (`skyrl.train.utils.utils.configure_ray_worker_logging`: vLLM's, transformers', Ray's), go to
     `log_file` (appended to); the console (stderr) keeps ctu's own loggers (`OWN_LOGGERS`) at INFO and above, and
-    errors from anyone. With `verbose`, everything goes to the console as well. Safe to call again (SkyRL's
-    trainer sets its console sink up anew when it is built)."""
+    errors from anyone; SkyRL's own standard-library logger (`DETACHED_LOGGERS`) goes to `log_file` too. With
+    `verbose`, everything goes to the console as well. Safe to call again (SkyRL's trainer sets its console sink
+    up anew when it is built)."""
     from loguru import logger
 
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -60,10 +61,32 @@ def route_library_logs(log_file: Path, verbose: bool) -> None:
     logger.add(log_file, level="INFO", colorize=False, enqueue=True, backtrace=False, diagnose=False, format=LOG_FORMAT)
     logger.add(sys.stderr, level="INFO" if verbose else "ERROR", colorize=False, enqueue=True, backtrace=False,
                diagnose=False, format=LOG_FORMAT)
+    _own_on_console(verbose)  # verbose: through loguru's console sink, once
+    _detached_to(log_file, verbose)
+
+
+def _own_on_console(verbose: bool) -> None:
+    """ctu's own loggers print on the console at INFO and above (through the root's handlers when `verbose`)."""
     for name in OWN_LOGGERS:
         own = logging.getLogger(name)
         own.setLevel(logging.INFO)
-        own.handlers = [] if verbose else [_console_handler()]  # verbose: through loguru's console sink, once
+        own.handlers = [] if verbose else [_console_handler()]
+
+
+def _detached_to(log_file: Path, verbose: bool) -> None:
+    """`DETACHED_LOGGERS` write to `log_file` (and, with `verbose`, the console) instead of their own handlers."""
+    for name in DETACHED_LOGGERS:
+        detached = logging.getLogger(name)
+        for old in detached.handlers:
+            old.close()
+        detached.handlers = [_file_handler(log_file), *([_console_handler()] if verbose else [])]
+        detached.propagate = False
+
+
+def _file_handler(log_file: Path) -> logging.Handler:
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
+    return handler
 
 
 def _console_handler() -> logging.Handler:
