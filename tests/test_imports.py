@@ -136,13 +136,18 @@ def test_the_cli_lists_and_documents_components_given_by_import(tmp_path, unregi
     assert failed.returncode == 2 and "no such file" in failed.stderr and not (tmp_path / "ref.md").exists()
 
 
+def project_spec(tmp_path, reward: str, unregister) -> Path:
+    """``<tmp_path>/project/spec.yaml`` importing a file of the project that registers `reward`, and using it."""
+    unregister.append(reward)
+    reward_file(tmp_path / "project", reward)
+    return write_spec(tmp_path / "project" / "spec.yaml", f"imports: [{reward}.py]\nrewards: [{reward}]\n")
+
+
 def test_a_dumped_spec_loads_equal_from_its_run_directory(tmp_path, unregister, monkeypatch):
     """`spec.resolved.yaml` in a run directory (what `ctu run --resume` reads) names the same files."""
     from ctu.spec import dump_spec, spec_hash
 
-    unregister.append("imports_bonus_e")
-    reward_file(tmp_path / "project", "imports_bonus_e")
-    spec_path = write_spec(tmp_path / "project" / "spec.yaml", "imports: [imports_bonus_e.py]\nrewards: [imports_bonus_e]\n")
+    spec_path = project_spec(tmp_path, "imports_bonus_e", unregister)
     monkeypatch.chdir(tmp_path)
     spec = load_spec(spec_path).spec
     resolved = tmp_path / "runs" / "minimal" / "spec.resolved.yaml"
@@ -156,9 +161,7 @@ def test_a_specs_hash_names_its_imported_files_wherever_the_command_runs(tmp_pat
     """A run resumed from another directory is the same experiment (`ctu run --resume` compares hashes)."""
     from ctu.spec import spec_hash
 
-    unregister.append("imports_bonus_f")
-    reward_file(tmp_path / "project", "imports_bonus_f")
-    spec_path = write_spec(tmp_path / "project" / "spec.yaml", "imports: [imports_bonus_f.py]\nrewards: [imports_bonus_f]\n")
+    spec_path = project_spec(tmp_path, "imports_bonus_f", unregister)
     monkeypatch.chdir(tmp_path)
     here = load_spec(spec_path).spec
     digest = spec_hash(here)  # imports are relative to the directory the command runs in
