@@ -42,42 +42,41 @@ def spec_changes(before: object, after: object, path: str = "") -> list[str]:
 
 
 def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None,
-                     allow_spec_change: bool = False) -> tuple[LoadedSpec, Path | None]:
-    """The spec to run (with its warnings) and, when resuming, its run directory.
+                     allow_spec_change: bool = False) -> tuple[LoadedSpec, Path | None, list[str]]:
+    """The spec to run (with its warnings), when resuming its run directory, and the spec keys the resume changes.
 
-    A resume runs the run's own spec: overrides may change `RESUMABLE_CHANGES` only, and the run's
-    ``spec.resolved.yaml`` must still be the spec it started with (its hash in ``spec.sha256``), unless
-    `allow_spec_change` (then `launch` records the change in the run directory).
+    A resume runs the run's own spec, on the backend that wrote it: overrides may change `RESUMABLE_CHANGES` only,
+    and the run's ``spec.resolved.yaml`` must still be the spec it started with (its hash in ``spec.sha256``),
+    unless `allow_spec_change` (then `launch` records the change in the run directory).
 
     Raises:
-        SpecError: bad spec or overrides. RunError: not a run directory, a spec given that differs from the run's,
-            or a change of the experiment without `allow_spec_change`.
+        SpecError: bad spec or overrides. RunError: not a run directory (or an unreadable one), a spec given that
+            differs from the run's, another backend than the run's, or a change of the experiment without
+            `allow_spec_change`.
     """
-    if resume is not None:
-        resolved = resume / "spec.resolved.yaml"
-        if not resume.is_dir():
-            raise RunError(f"--resume {resume}: no such directory")
-        if not resolved.exists():
-            raise RunError(f"--resume {resume}: not a run directory (no spec.resolved.yaml)")
-        loaded = load_spec(resolved, overrides)
-        if spec_path is not None:
-            given = load_spec(spec_path, overrides).spec
-            if smoke:
-                from ctu.runners.smoke import smoke_spec
+    if resume is None:
+        assert spec_path is not None
+        loaded = load_spec(spec_path, overrides)
+        if smoke:
+            from ctu.runners.smoke import smoke_spec
 
-                given = smoke_spec(given).spec
-            if spec_hash(given) != spec_hash(loaded.spec):
-                raise RunError(f"{spec_path} differs from the spec of the run in {resume}; resume without naming a spec")
-        if not allow_spec_change:
-            _check_same_experiment(resume, resolved, loaded.spec, overrides)
-        return loaded, resume
-    assert spec_path is not None
-    loaded = load_spec(spec_path, overrides)
-    if smoke:
-        from ctu.runners.smoke import smoke_spec
+            loaded = smoke_spec(loaded.spec)
+        return loaded, None, []
+    resolved = resume / "spec.resolved.yaml"
+    if not resume.is_dir():
+        raise RunError(f"--resume {resume}: no such directory")
+    if not resolved.exists():
+        raise RunError(f"--resume {resume}: not a run directory (no spec.resolved.yaml)")
+    loaded = load_spec(resolved, overrides)
+    if spec_path is not None:
+        given = load_spec(spec_path, overrides).spec
+        if smoke:
+            from ctu.runners.smoke import smoke_spec
 
-        loaded = smoke_spec(loaded.spec)
-    return loaded, None
+            given = smoke_spec(given).spec
+        if spec_hash(given) != spec_hash(loaded.spec):
+            raise RunError(f"{spec_path} differs from the spec of the run in {resume}; resume without naming a spec")
+    return loaded, resume, _resume_changes(RunDir(resume), loaded.spec, allow_spec_change)
 
 
 def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, dry_run: bool = False,
@@ -94,7 +93,7 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     """
     if resume is not None and overwrite:
         raise RunError("--resume continues a run and --overwrite deletes it: choose one")
-    loaded, run_path = resolve_run_spec(spec_path, overrides, smoke, resume, allow_spec_change)
+    loaded, run_path, changes = resolve_run_spec(spec_path, overrides, smoke, resume, allow_spec_change)
     _print_warnings(loaded, console)
     spec = loaded.spec
     run_dir = RunDir(run_path) if run_path is not None else RunDir.of(spec)
@@ -107,13 +106,8 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
         for name in RESULTS:
             target = run_dir.path / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
-    if resume is not None:
-        trained_by = run_dir.read_state().get("backend")  # a state ctu wrote, or a clear error
-        if trained_by is not None and trained_by != spec.backend.type:
-            raise RunError(f"the run in {run_dir.path} was trained by the {trained_by} backend and the spec names "
-                           f"{spec.backend.type}: a run resumes on the backend that wrote its checkpoints")
-        if allow_spec_change and spec_hash(spec) != spec_hash(load_spec(run_dir.spec_file).spec):
-            _record_spec_change(run_dir, spec)
+    if changes:
+        _record_spec_change(run_dir, spec, changes)
     run_dir.path.mkdir(parents=True, exist_ok=True)
     silence_progress_bars()  # the libraries' bars (Hugging Face's loading and saving, tqdm's): ctu's are its own
     for model in {spec.model.path, spec.model.reference_path or spec.model.path}:
@@ -122,33 +116,43 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     console.print(f"[green]done[/green] step {step}; results in {run_dir.path}")
 
 
-def _check_same_experiment(run: Path, resolved: Path, spec: Spec, overrides: list[str]) -> None:
-    """Raise `RunError` when resuming `spec` would run another experiment than the run in `run` started: a
-    ``spec.resolved.yaml`` edited since (its hash is no longer ``spec.sha256``'s), or overrides changing more
-    than `RESUMABLE_CHANGES`."""
-    recorded = run / "spec.sha256"
-    original = load_spec(resolved).spec
-    if recorded.exists() and recorded.read_text(encoding="utf-8").strip() != spec_hash(original):
-        raise RunError(f"{resolved} was changed after the run started (its hash is not the one in {recorded}): resuming "
-                       "it would train another experiment. Restore it, or resume with --allow-spec-change (recorded in "
-                       "the run)")
-    changed = [key for key in spec_changes(original.model_dump(mode="json"), spec.model_dump(mode="json"))
-               if not key.startswith(RESUMABLE_CHANGES)]
-    if changed:
-        raise RunError(f"the overrides change what the run in {run} trains ({', '.join(changed)}); a resume may change "
-                       f"only {', '.join(RESUMABLE_CHANGES)}. Start a new run, or resume with --allow-spec-change "
+def _resume_changes(run_dir: RunDir, spec: Spec, allow_spec_change: bool) -> list[str]:
+    """The spec keys resuming `spec` in `run_dir` changes (every one, `RESUMABLE_CHANGES` included; [] when none).
+
+    Raises:
+        RunError: the run's state is unreadable or of another backend; or, without `allow_spec_change`, the run's
+            ``spec.resolved.yaml`` was edited since it started (its hash is no longer ``spec.sha256``'s), or the
+            changes go beyond `RESUMABLE_CHANGES`.
+    """
+    trained_by = run_dir.read_state().get("backend")  # a state ctu wrote, or a clear error
+    if trained_by is not None and trained_by != spec.backend.type:
+        raise RunError(f"the run in {run_dir.path} was trained by the {trained_by} backend and the spec names "
+                       f"{spec.backend.type}: a run resumes on the backend that wrote its checkpoints")
+    original = load_spec(run_dir.spec_file).spec
+    recorded = run_dir.path / "spec.sha256"
+    edited = recorded.exists() and recorded.read_text(encoding="utf-8").strip() != spec_hash(original)
+    changes = spec_changes(original.model_dump(mode="json"), spec.model_dump(mode="json"))
+    if allow_spec_change:
+        return changes + (["spec.resolved.yaml"] if edited else [])
+    if edited:
+        raise RunError(f"{run_dir.spec_file} was changed after the run started (its hash is not the one in {recorded}): "
+                       "resuming it would train another experiment. Restore it, or resume with --allow-spec-change "
                        "(recorded in the run)")
+    if beyond := [key for key in changes if not key.startswith(RESUMABLE_CHANGES)]:
+        raise RunError(f"the overrides change what the run in {run_dir.path} trains ({', '.join(beyond)}); a resume may "
+                       f"change only {', '.join(RESUMABLE_CHANGES)}. Start a new run, or resume with "
+                       "--allow-spec-change (recorded in the run)")
+    return []
 
 
-def _record_spec_change(run_dir: RunDir, spec: Spec) -> None:
-    """Append to ``spec_changes.jsonl`` what an `--allow-spec-change` resume changed: the keys, the hashes."""
+def _record_spec_change(run_dir: RunDir, spec: Spec, changes: list[str]) -> None:
+    """Append to ``spec_changes.jsonl`` what an `--allow-spec-change` resume changed: the keys (with
+    ``spec.resolved.yaml`` when that file was edited), the hashes."""
     import json
     import time
 
-    before = load_spec(run_dir.spec_file).spec
-    keys = spec_changes(before.model_dump(mode="json"), spec.model_dump(mode="json"))
     recorded = run_dir.path / "spec.sha256"
-    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": keys,
+    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": changes,
             "started_sha256": recorded.read_text(encoding="utf-8").strip() if recorded.exists() else None,
             "resumed_sha256": spec_hash(spec)}
     with (run_dir.path / "spec_changes.jsonl").open("a", encoding="utf-8") as file:
