@@ -49,21 +49,10 @@ def looks_like_secret(value: object) -> bool:
     return is_prefixed_key(value) or bool(_TOKEN_RUN.fullmatch(value.strip()))
 
 
-def _named(data: Any) -> Iterator[str]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if isinstance(key, str) and key.endswith(SECRET_FIELD_SUFFIX) and isinstance(value, str) and value:
-                yield value
-            else:
-                yield from _named(value)
-    elif isinstance(data, list):
-        for item in data:
-            yield from _named(item)
-
-
 def secret_variables(spec: Spec) -> list[str]:
     """The environment variables `spec` names as holding secrets (every ``*_env`` field set), sorted, each once."""
-    return sorted(set(_named(spec.model_dump(mode="json"))))
+    return sorted({value for _, key, value in _leaves(spec.model_dump(mode="json"))
+                   if key.endswith(SECRET_FIELD_SUFFIX) and isinstance(value, str) and value})
 
 
 def secret_values(spec: Spec) -> dict[str, str]:
