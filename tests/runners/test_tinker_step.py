@@ -4,6 +4,7 @@ training client, with a generator stand-in whose batch holds infrastructure erro
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,15 @@ def test_dynamic_sampling_stops_the_run_after_max_sample_batches(minimal, tmp_pa
     flat = ([0.0] * 4, [None] * 4)
     with pytest.raises(RuntimeError, match=r"2 batches sampled .* gave 0 of 2 groups with a reward spread"):
         step(minimal, tmp_path, *flat, flat, algorithm={"dynamic_sampling": {"max_sample_batches": 2}})
+
+
+def test_a_tinker_state_naming_a_later_step_than_its_checkpoint_resumes_from_the_checkpoints_step(tmp_path):
+    """A state of the Tinker loop written before it recorded only checkpointed steps: step 12, checkpoint of step 10.
+    Resuming as step 12 would train step 10's weights as step 13, two updates lost."""
+    runner = object.__new__(TinkerRunner)
+    runner.run_dir = RunDir(tmp_path)
+    runner.run_dir.checkpoints.mkdir()
+    for step in (5, 10):
+        (runner.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": f"tinker://m/weights/step_{step:06d}"}))
+    assert runner._checkpoint_step("tinker://m/weights/step_000010", 12) == 10
+    assert runner._checkpoint_step("tinker://elsewhere", 12) == 12  # no record: the state's own step

@@ -71,3 +71,4 @@ def test_a_backend_in_one_file_validates_plans_runs_resumes_and_is_evaluated(tmp
     missing = ctu("eval", "--run-dir", str(run_dir), "--step", "7", "--no-progress")
     assert missing.returncode == 2
     assert "has no checkpoint of step 7; it has steps 1, 2, 3" in missing.stderr
+

@@ -84,7 +84,7 @@ class TinkerRunner:
         spec = self.spec
         state: RunState = self.run_dir.read_state() if self.resume else {}
         resume_from = state.get("checkpoint")
-        start_step = state.get("step", 0) if resume_from else 0  # a run killed before its first checkpoint starts over
+        start_step = self._checkpoint_step(resume_from, state.get("step", 0)) if resume_from else 0  # else: starts over
         self.run_dir.write_spec(spec)
         state = {"backend": "tinker", "step": start_step, "checkpoint": resume_from}
         self.run_dir.write_state(state)  # the run directory holds a run from now on
@@ -288,6 +288,16 @@ class TinkerRunner:
                                    "the tasks are too easy or too hard for the policy")
             rows = random.Random(f"{spec.experiment.seed}/{step}/{batch.rounds}").sample(plan.rows, min(target, len(plan.rows)))
         return batch.keep([i for group in kept[:target] for i in range(group, group + samples)])
+
+    def _checkpoint_step(self, path: str, stated: int) -> int:
+        """The step of the checkpoint at `path`, as its record in ``checkpoints/`` names it (`stated`, the state's
+        step, when none does). A state written by this loop before it recorded only checkpointed steps can name a
+        later step than its checkpoint's: resuming from the record's never skips an update."""
+        for record in self.run_dir.checkpoints.glob("step_*.json"):
+            saved = json.loads(record.read_text(encoding="utf-8"))
+            if saved.get("path") == path:
+                return int(saved["step"])
+        return stated
 
     async def _checkpoint(self, training: Any, step: int) -> str:
         """Save weights and optimizer through the API; record the path in `checkpoints/step_NNNNNN.json`."""
