@@ -420,7 +420,7 @@ def data_prepare(
         out.print(f"wrote {escape(str(path))}")
 
 
-tasks_app = typer.Typer(help="Check task sets in tau2's format.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Check, generate and calibrate task sets in tau2's format.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 
 
@@ -455,6 +455,55 @@ def tasks_check(
     out.print(f"{report.checked - failed} of {report.checked} task(s) sound"
               + (f"; {failed} failed: {escape(', '.join(report.failed_ids))}" if failed else ""))
     if failed:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("generate")
+def tasks_generate(
+    args: Annotated[list[str], typer.Argument(help="The spec file (with a task_generation section), then key=value overrides.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Output folder: tasks.json, split_tasks.json, provenance.json.")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of continuing the generation in --out.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+) -> None:
+    """Propose training tasks with the spec's task generator, keep those that pass verification (gold actions
+    replayed, scored 1.0 by tau2, no duplicate, no overlap with a test task) and write them in tau2's format.
+    A killed generation keeps what it verified: the same command continues."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ctu.components.task_generators.template import TemplateError
+    from ctu.errors import CtuError
+    from ctu.tasks.generate import GenerationError, generate_tasks
+
+    specs, overrides = _split_args(args)
+    if len(specs) != 1:
+        err.print("[red]error:[/red] name one spec file")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    spec = _load(specs[0], overrides).spec
+    count = spec.task_generation.count if spec.task_generation is not None else 0
+    bar = Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rejected]} rejected"),
+                   TimeElapsedColumn(), console=err, disable=not progress, transient=True)
+    with bar:
+        job = bar.add_task("tasks", total=count, rejected=0)
+        try:
+            result = generate_tasks(spec, out_dir, overwrite=overwrite,
+                                    on_decision=lambda kept, proposed, _: bar.update(job, completed=kept, rejected=proposed - kept))
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted:[/yellow] every task verified so far is kept in "
+                      f"{escape(str(out_dir / 'proposals.jsonl'))}; the same command continues from there")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except CtuError as error:
+            err.print(f"[red]error:[/red] {escape(str(error))}")
+            if (out_dir / "proposals.jsonl").exists():
+                err.print(f"every task verified so far is kept in {escape(str(out_dir / 'proposals.jsonl'))}; "
+                          "the same command continues from there")
+            raise typer.Exit(EXIT_SPEC_ERROR if isinstance(error, GenerationError | TemplateError) else 1) from None
+    rejected = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none"
+    out.print(f"{result.kept} task(s) kept of {result.proposed} proposed; rejected: {rejected}")
+    out.print(f"wrote {escape(str(out_dir))}/tasks.json, split_tasks.json, provenance.json "
+              f"({result.new} proposal(s) decided in {result.seconds:.1f} s)")
+    if result.kept < count:
+        err.print(f"[yellow]only {result.kept} of {count} task(s) kept[/yellow] before max_proposals: "
+                  "see the reasons in proposals.jsonl")
         raise typer.Exit(1)
 
 

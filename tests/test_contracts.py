@@ -30,6 +30,7 @@ MISSING = {
                        "no class attribute `template_kwargs` (dict)"],
     "user_simulators": ["no method session(task, user_tools, trajectory)"],
     "domains": ["must subclass tau_bench_env.domains.Domain"],
+    "task_generators": ["no method async propose(context)"],
     "backends": ["no method spec_errors(spec)", "no method spec_warnings(spec)", "no method deep_check(spec, run_dir)",
                  "no method plan(spec, run_dir)", "no method run(spec, run_dir, resume=..., progress=..., verbose=...)",
                  "no method policies(run_dir)", "no method open_policy(spec, policy, run_dir, work_dir)",

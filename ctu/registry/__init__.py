@@ -75,6 +75,7 @@ KINDS: tuple[str, ...] = (
     "chat_templates",
     "user_simulators",
     "domains",
+    "task_generators",
     "backends",
 )
 """Every component kind, in the order `ctu components` and SPEC_REFERENCE.md list them."""
@@ -305,6 +306,7 @@ class _Registries:
     chat_templates: ComponentRegistry
     user_simulators: ComponentRegistry
     domains: ComponentRegistry
+    task_generators: ComponentRegistry
     backends: ComponentRegistry
 
     def __getitem__(self, kind: str) -> ComponentRegistry:
@@ -328,6 +330,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "ctu.components.chat_templates",
     "ctu.components.user_simulators",
     "ctu.components.domains",
+    "ctu.components.task_generators",
     "ctu.runners.skyrl.backend",
     "ctu.runners.tinker.backend",
 )

@@ -4,6 +4,7 @@ A kind's contract is derived from the one class the rest of ctu is written again
 (`tau_bench_env.interfaces.Parser` and `UserSimulator`, `ctu.components.rewards.base.Reward`,
 `ctu.components.judges.base.Judge`, `ctu.components.trackers.base.Tracker`,
 `ctu.components.chat_templates.base.ChatTemplate`, `ctu.components.generators.base.GeneratorComponent`,
+`ctu.components.task_generators.base.TaskGenerator`,
 `ctu.runners.backend.Backend`), or, for
 domains, the base class every domain subclasses (`tau_bench_env.domains.Domain`). A Protocol's methods are the
 calls ctu makes: its positional parameters are passed positionally, its keyword-only ones by keyword, and an
@@ -61,6 +62,7 @@ CONTRACTS: dict[str, str] = {
     "chat_templates": "ctu.components.chat_templates.base.ChatTemplate",
     "user_simulators": "tau_bench_env.interfaces.UserSimulator",
     "domains": "tau_bench_env.domains.Domain",
+    "task_generators": "ctu.components.task_generators.base.TaskGenerator",
     "generators": "ctu.components.generators.base.GeneratorComponent",
     "backends": "ctu.runners.backend.Backend",
 }

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # what each field builds, for the type checker: the kind's Pr
     from ctu.components.generators.base import GeneratorComponent
     from ctu.components.judges.base import Judge
     from ctu.components.rewards.base import Reward
+    from ctu.components.task_generators.base import TaskGenerator
     from ctu.components.trackers.base import Tracker
     from ctu.spec.backend_rules import BackendRules
     from tau_bench_env.domains import Domain
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # what each field builds, for the type checker: the kind's Pr
     JudgeRef = ComponentConfig[Judge]
     TrackerRef = ComponentConfig[Tracker]
     BackendRef = ComponentConfig[BackendRules]
+    TaskGeneratorRef = ComponentConfig[TaskGenerator]
 else:  # what pydantic validates: a name or a mapping, looked up in the kind's registry
     ChatTemplateRef = Annotated[ComponentConfig, ComponentMarker("chat_templates")]
     DomainRef = Annotated[ComponentConfig, ComponentMarker("domains")]
@@ -69,6 +71,7 @@ else:  # what pydantic validates: a name or a mapping, looked up in the kind's r
     JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
     TrackerRef = Annotated[ComponentConfig, ComponentMarker("trackers")]
     BackendRef = Annotated[ComponentConfig, ComponentMarker("backends")]
+    TaskGeneratorRef = Annotated[ComponentConfig, ComponentMarker("task_generators")]
 
 
 class Experiment(Section):
@@ -354,6 +357,30 @@ class Tracking(Section):
 
 
 
+class TaskGeneration(Section):
+    """Training tasks `ctu tasks generate SPEC --out DIR` writes: proposed by a task generator, each verified
+    (`ctu.tasks.verify`) before it is kept, written in tau2's format (tasks.json, split_tasks.json with `train`
+    and `validation`) with provenance.json, for `data.train: [{domain: {type: ..., tasks_file: DIR/tasks.json,
+    split_file: DIR/split_tasks.json}}]`."""
+
+    domain: DomainRef
+    """The domain the tasks are for (its tools, database and policy; the test tasks they must not overlap)."""
+    generator: TaskGeneratorRef
+    """Task generator component: `template` (offline, from a template set), `llm` (an OpenAI-compatible endpoint)
+    or a registered one."""
+    count: PositiveInt = Field(le=1_000_000)
+    """Verified tasks to keep."""
+    seed: int = 0
+    """Seed of every random choice (a rerun with the same seed writes the same files)."""
+    max_proposals: PositiveInt | None = None
+    """Stop after this many proposals even if fewer than `count` tasks were kept (default 20 x count)."""
+    validation_ratio: float = Field(0.1, ge=0.0, lt=1.0)
+    """Share of the kept tasks in split `validation` (seeded); the rest are split `train`."""
+    test_splits: list[str] | None = None
+    """The domain's splits no generated task may overlap (default: `test` where the domain has it, else every
+    task of the domain: tau2's `mock` has one split); the spec's test sets of the same domain are added."""
+
+
 class Spec(Section):
     """One ctu experiment."""
 
@@ -385,6 +412,8 @@ class Spec(Section):
     """Default judge for rewards that need one and do not name their own."""
     tracking: Tracking = Field(default_factory=Tracking)
     """Metric trackers and trajectory logs."""
+    task_generation: TaskGeneration | None = None
+    """Training tasks to generate (`ctu tasks generate`); a spec that only trains on them leaves it out."""
     backend: BackendRef = by_name("skyrl")
     """Where training runs: `skyrl` (GPU cluster), `tinker` (a Tinker API server; local on CPU), or a registered
     backend."""

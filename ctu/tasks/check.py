@@ -47,30 +47,59 @@ class CheckReport:
         return list(dict.fromkeys(fault.task_id for fault in self.faults))
 
 
-def replay_faults(domain: Domain, task: Task) -> list[str]:
-    """The tool-level faults of `task`'s gold actions run in order in a fresh environment of `domain` from the
-    task's initial state: each action that answers with a tool error, and each assistant write (a tool of
-    `Domain.write_tools`) that changes nothing (`tau_bench_env.replay.effective_writes`)."""
+@dataclass
+class GoldReplay:
+    """A task's gold actions run in order in a fresh environment of its domain from the task's initial state.
+
+    Attributes:
+        environment: the environment after the last action (its database is the gold outcome).
+        responses: each action's tool response content (a string, as tau2's `ToolMessage` holds it).
+        failed: indices of the actions that answered with a tool error.
+        no_op_writes: indices of the assistant writes (`Domain.write_tools`) that changed nothing.
+        writes: indices of the actions that changed the agent's database (`effective_writes`).
+    """
+
+    environment: object
+    responses: list[str]
+    failed: list[int]
+    no_op_writes: list[int]
+    writes: tuple[int, ...]
+
+    def faults(self, task: Task) -> list[str]:
+        """One line per failed action and per write that changes nothing."""
+        actions = gold_actions_of(task)
+        return ([f"gold action {i} ({actions[i].name}) fails: {self.responses[i][:200]}" for i in self.failed]
+                + [f"gold action {i} ({actions[i].name}) is a write that changes nothing" for i in self.no_op_writes])
+
+
+def gold_actions_of(task: Task) -> list:
+    """`task`'s gold actions (tau2 `Action`s), [] when it has none."""
+    return list(task.evaluation_criteria.actions or []) if task.evaluation_criteria else []
+
+
+def replay_gold(domain: Domain, task: Task) -> GoldReplay:
+    """Run `task`'s gold actions in order in a fresh environment of `domain` from the task's initial state (and
+    once more to see which change the database: `tau_bench_env.replay.effective_writes`)."""
     from tau2.data_model.message import ToolCall
 
     from tau_bench_env.replay import effective_writes
 
-    faults = []
     environment = domain.episode_environment(task)
     state = task.initial_state
     if state is not None:
         environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))
-    actions = list(task.evaluation_criteria.actions or []) if task.evaluation_criteria else []
+    actions = gold_actions_of(task)
+    responses, failed = [], []
     for index, action in enumerate(actions):
         call = ToolCall(id=f"gold_{index}", name=action.name, arguments=dict(action.arguments), requestor=action.requestor)
         response = environment.get_response(call)
+        responses.append(str(response.content))
         if response.error:
-            faults.append(f"gold action {index} ({action.name}) fails: {str(response.content)[:200]}")
-    writes = set(effective_writes(domain.episode_environment(task), task))
-    faults += [f"gold action {index} ({action.name}) is a write that changes nothing"
-               for index, action in enumerate(actions)
-               if action.requestor == "assistant" and action.name in domain.write_tools and index not in writes]
-    return faults
+            failed.append(index)
+    writes = effective_writes(domain.episode_environment(task), task)
+    no_op = [index for index, action in enumerate(actions)
+             if action.requestor == "assistant" and action.name in domain.write_tools and index not in writes]
+    return GoldReplay(environment, responses, failed, no_op, writes)
 
 
 async def replay_reward(domain: Domain, task: Task, max_turns: int, max_errors: int) -> tuple[float, str]:
@@ -96,24 +125,42 @@ async def replay_reward(domain: Domain, task: Task, max_turns: int, max_errors: 
 def check_tasks(domain: Domain, tasks: list[Task], max_turns: int, max_errors: int) -> CheckReport:
     """Check every task of `tasks` (see the module docstring); the domain's tasks file has passed its
     file-level checks already."""
-    from tau_bench_env.gold_limits import gold_solution
-
     report = CheckReport()
     for task in tasks:
         report.checked += 1
-        reasons = replay_faults(domain, task)
-        turns, errors = gold_solution(domain, task)
-        if turns > max_turns:
-            reasons.append(f"the gold solution takes {turns} policy turns, more than max_turns {max_turns}")
-        if errors >= max_errors:
-            reasons.append(f"the gold solution makes {errors} tool errors, max_errors is {max_errors}")
-        reward, ended = asyncio.run(replay_reward(domain, task, max(max_turns, turns), max(max_errors, errors + 1)))
+        reasons = replay_gold(domain, task).faults(task) + limit_faults(domain, task, max_turns, max_errors)
         report.faults += [TaskFault(str(task.id), reason) for reason in reasons]
-        if reward < 1.0:
-            has_actions = bool(task.evaluation_criteria and task.evaluation_criteria.actions)
-            what = "the gold replay" if has_actions else "doing nothing (the task has no gold actions)"
-            report.faults.append(TaskFault(str(task.id), f"tau2 scores {what} {reward:g} (ended: {ended})", unsolvable=True))
+        unsolved = asyncio.run(gold_score_fault(domain, task, max_turns, max_errors))
+        if unsolved is not None:
+            report.faults.append(TaskFault(str(task.id), unsolved, unsolvable=True))
     return report
+
+
+def limit_faults(domain: Domain, task: Task, max_turns: int, max_errors: int) -> list[str]:
+    """Why `task`'s gold solution does not fit an episode of `max_turns` policy turns and `max_errors` errors
+    (`tau_bench_env.gold_limits.gold_solution`); [] when it fits."""
+    from tau_bench_env.gold_limits import gold_solution
+
+    turns, errors = gold_solution(domain, task)
+    reasons = []
+    if turns > max_turns:
+        reasons.append(f"the gold solution takes {turns} policy turns, more than max_turns {max_turns}")
+    if errors >= max_errors:
+        reasons.append(f"the gold solution makes {errors} tool errors, max_errors is {max_errors}")
+    return reasons
+
+
+async def gold_score_fault(domain: Domain, task: Task, max_turns: int, max_errors: int) -> str | None:
+    """Why tau2 scores `task`'s gold replay (`replay_reward`, with limits wide enough for the gold solution) below
+    1.0, or None when it scores 1.0."""
+    from tau_bench_env.gold_limits import gold_solution
+
+    turns, errors = gold_solution(domain, task)
+    reward, ended = await replay_reward(domain, task, max(max_turns, turns), max(max_errors, errors + 1))
+    if reward >= 1.0:
+        return None
+    what = "the gold replay" if gold_actions_of(task) else "doing nothing (the task has no gold actions)"
+    return f"tau2 scores {what} {reward:g} (ended: {ended})"
 
 
 def check_task_file(domain_type: str, tasks_file: Path, split_file: Path | None, split: str,

@@ -1,0 +1,276 @@
+"""`template`: tasks written from templates whose slots are filled from the domain's database, offline and seeded.
+
+A template set is a YAML file (the built-in sets are named by domain: ``templates: mock``, ``templates: retail``;
+anything else is a path)::
+
+    domain: retail                       # the domain the set is written for (checked against the generation's)
+    pools:                               # named lists of values a slot may draw from
+      reasons: [no longer needed, ordered by mistake]
+    templates:
+      - name: cancel_pending_order       # the intent; recorded in each task's description
+        weight: 1                        # how often it is drawn relative to the others (default 1)
+        slots:                           # filled in order; later slots may name earlier ones
+          order: {table: orders, where: {status: pending}}   # a record of a database table (fields equal to values)
+          user: {table: users, key: "{order.user_id}"}       # the record under a key
+          reason: {pool: reasons}                            # a value of a pool
+          tag: {choice: [a, b]}                              # a value of a list given here
+          n: {range: [2, 9]}                                 # an integer in [low, high]
+        user_scenario: {...}             # tau2's user scenario (persona, instructions)
+        initial_state: {...}             # optional: tau2's initial state (e.g. records the task adds)
+        actions:                         # the gold actions, in order
+          - {name: cancel_pending_order, arguments: {order_id: "{order.order_id}", reason: "{reason}"}}
+        nl_assertions: [...]             # optional, as tau2's evaluation criteria
+        communicate_info: [...]          # optional
+        reward_basis: [DB]               # optional; default [DB]
+
+Every string of the scenario, the initial state (keys included) and the actions is filled from the slots:
+``{slot}`` or ``{slot.field.subfield}`` (a record's fields, as tau2's database model dumps them, plus ``_key``,
+the record's key in its table); a string that is one placeholder and nothing else takes the value itself (a
+number, a list, a mapping). Records are drawn from the domain's own database (`Domain.base_database`), so gold
+actions name records that exist; the verification (`ctu.tasks.verify`) still replays every task.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ctu.components.task_generators.base import GenerationContext, Proposal
+from ctu.errors import CtuError
+from ctu.registry import ComponentParams, registry
+
+if TYPE_CHECKING:
+    import random
+
+BUILTIN_SETS = Path(__file__).parent / "templates"
+"""Where the built-in template sets are: ``<domain>.yaml``."""
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+"""``{slot}`` or ``{slot.field.subfield}``."""
+
+
+class TemplateError(CtuError):
+    """A template set that cannot be used: unreadable, malformed, or a slot that names what does not exist."""
+
+
+class Slot(BaseModel):
+    """One slot: exactly one of `table`, `pool`, `choice`, `range`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    table: str | None = None
+    where: dict[str, Any] = {}
+    key: str | None = None
+    pool: str | None = None
+    choice: list[Any] | None = None
+    range: tuple[int, int] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Slot:
+        sources = [name for name in ("table", "pool", "choice", "range") if getattr(self, name) is not None]
+        if len(sources) != 1:
+            raise ValueError(f"a slot takes exactly one of table, pool, choice, range (got {sources or 'none'})")
+        if (self.where or self.key is not None) and self.table is None:
+            raise ValueError("`where` and `key` go with `table`")
+        return self
+
+
+class Template(BaseModel):
+    """One task template (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0)
+    slots: dict[str, Slot] = {}
+    user_scenario: dict[str, Any]
+    initial_state: dict[str, Any] | None = None
+    actions: list[dict[str, Any]] = Field(min_length=1)
+    nl_assertions: list[str] | None = None
+    communicate_info: list[str] | None = None
+    reward_basis: list[str] = ["DB"]
+
+
+class TemplateSet(BaseModel):
+    """A template set file (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain: str
+    pools: dict[str, list[Any]] = {}
+    templates: list[Template] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _pools_exist(self) -> TemplateSet:
+        for template in self.templates:
+            for name, slot in template.slots.items():
+                if slot.pool is not None and slot.pool not in self.pools:
+                    raise ValueError(f"template {template.name!r} slot {name!r}: no pool {slot.pool!r}")
+        return self
+
+
+def load_template_set(name_or_path: str) -> TemplateSet:
+    """The template set `name_or_path` names: a built-in set (``mock``, ``retail``) or a YAML file.
+
+    Raises:
+        TemplateError: no such set or file, or one that does not parse as a `TemplateSet`.
+    """
+    builtin = BUILTIN_SETS / f"{name_or_path}.yaml"
+    path = builtin if builtin.exists() else Path(name_or_path)
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in BUILTIN_SETS.glob("*.yaml")))
+        raise TemplateError(f"no template set {name_or_path!r}: not a built-in set ({known}) nor a file")
+    try:
+        return TemplateSet.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except (yaml.YAMLError, ValueError) as error:
+        raise TemplateError(f"{path}: {error}") from None
+
+
+def lookup(values: dict[str, Any], dotted: str) -> Any:
+    """The value at `dotted` (``slot.field.subfield``) among the filled slots.
+
+    Raises:
+        KeyError: a part names nothing.
+    """
+    value: Any = values
+    for part in dotted.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise KeyError(f"{{{dotted}}}: no {part!r}")
+    return value
+
+
+def fill(template: Any, values: dict[str, Any]) -> Any:
+    """`template` with every placeholder filled from `values` (strings, mapping keys, lists, recursively); a
+    string that is one placeholder alone becomes the value itself.
+
+    Raises:
+        KeyError: a placeholder names nothing.
+    """
+    if isinstance(template, str):
+        whole = PLACEHOLDER.fullmatch(template)
+        if whole:
+            return lookup(values, whole.group(1))
+        return PLACEHOLDER.sub(lambda match: str(lookup(values, match.group(1))), template)
+    if isinstance(template, dict):
+        return {str(fill(key, values)): fill(value, values) for key, value in template.items()}
+    if isinstance(template, list):
+        return [fill(item, values) for item in template]
+    return template
+
+
+@registry.task_generators.register("template")
+class TemplateTaskGenerator:
+    """Tasks from a YAML template set, slots filled from the domain's database with the generation's seed:
+    deterministic and offline (built-in sets: `mock`, `retail`)."""
+
+    class Params(ComponentParams):
+        templates: str = Field(min_length=1)
+        """A built-in template set (`mock`, `retail`) or the path of a YAML template set (see the `template`
+        generator's docstring for the format)."""
+        only: list[str] | None = None
+        """Only these templates of the set, by name (default: all of them)."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+
+    @cached_property
+    def template_set(self) -> TemplateSet:
+        """The set, loaded on first use (`load_template_set`), narrowed to `only`.
+
+        Raises:
+            TemplateError: as `load_template_set`, or `only` names a template the set lacks.
+        """
+        loaded = load_template_set(self.params.templates)
+        if self.params.only is not None:
+            names = {template.name for template in loaded.templates}
+            missing = sorted(set(self.params.only) - names)
+            if missing:
+                raise TemplateError(f"template set {self.params.templates!r} has no template {', '.join(missing)}; "
+                                    f"it has {', '.join(sorted(names))}")
+            loaded = loaded.model_copy(update={"templates": [t for t in loaded.templates if t.name in self.params.only]})
+        return loaded
+
+    def _tables(self, context: GenerationContext) -> dict[str, dict[str, Any]]:
+        cached = getattr(self, "_table_cache", None)
+        if cached is None or cached[0] is not context.domain:
+            cached = (context.domain, {})
+            self._table_cache = cached
+        return cached[1]
+
+    def _records(self, context: GenerationContext, table: str) -> dict[str, Any]:
+        """A table of the domain's database as ``key -> record dict`` (each with ``_key``), dumped once."""
+        tables = self._tables(context)
+        if table not in tables:
+            database = context.domain.base_database
+            if table not in database.tables:
+                raise TemplateError(f"the {context.domain_type} database has no table {table!r}; "
+                                    f"it has {', '.join(sorted(database.tables))}")
+            rows = database.tables[table]
+            tables[table] = {key: {**(row.model_dump(mode="json") if hasattr(row, "model_dump") else row), "_key": key}
+                             for key, row in sorted(rows.items())}
+        return tables[table]
+
+    def _slot_value(self, context: GenerationContext, slot: Slot, values: dict[str, Any], rng: random.Random) -> Any:
+        """A value for `slot`, or None when no record matches."""
+        if slot.pool is not None:
+            return rng.choice(self.template_set.pools[slot.pool])
+        if slot.choice is not None:
+            return rng.choice(slot.choice)
+        if slot.range is not None:
+            return rng.randint(*slot.range)
+        records = self._records(context, str(slot.table))
+        if slot.key is not None:
+            return records.get(str(fill(slot.key, values)))
+        wanted = {field: fill(value, values) for field, value in slot.where.items()}
+        matching = [record for record in records.values()
+                    if all(_field(record, field) == value for field, value in wanted.items())]
+        return rng.choice(matching) if matching else None
+
+    async def propose(self, context: GenerationContext) -> list[Proposal]:
+        """One task: a template drawn by weight, its slots filled in order (see the module docstring)."""
+        rng = context.rng()
+        templates = self.template_set.templates
+        if self.template_set.domain != context.domain_type:
+            raise TemplateError(f"template set {self.params.templates!r} is for domain {self.template_set.domain!r}, "
+                                f"not {context.domain_type!r}")
+        template = rng.choices(templates, weights=[t.weight for t in templates])[0]
+        values: dict[str, Any] = {}
+        for name, slot in template.slots.items():
+            value = self._slot_value(context, slot, values, rng)
+            if value is None:
+                return [Proposal(None, "no_record", f"template {template.name}: no record for slot {name!r}")]
+            values[name] = value
+        try:
+            actions = [{"action_id": f"{template.name}_{i}", "requestor": "assistant", **fill(action, values)}
+                       for i, action in enumerate(template.actions)]
+            task: dict[str, Any] = {
+                "id": "",
+                "description": {"purpose": f"template {self.params.templates}:{template.name}"},
+                "user_scenario": fill(template.user_scenario, values),
+                "evaluation_criteria": {"actions": actions, "reward_basis": template.reward_basis},
+            }
+            if template.initial_state is not None:
+                task["initial_state"] = fill(template.initial_state, values)
+            for name in ("nl_assertions", "communicate_info"):
+                if getattr(template, name) is not None:
+                    task["evaluation_criteria"][name] = fill(getattr(template, name), values)
+        except KeyError as error:
+            raise TemplateError(f"template {template.name!r}: {error.args[0]}") from None
+        return [Proposal(task)]
+
+
+def _field(record: dict[str, Any], dotted: str) -> Any:
+    """A record's field at `dotted` (``address.zip``), or None."""
+    try:
+        return lookup(record, dotted)
+    except KeyError:
+        return None

