@@ -1,0 +1,181 @@
+"""`ctu tasks generate`: training tasks proposed by a task generator, each verified before it is kept.
+
+The `template` generator writes hundreds of verified tasks of tau2's `mock` domain offline (byte-identical on a
+rerun, none overlapping mock's own tasks, a killed generation continued without a task lost or doubled); the
+`llm` generator, against a real OpenAI-compatible HTTP server on 127.0.0.1 that proposes valid retail tasks
+among broken ones, keeps exactly the valid ones and names each rejection's reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ctu.cli import app
+from ctu.tasks.check import check_task_file
+from ctu.tasks.verify import write_signature
+
+from .conftest import REPO
+from .support.openai_server import Answer, ScriptedOpenAIServer
+
+SMOKE = str(REPO / "specs" / "smoke.yaml")
+
+
+def generation_spec(tmp_path: Path, section: dict, name: str = "gen.yaml") -> Path:
+    spec = tmp_path / name
+    spec.write_text(yaml.safe_dump({"extends": SMOKE, "experiment": {"name": "gen"}, "environment": {"max_turns": 10},
+                                    "task_generation": section}))
+    return spec
+
+
+def generate(*args: str):
+    return CliRunner().invoke(app, ["tasks", "generate", *args, "--no-progress"])
+
+
+MOCK_SECTION = {"domain": "mock", "generator": {"type": "template", "templates": "mock"}, "count": 200, "seed": 5}
+
+
+@pytest.fixture(scope="module")
+def mock_tasks(tmp_path_factory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("mock")
+    result = generate(str(generation_spec(tmp_path, MOCK_SECTION)), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    return tmp_path / "out"
+
+
+def test_the_template_generator_writes_200_verified_mock_tasks_in_tau2s_format(mock_tasks: Path):
+    from ctu.components.domains import build_domain
+
+    tasks = json.loads((mock_tasks / "tasks.json").read_text())
+    splits = json.loads((mock_tasks / "split_tasks.json").read_text())
+    assert len(tasks) == 200 and len({task["id"] for task in tasks}) == 200
+    assert sorted(splits["train"] + splits["validation"]) == sorted(task["id"] for task in tasks)
+    assert len(splits["validation"]) == 20  # validation_ratio 0.1, seeded
+    report = check_task_file("mock", mock_tasks / "tasks.json", mock_tasks / "split_tasks.json", "train", 10, 10)
+    assert report.checked == 180 and report.faults == []  # `ctu tasks check`'s verdict, independently of the generation
+    mock = build_domain("mock", {})
+    held_out = {write_signature(task, mock.write_tools) for task in mock.tasks("base")}
+    from tau2.data_model.tasks import Task
+
+    generated = [write_signature(Task.model_validate(task), mock.write_tools) for task in tasks]
+    assert not held_out & set(generated) and len(set(generated)) == 200  # no test task, no duplicate
+    provenance = json.loads((mock_tasks / "provenance.json").read_text())
+    assert provenance["generator"] == "template" and provenance["seed"] == 5 and provenance["kept"] == 200
+    assert provenance["proposed"] == 200 + sum(provenance["rejected"].values())
+    intents = {task["description"]["purpose"] for task in tasks}
+    assert len(intents) == 4  # every template of the set
+
+
+def test_a_rerun_with_the_same_seed_writes_the_same_bytes_and_a_killed_one_continues(mock_tasks: Path, tmp_path: Path):
+    spec = generation_spec(tmp_path, MOCK_SECTION)
+    out = tmp_path / "out"
+    first = generate(str(spec), "--out", str(out), "task_generation.count=120")
+    assert first.exit_code == 0, first.output
+    lines = (out / "proposals.jsonl").read_text().splitlines(keepends=True)
+    (out / "proposals.jsonl").write_text("".join(lines[:70]) + lines[70][:25])  # killed while writing line 71
+    for name in ("tasks.json", "split_tasks.json"):
+        (out / name).unlink()
+    continued = generate(str(spec), "--out", str(out), "task_generation.count=120")
+    assert continued.exit_code == 0, continued.output
+    assert "120 task(s) kept" in continued.output and "proposal(s) decided" in continued.output
+    assert len((out / "proposals.jsonl").read_text().splitlines()) == len(lines)
+    whole = json.loads((mock_tasks / "tasks.json").read_text())
+    assert json.loads((out / "tasks.json").read_text()) == whole[:120]  # the same proposals, the same ids
+    again = tmp_path / "again"
+    assert generate(str(spec), "--out", str(again)).exit_code == 0
+    for name in ("tasks.json", "split_tasks.json"):
+        assert (again / name).read_bytes() == (mock_tasks / name).read_bytes()
+    other = generate(str(spec), "--out", str(out), "task_generation.seed=6")  # another generation, same folder
+    assert other.exit_code == 2 and "holds another generation" in other.output
+
+
+def test_bad_generation_input_is_refused_in_a_line(tmp_path: Path):
+    no_section = tmp_path / "plain.yaml"
+    no_section.write_text(yaml.safe_dump({"extends": SMOKE}))
+    result = generate(str(no_section), "--out", str(tmp_path / "a"))
+    assert result.exit_code == 2 and "no task_generation section" in result.output
+    wrong_domain = generation_spec(tmp_path, {**MOCK_SECTION, "domain": "retail"}, "wrong.yaml")
+    result = generate(str(wrong_domain), "--out", str(tmp_path / "b"))
+    assert result.exit_code == 2 and "is for domain 'mock', not 'retail'" in result.output
+    missing = generation_spec(tmp_path, {**MOCK_SECTION, "generator": {"type": "template", "templates": "nope.yaml"}}, "m.yaml")
+    result = generate(str(missing), "--out", str(tmp_path / "c"))
+    assert result.exit_code == 2 and "no template set 'nope.yaml'" in result.output and "mock, retail" in result.output
+    typo = generation_spec(tmp_path, {**MOCK_SECTION, "generator": {"type": "templat"}}, "t.yaml")
+    result = generate(str(typo), "--out", str(tmp_path / "d"))
+    assert result.exit_code == 2 and "task_generation.generator" in result.output and "template" in result.output
+
+
+def retail_proposals(tmp_path: Path) -> tuple[list[dict], list[tuple[str, dict]]]:
+    """Three valid retail tasks (from the retail template set) and broken proposals, each with the reason it must
+    be rejected for."""
+    from ctu.components.domains import build_domain
+
+    section = {"domain": "retail", "generator": {"type": "template", "templates": "retail"}, "count": 3, "seed": 11}
+    assert generate(str(generation_spec(tmp_path, section, "r.yaml")), "--out", str(tmp_path / "valid")).exit_code == 0
+    valid = [{k: v for k, v in task.items() if k != "id"} for task in json.loads((tmp_path / "valid" / "tasks.json").read_text())]
+
+    def variant(task: dict, action: int, **changes) -> dict:
+        copy = json.loads(json.dumps(task))
+        copy["evaluation_criteria"]["actions"][action].update(changes)
+        return copy
+
+    cancel = next(task for task in valid if "cancel_pending_order" in json.dumps(task))
+    retail = build_domain("retail", {})
+    orders = retail.base_database.tables["orders"]
+    delivered = next(order for order in orders.values() if order.status == "delivered")
+    user = retail.base_database.tables["users"][delivered.user_id]
+    failing_write = json.loads(json.dumps(cancel))
+    failing_write["user_scenario"]["instructions"]["known_info"] = f"You are {user.name.first_name} {user.name.last_name}."
+    failing_write["evaluation_criteria"]["actions"] = [
+        {"action_id": "a", "name": "find_user_id_by_name_zip", "arguments": {
+            "first_name": user.name.first_name, "last_name": user.name.last_name, "zip": user.address.zip}},
+        {"action_id": "b", "name": "cancel_pending_order", "arguments": {"order_id": delivered.order_id, "reason": "no longer needed"}}]
+    test_task = retail.tasks("test")[0].model_dump(mode="json", exclude_none=True, include={"user_scenario", "evaluation_criteria"})
+    stranger = json.loads(json.dumps(cancel))
+    stranger["user_scenario"]["instructions"]["known_info"] = "You are Jane Placeholder-Doe."
+    write = stranger["evaluation_criteria"]["actions"][2]["arguments"]
+    write["reason"] = {"no longer needed": "ordered by mistake"}.get(write["reason"], "no longer needed")
+    broken = [
+        ("unknown_tool", variant(cancel, 2, name="refund_everything")),
+        ("tool_error", variant(cancel, 2, arguments={"order_id": "#W0000000", "reason": "no longer needed"})),
+        ("tool_error", failing_write),
+        ("placeholder", variant(cancel, 1, arguments={"order_id": "<order id>"})),
+        ("duplicate", valid[0]),
+        ("test_overlap", test_task),
+        ("malformed", "Sure! Here is a task: {\"user_scenario\": "),
+        ("bad_arguments", variant(cancel, 2, arguments={"order_id": 42})),
+        ("identity_mismatch", stranger),
+    ]
+    return valid, broken
+
+
+def test_the_llm_generator_keeps_exactly_the_valid_proposals_and_names_each_rejection(tmp_path: Path):
+    valid, broken = retail_proposals(tmp_path)
+    answers = [valid[0], *(task for _, task in broken[:5]), valid[1], *(task for _, task in broken[5:]), valid[2]]
+    script = [Answer.text(task if isinstance(task, str) else json.dumps({"tasks": [task]})) for task in answers]
+    with ScriptedOpenAIServer([Answer.error(503), *script]) as server:  # the first request fails and is retried
+        section = {"domain": "retail", "count": 3, "seed": 2, "max_proposals": 12,
+                   "generator": {"type": "llm", "model": "teacher", "base_url": server.base_url, "api_key_env": None,
+                                 "backoff_s": 0.01}}
+        result = generate(str(generation_spec(tmp_path, section)), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    kept = json.loads((tmp_path / "out" / "tasks.json").read_text())
+    assert [{k: v for k, v in task.items() if k != "id"} for task in kept] == [
+        json.loads(json.dumps(task)) for task in valid]
+    lines = [json.loads(line) for line in (tmp_path / "out" / "proposals.jsonl").read_text().splitlines()]
+    assert [line.get("reason") for line in lines if not line["kept"]] == [reason for reason, _ in broken]
+    details = " | ".join(line.get("detail", "") for line in lines)
+    assert "'refund_everything' is not one of the agent's tools" in details and "Order not found" in details
+    assert "Non-pending order cannot be cancelled" in details and "'<order id>' is a placeholder" in details
+    assert "whom the scenario never names" in details and "as test task" in details
+    provenance = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert provenance["rejected"] == {"bad_arguments": 1, "duplicate": 1, "identity_mismatch": 1, "malformed": 1,
+                                      "placeholder": 1, "test_overlap": 1, "tool_error": 2, "unknown_tool": 1}
+    request = server.requests[1]
+    prompt = request["messages"][0]["content"]
+    assert request["model"] == "teacher" and request["response_format"]["type"] == "json_schema"
+    assert "# Retail agent policy" in prompt and '"name":"cancel_pending_order"' in prompt and '"orders":{"#W' in prompt
