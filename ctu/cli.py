@@ -507,6 +507,52 @@ def tasks_generate(
         raise typer.Exit(1)
 
 
+@tasks_app.command("calibrate")
+def tasks_calibrate(
+    args: Annotated[list[str], typer.Argument(help="The spec file, then key=value overrides.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Output folder: calibration.json, tasks.json, split_tasks.json.")],
+    samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Episodes per task.")] = 4,
+    source: Annotated[int, typer.Option("--source", min=0, help="Which training source (data.train.N) to calibrate.")] = 0,
+    endpoint: Annotated[str | None, typer.Option("--endpoint", help="Calibrate the model behind this OpenAI-compatible URL.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="With --endpoint: the model name it serves.")] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="With --endpoint: the environment variable holding its API key.")] = None,
+    checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="A Tinker checkpoint (tinker://...) of the spec's model.")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="A run directory's policy (as `ctu eval --run-dir`).")] = None,
+    step: Annotated[int | None, typer.Option("--step", min=0, help="With --run-dir: the step.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N tasks of the source.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")] = 32,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming in --out.")] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show ctu's progress bar.")] = True,
+) -> None:
+    """Play each training task --samples times with a policy (as `ctu eval` picks one; default: the spec's own
+    model) at the training temperature, record its pass rate and write difficulty buckets (unsolved, hard,
+    medium, easy) as splits of a task set in tau2's format: train on `split: [medium, hard]`."""
+    from ctu.errors import CtuError
+    from ctu.evaluation.policies import EvalError, PolicyChoice
+    from ctu.runners.console import silence_progress_bars
+    from ctu.tasks.calibrate import calibrate_tasks
+
+    specs, overrides = _split_args(args)
+    if len(specs) != 1:
+        err.print("[red]error:[/red] name one spec file")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    spec = _load(specs[0], overrides).spec
+    choice = PolicyChoice(endpoint=endpoint, model=model, api_key_env=api_key_env, checkpoint=checkpoint,
+                          run_dir=run_dir, step=step)
+    silence_progress_bars()
+    try:
+        result = calibrate_tasks(spec, choice, out_dir, source=source, samples=samples, limit=limit,
+                                 concurrency=concurrency, overwrite=overwrite, progress=progress)
+    except EvalError as error:
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    except CtuError as error:
+        raise _fail(error) from None
+    counts = ", ".join(f"{name} {n}" for name, n in result.counts().items())
+    out.print(f"{len(result.tasks)} task(s) calibrated ({result.ran} episode(s) run); buckets: {counts}")
+    out.print(f"wrote {escape(str(out_dir))}/calibration.json, tasks.json, split_tasks.json")
+
+
 def main() -> None:
     """Console-script entry point: `app`, where an error no command handled is still a message, never a traceback
     (unless ``--debug``): a path the user gave that cannot be used exits 2 naming it; anything else exits 1, its

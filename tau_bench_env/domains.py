@@ -92,10 +92,15 @@ class Domain:
         return module.get_tasks(split)
 
     def tasks(self, split: str) -> list[Task]:
-        """`load_tasks(split)`, cached per domain object."""
+        """`load_tasks(split)`, cached per domain object. A union of splits (``medium+hard``, `SPLIT_UNION`) is
+        each split's tasks in turn, a task once; task files (`TaskSetParams`) give it in their own order."""
         cache = self._task_cache
         if split not in cache:
-            cache[split] = self.load_tasks(split)
+            if SPLIT_UNION in split and getattr(self.params, "tasks_file", None) is None:
+                union = {task.id: task for part in split.split(SPLIT_UNION) for task in self.tasks(part)}
+                cache[split] = list(union.values())
+            else:
+                cache[split] = self.load_tasks(split)
         return cache[split]
 
     @cached_property
@@ -261,13 +266,21 @@ class TaskSetParams(Domain.Params):
     is every task of the file unless the mapping names it. null: only `base`."""
 
 
+SPLIT_UNION = "+"
+"""Joins split names into their union: ``medium+hard`` (a spec's ``split: [medium, hard]``)."""
+
+
 def split_task_ids(task_ids: list[str], splits: dict[str, list[str]], split: str, where: str) -> list[str]:
     """The ids of `split` among `task_ids` (a tasks file's, in its order), by `splits` (a split file's mapping;
-    empty without one): ``base`` is every task unless the mapping names it, as in tau2.
+    empty without one): ``base`` is every task unless the mapping names it, as in tau2; ``a+b`` is the tasks of
+    either.
 
     Raises:
         ValueError: no such split (`where` names the file in the message).
     """
+    if SPLIT_UNION in split:
+        wanted = {task_id for part in split.split(SPLIT_UNION) for task_id in split_task_ids(task_ids, splits, part, where)}
+        return [task_id for task_id in task_ids if task_id in wanted]
     if split == "base" and split not in splits:
         return list(task_ids)
     if split not in splits:

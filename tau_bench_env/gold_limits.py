@@ -48,11 +48,12 @@ def gold_limits() -> dict[str, DomainLimits]:
 
 def gold_needs(domain: str, split: str, max_tasks: int | None = None) -> list[tuple[str, int, int]] | None:
     """``(task_id, turns, errors)`` of the tasks a data source uses (the first `max_tasks` of `split`, in tau2's
-    order), or None when the file does not cover that domain and split."""
+    order; a union ``a+b`` as `Domain.tasks` joins it), or None when the file does not cover that domain and split."""
     data = gold_limits().get(domain)
-    if data is None or split not in data["splits"]:
+    parts = split.split("+")
+    if data is None or any(part not in data["splits"] for part in parts):
         return None
-    ids = data["splits"][split][:max_tasks]
+    ids = list(dict.fromkeys(task_id for part in parts for task_id in data["splits"][part]))[:max_tasks]
     return [(task_id, *_turns_errors(data["tasks"][task_id])) for task_id in ids]
 
 

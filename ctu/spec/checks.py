@@ -151,11 +151,12 @@ def check_domains(spec: Spec) -> Iterator[SpecIssue]:
                 yield SpecIssue(f"{path}.{error.where}", str(error))
             continue
         splits = getattr(registry.domains.get(source.domain.type).factory, "splits", ())
-        if splits and source.split not in splits:
-            yield SpecIssue(
-                f"{path}.split",
-                f"domain {source.domain.type!r} has no split {source.split!r}; its splits: {', '.join(splits)}",
-            )
+        for part in source.split.split("+"):
+            if splits and part not in splits:
+                yield SpecIssue(
+                    f"{path}.split",
+                    f"domain {source.domain.type!r} has no split {part!r}; its splits: {', '.join(splits)}",
+                )
 
 
 def check_gold_solutions(spec: Spec) -> Iterator[SpecIssue]:

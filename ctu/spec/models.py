@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from ctu.registry import booleans_as_numbers
 from ctu.registry.config import ComponentConfig, ComponentMarker
@@ -113,7 +113,18 @@ class DatasetSource(Section):
     """Domain component: a name (`retail`, `airline`, `telecom`, `mock`, or a registered one) or a mapping with its
     params (`{type: my_domain, ...}`); telecom's extra splits are `split: small` or `split: full`."""
     split: str = "train"
-    """Task split of the domain: `train`, `test`, or `base` (every task); telecom also has `small` and `full`."""
+    """Task split of the domain: `train`, `test`, or `base` (every task); telecom also has `small` and `full`; a
+    task file's own splits (e.g. `ctu tasks calibrate`'s `easy`, `medium`, `hard`, `unsolved`). A list of splits
+    (`[medium, hard]`) is their union, written `medium+hard`."""
+
+    @field_validator("split", mode="before")
+    @classmethod
+    def _union(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            if not value or not all(isinstance(part, str) and part and "+" not in part for part in value):
+                raise ValueError("a list of split names (at least one, none empty or holding '+')")
+            return "+".join(dict.fromkeys(value))
+        return value
     max_tasks: PositiveInt | None = None
     """Use at most this many tasks (the first ones, in task-id order); null for all."""
 

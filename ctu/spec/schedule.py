@@ -105,9 +105,11 @@ def source_task_ids(source: DatasetSource) -> list[str] | None:
     if params.model_dump() != type(params)().model_dump():
         return None
     data = gold_limits().get(source.domain.type)
-    if data is None or source.split not in data["splits"]:
+    parts = source.split.split("+")
+    if data is None or any(part not in data["splits"] for part in parts):
         return None
-    return list(data["splits"][source.split][: source.max_tasks])
+    union = dict.fromkeys(task_id for part in parts for task_id in data["splits"][part])  # as `Domain.tasks` joins them
+    return list(union)[: source.max_tasks]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,119 @@
+"""`ctu tasks calibrate`: each training task's pass rate under a policy, and difficulty buckets written as splits.
+
+Every task of one of the spec's training sources is played `samples` times by the policy (any policy `ctu eval`
+accepts: an endpoint, a Tinker checkpoint, a run directory, the spec's own model), at the training temperature
+(`rollout.temperature`: calibration measures what GRPO's groups will see), with the spec's user simulator, and
+scored as tau2 scores it (`ctu.evaluation.runner`: its episodes are resumable, its infrastructure errors run
+again). A task's pass rate is its successes over its samples; its bucket (`BUCKETS`) says whether a GRPO group
+of it can have a spread: a task always solved (`easy`) or never (`unsolved`) gives every sample the same reward,
+so no advantage. The idea of training on tasks of intermediate difficulty follows the Vertex AI report on
+Qwen3-8B on tau2 (mixing easy, medium and hard tasks gave the best average) and DAPO's dynamic sampling.
+
+Written in ``--out DIR``: ``calibration.json`` (per task: pass rate, successes, samples, bucket), ``tasks.json``
+and ``split_tasks.json`` in tau2's format (the source's task file and its splits, or the calibrated tasks of a
+built-in domain, plus one split per bucket), and ``episodes/`` (the evaluation's own files).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctu.metrics import is_success
+
+if TYPE_CHECKING:
+    from ctu.evaluation.policies import PolicyChoice
+    from ctu.spec import Spec
+
+BUCKETS: tuple[tuple[str, float, float], ...] = (
+    ("unsolved", 0.0, 0.0),
+    ("hard", 0.0, 0.5),
+    ("medium", 0.5, 1.0),
+    ("easy", 1.0, 1.0),
+)
+"""``(name, low, high)``: `unsolved` is a pass rate of 0, `easy` of 1; `hard` is in (0, 0.5), `medium` in [0.5, 1)."""
+
+
+def bucket(pass_rate: float) -> str:
+    """The bucket (`BUCKETS`) of a pass rate in [0, 1]."""
+    if pass_rate <= 0.0:
+        return "unsolved"
+    if pass_rate >= 1.0:
+        return "easy"
+    return "hard" if pass_rate < 0.5 else "medium"
+
+
+@dataclass
+class Calibration:
+    """A finished calibration: per task ``{"pass_rate", "successes", "samples", "bucket"}`` and where it is."""
+
+    tasks: dict[str, dict[str, object]]
+    out_dir: Path
+    ran: int
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per bucket, in `BUCKETS` order."""
+        return {name: sum(task["bucket"] == name for task in self.tasks.values()) for name, _, _ in BUCKETS}
+
+
+def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: int = 0, samples: int = 4,
+                    limit: int | None = None, concurrency: int = 32, overwrite: bool = False,
+                    progress: bool = True) -> Calibration:
+    """Calibrate the tasks of ``spec.data.train[source]`` (its first `limit`) under `choice` (see the module
+    docstring).
+
+    Raises:
+        EvalError: no such training source; as `ctu.evaluation.runner.run_evaluation`.
+    """
+    from tau2.data_model.tasks import Task
+
+    from ctu.components.domains import build_domain
+    from ctu.evaluation.policies import EvalError
+    from ctu.evaluation.runner import TRAJECTORIES, read_lines, run_evaluation
+
+    if not 0 <= source < len(spec.data.train):
+        raise EvalError(f"no training source {source}: the spec has {len(spec.data.train)} (data.train.0 ...)")
+    train = spec.data.train[source]
+    calibrating = spec.model_copy(deep=True)
+    calibrating.data.test_sets = {"calibration": train}
+    calibrating.data.validation = None
+    calibrating.rollout.eval_n_samples_per_prompt = samples
+    calibrating.rollout.eval_temperature = spec.rollout.temperature
+    out_dir = Path(out_dir)
+    result = run_evaluation(calibrating, choice, out_dir / "episodes", limit=limit, concurrency=concurrency,
+                            overwrite=overwrite, progress=progress)
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for line in read_lines(out_dir / "episodes" / TRAJECTORIES).values():
+        if line.get("infra_error") is None:
+            by_task[str(line["task_id"])].append(is_success(float(line["raw_reward"])))
+    tasks = {}
+    for task_id, outcomes in by_task.items():
+        rate = sum(outcomes) / len(outcomes)
+        tasks[task_id] = {"pass_rate": round(rate, 4), "successes": sum(outcomes), "samples": len(outcomes),
+                          "bucket": bucket(rate)}
+    params = train.domain.params
+    domain = build_domain(train.domain.type, params.model_dump())
+    tasks_file = getattr(params, "tasks_file", None)
+    split_file = getattr(params, "split_file", None)
+    if tasks_file is not None:
+        all_tasks = json.loads(Path(tasks_file).read_text(encoding="utf-8"))
+        splits = json.loads(Path(split_file).read_text(encoding="utf-8")) if split_file is not None else {}
+    else:
+        all_tasks = [task.model_dump(mode="json", exclude_none=True) for task in domain.tasks(train.split)
+                     if str(task.id) in tasks]
+        splits = {}
+    order = [str(Task.model_validate(task).id) for task in all_tasks]
+    splits = {name: ids for name, ids in splits.items() if name not in {b for b, _, _ in BUCKETS}}
+    splits |= {name: [i for i in order if i in tasks and tasks[i]["bucket"] == name] for name, _, _ in BUCKETS}
+    report = {"policy": choice.label(), "samples": samples, "temperature": spec.rollout.temperature,
+              "source": f"data.train.{source}", "domain": train.domain.type, "split": train.split,
+              "buckets": {name: [low, high] for name, low, high in BUCKETS}, "tasks": tasks}
+    files = {"calibration.json": report, "tasks.json": all_tasks, "split_tasks.json": splits}
+    for name, data in files.items():
+        temporary = out_dir / f".{name}.tmp"
+        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        temporary.replace(out_dir / name)
+    return Calibration(tasks, out_dir, result.ran)
