@@ -179,3 +179,23 @@ def test_the_llm_generator_keeps_exactly_the_valid_proposals_and_names_each_reje
     prompt = request["messages"][0]["content"]
     assert request["model"] == "teacher" and request["response_format"]["type"] == "json_schema"
     assert "# Retail agent policy" in prompt and '"name":"cancel_pending_order"' in prompt and '"orders":{"#W' in prompt
+
+
+def test_pass_rates_fall_into_buckets_and_a_list_of_splits_is_their_union(tmp_path: Path):
+    from ctu.spec.models import DatasetSource
+    from ctu.tasks.calibrate import bucket
+    from tau_bench_env.domains import split_task_ids
+
+    assert [bucket(rate) for rate in (0.0, 0.25, 0.5, 0.75, 1.0)] == ["unsolved", "hard", "medium", "medium", "easy"]
+    splits = {"medium": ["c", "a"], "hard": ["b"], "easy": []}
+    assert split_task_ids(["a", "b", "c", "d"], splits, "medium+hard", "f") == ["a", "b", "c"]  # the file's order
+    with pytest.raises(ValueError, match="no split 'hardd'"):
+        split_task_ids(["a"], splits, "medium+hardd", "f")
+    assert DatasetSource.model_validate({"domain": "mock", "split": ["medium", "hard", "medium"]}).split == "medium+hard"
+    with pytest.raises(ValueError, match="a list of split names"):
+        DatasetSource.model_validate({"domain": "mock", "split": []})
+    from ctu.components.domains import build_domain
+
+    retail = build_domain("retail", {})
+    union = retail.tasks("train+test")
+    assert [task.id for task in union] == [task.id for task in retail.tasks("train")] + [task.id for task in retail.tasks("test")]

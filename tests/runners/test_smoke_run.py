@@ -1,5 +1,5 @@
 """The main job on CPU: `ctu run specs/smoke.yaml` end to end, killed by SIGKILL mid-step and resumed from its
-checkpoint, then evaluated and exported.
+checkpoint, then evaluated and exported; half its training tasks are mock tasks `ctu tasks generate` wrote.
 
 The run starts SkyRL's Tinker API server with its JAX backend on 127.0.0.1 and trains the built-in tiny model for
 real; it takes a few minutes on two cores, so every test here reads the one run (a module fixture).
@@ -45,6 +45,32 @@ DYNAMIC_SAMPLING = ["algorithm.zero_variance_filter=true", "algorithm.dynamic_sa
 step has a spread."""
 
 
+def ctu_command(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctu.cli", *args, "--no-progress"], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env=run_env())
+
+
+@pytest.fixture(scope="module")
+def generated_tasks(tmp_path_factory) -> Path:
+    """`ctu tasks generate` of eight mock tasks from the built-in template set, verified within the smoke job's
+    `max_turns` (3), as a user runs it: the folder holding tasks.json and split_tasks.json."""
+    import yaml
+
+    folder = tmp_path_factory.mktemp("generated")
+    spec = folder / "generate.yaml"
+    spec.write_text(yaml.safe_dump({"extends": str(REPO / "specs" / "smoke.yaml"), "task_generation": {
+        "domain": "mock", "generator": {"type": "template", "templates": "mock"}, "count": 8, "seed": 1}}))
+    result = ctu_command("tasks", "generate", str(spec), "--out", str(folder / "tasks"))
+    assert result.returncode == 0 and "8 task(s) kept" in result.stdout, result.stdout + result.stderr
+    return folder / "tasks"
+
+
+def training_data(generated: Path, split: str = "train") -> str:
+    """The override training the main job on two retail tasks and two generated mock tasks."""
+    mock = f"{{type: mock, tasks_file: {generated / 'tasks.json'}, split_file: {generated / 'split_tasks.json'}}}"
+    return f"data.train=[{{domain: retail, split: train, max_tasks: 2}}, {{domain: {mock}, split: {split}, max_tasks: 2}}]"
+
+
 @dataclass(frozen=True)
 class KilledAndResumed:
     """The main job's run, killed by SIGKILL in its second step and resumed, and what was seen in between."""
@@ -69,15 +95,16 @@ def processes_naming(path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def killed_run(tmp_path_factory) -> KilledAndResumed:
+def killed_run(tmp_path_factory, generated_tasks: Path) -> KilledAndResumed:
     """`ctu run specs/smoke.yaml` with a validation set and dynamic sampling, killed with SIGKILL (as the
     out-of-memory killer or a preempted job ends it) while its second step runs; then the same command again
     (refused: the run exists), then `--resume`, which replays that step from the first step's checkpoint. One
     run for every test of this module: a run costs a few minutes on two cores."""
     out = tmp_path_factory.mktemp("runs")
     run = out / "smoke"
+    data = training_data(generated_tasks)
     first = subprocess.Popen([sys.executable, "-m", "ctu.cli", "run", "specs/smoke.yaml", f"experiment.output_dir={out}",
-                              VALIDATION, *DYNAMIC_SAMPLING, "--no-progress"],
+                              data, VALIDATION, *DYNAMIC_SAMPLING, "--no-progress"],
                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
     try:
         deadline = time.monotonic() + 1200
@@ -95,7 +122,7 @@ def killed_run(tmp_path_factory) -> KilledAndResumed:
     while processes_naming(run) and time.monotonic() < deadline:
         time.sleep(0.5)
     killed = KilledAndResumed(run, [line["step"] for line in metrics(run)], processes_naming(run),
-                              ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", VALIDATION, *DYNAMIC_SAMPLING))
+                              ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", data, VALIDATION, *DYNAMIC_SAMPLING))
     resumed = ctu_run("--resume", str(run))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     return killed
@@ -194,7 +221,7 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
     for name in ("eval_step000000.jsonl", "eval_step000002.jsonl"):  # every evaluation batch: validation, then the test set
         assert [(line["domain"], line["test_set"]) for line in trajectories(smoke_run, name)] == [
             ("airline", "validation"), ("retail", "retail"), ("retail", "retail")]
-    assert {line["domain"] for line in lines} == {"retail", "airline"}
+    assert {line["domain"] for line in lines} == {"retail", "airline", "mock"}  # mock: the generated tasks
     assert all(line["messages"][0]["role"] == "system" and line["messages"][1]["role"] == "assistant" for line in lines)
     tool_results = [m for line in lines for m in line["messages"] if m["role"] == "tool" and PARSE_ERROR not in m["content"]]
     assert tool_results, "no tool call of the policy reached a tau2 tool"
@@ -205,10 +232,7 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
 def test_ctu_eval_before_and_after_training_on_the_builtin_model(smoke_run: Path, tmp_path: Path):
     """`ctu eval specs/smoke.yaml --limit 2` (the spec's own model, served by a local Tinker server), the same on
     the trained run's newest policy (`--run-dir`: its Hugging Face export), and `ctu compare` of the two."""
-    def ctu(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "ctu.cli", *args, "--no-progress"], cwd=REPO, capture_output=True,
-                              text=True, timeout=900, env=run_env())
-
+    ctu = ctu_command
     base = ctu("eval", "specs/smoke.yaml", "--limit", "2", f"experiment.output_dir={tmp_path}")
     assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-3000:]
     assert "smoke · base" in base.stdout and "2 episode(s) run" in base.stdout
@@ -244,3 +268,26 @@ def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_
     for line in metrics(run)[1:]:  # each step trained four groups, all with a spread, after as many rounds as it took
         assert line["train/groups"] == 4 and line["train/groups_with_nonzero_advantage"] == 4
         assert line["train/sampling_rounds"] >= 1 and line["train/zero_variance_groups"] <= 4 * (line["train/sampling_rounds"] - 1)
+
+
+def test_ctu_tasks_calibrate_buckets_generated_tasks_by_the_builtin_models_pass_rate(generated_tasks: Path, tmp_path: Path):
+    """`ctu tasks calibrate` of the spec's own model (served by a local Tinker server) on two generated mock tasks,
+    two samples each: pass rates and buckets in calibration.json, the buckets as splits a spec trains on."""
+    out = tmp_path / "calibrated"
+    result = ctu_command("tasks", "calibrate", "specs/smoke.yaml", training_data(generated_tasks), "--source", "1",
+                         "--samples", "2", "--limit", "2", "--out", str(out), f"experiment.output_dir={tmp_path}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "2 task(s) calibrated (4 episode(s) run)" in result.stdout
+    report = json.loads((out / "calibration.json").read_text())
+    assert report["samples"] == 2 and report["temperature"] == 1.0 and report["domain"] == "mock"
+    first_two = json.loads((generated_tasks / "split_tasks.json").read_text())["train"][:2]
+    assert sorted(report["tasks"]) == sorted(first_two)
+    for task in report["tasks"].values():
+        assert task["samples"] == 2 and task["pass_rate"] == task["successes"] / 2
+    splits = json.loads((out / "split_tasks.json").read_text())
+    assert sorted(i for name in ("unsolved", "hard", "medium", "easy") for i in splits[name]) == sorted(first_two)
+    assert splits["train"] == json.loads((generated_tasks / "split_tasks.json").read_text())["train"]  # kept
+    every = training_data(out, "[unsolved, hard, medium, easy]")
+    validated = subprocess.run([sys.executable, "-m", "ctu.cli", "validate", "specs/smoke.yaml", every], cwd=REPO,
+                               capture_output=True, text=True, env=run_env())
+    assert validated.returncode == 0, validated.stderr
