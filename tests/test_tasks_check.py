@@ -10,14 +10,16 @@ from pathlib import Path
 
 from tau2.utils import DATA_DIR
 
-from .test_command_input import ctu
+from .conftest import REPO
+from .support.cli import ctu_here as ctu
 
 MOCK = DATA_DIR / "tau2" / "domains" / "mock"
 
 
 def test_the_worked_examples_tasks_are_sound():
-    result = ctu("tasks", "check", "examples/healthcare/tasks.json", "--domain", "healthcare",
-                 "--split-file", "examples/healthcare/split_tasks.json", "-i", "examples/healthcare/domain.py")
+    example = REPO / "examples" / "healthcare"
+    result = ctu("tasks", "check", str(example / "tasks.json"), "--domain", "healthcare",
+                 "--split-file", str(example / "split_tasks.json"), "-i", str(example / "domain.py"))
     assert result.returncode == 0 and "14 of 14 task(s) sound" in result.stdout, result.stdout + result.stderr
 
 
@@ -81,3 +83,17 @@ def test_validate_replays_the_task_files_a_spec_names_once_per_version_of_them(t
     assert fixed.returncode == 0, fixed.stderr
     assert "gold actions that fail or change nothing: task " in " ".join(fixed.stderr.split())
     assert len(list((cache / "task_checks").glob("*.json"))) == 2
+
+
+def test_tau2s_own_retail_airline_and_telecom_tasks_check_as_the_readme_says():
+    """The README's findings on tau2 26.3's own task sets (`--max-turns 80 --max-errors 50`): airline and telecom
+    sound, 19 retail tasks with gold calls that fail while tau2 still scores them 1.0 (none unsolvable)."""
+    from ctu.components.domains import build_domain
+    from ctu.tasks.check import check_tasks
+
+    found = {}
+    for name in ("retail", "airline", "telecom"):
+        domain = build_domain(name, {})
+        report = check_tasks(domain, domain.tasks("base"), 80, 50)
+        found[name] = (report.checked, len(report.failed_ids), sum(fault.unsolvable for fault in report.faults))
+    assert found == {"retail": (114, 19, 0), "airline": (50, 0, 0), "telecom": (114, 0, 0)}

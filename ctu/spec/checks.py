@@ -287,6 +287,18 @@ def check_test_sets(spec: Spec) -> Iterator[SpecIssue]:
                 )
 
 
+def check_task_generation(spec: Spec) -> Iterator[SpecIssue]:
+    """The `task_generation` section's generator can write tasks of its domain: a generator with a
+    ``spec_problems(domain_type)`` method (the `template` generator: its template set exists, parses, and is for
+    that domain) lists what stops it."""
+    generation = spec.task_generation
+    if generation is None:
+        return
+    problems = getattr(generation.generator.build(), "spec_problems", None)
+    for where, message in problems(generation.domain.type) if problems is not None else ():
+        yield SpecIssue(f"task_generation.generator{'.' + where if where else ''}", message)
+
+
 def check_secrets(spec: Spec) -> Iterator[SpecIssue]:
     """No key in the spec: ``*_env`` fields name variables, `backend.runtime_env.env_vars` holds no secret
     (`ctu.spec.secrets.secret_issues`)."""
@@ -309,6 +321,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_listed_once,
     check_output_dir,
     check_validation_name,
+    check_task_generation,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
                                      check_backend_warnings)

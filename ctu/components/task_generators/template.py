@@ -182,6 +182,14 @@ class TemplateTaskGenerator:
     def __init__(self, params: Params) -> None:
         self.params = params
 
+    def _unknown_only(self, loaded: TemplateSet) -> str | None:
+        """The message for `only` naming templates `loaded` lacks, or None."""
+        names = {template.name for template in loaded.templates}
+        missing = sorted(set(self.params.only or ()) - names)
+        if not missing:
+            return None
+        return f"template set {self.params.templates!r} has no template {', '.join(missing)}; it has {', '.join(sorted(names))}"
+
     @cached_property
     def template_set(self) -> TemplateSet:
         """The set, loaded on first use (`load_template_set`), narrowed to `only`.
@@ -190,14 +198,28 @@ class TemplateTaskGenerator:
             TemplateError: as `load_template_set`, or `only` names a template the set lacks.
         """
         loaded = load_template_set(self.params.templates)
+        unknown = self._unknown_only(loaded)
+        if unknown is not None:
+            raise TemplateError(unknown)
         if self.params.only is not None:
-            names = {template.name for template in loaded.templates}
-            missing = sorted(set(self.params.only) - names)
-            if missing:
-                raise TemplateError(f"template set {self.params.templates!r} has no template {', '.join(missing)}; "
-                                    f"it has {', '.join(sorted(names))}")
             loaded = loaded.model_copy(update={"templates": [t for t in loaded.templates if t.name in self.params.only]})
         return loaded
+
+    def spec_problems(self, domain_type: str) -> list[tuple[str, str]]:
+        """``(param, message)`` of what stops this generator writing tasks of `domain_type` (`ctu validate`): a
+        template set that cannot be loaded, names in `only` that it lacks, or a set for another domain."""
+        try:
+            loaded = load_template_set(self.params.templates)
+        except TemplateError as error:
+            return [("templates", str(error))]
+        problems = []
+        unknown = self._unknown_only(loaded)
+        if unknown is not None:
+            problems.append(("only", unknown))
+        if loaded.domain != domain_type:
+            problems.append(("templates", f"template set {self.params.templates!r} is for domain {loaded.domain!r}, "
+                                          f"not {domain_type!r}"))
+        return problems
 
     def _tables(self, context: GenerationContext) -> dict[str, dict[str, Any]]:
         cached = getattr(self, "_table_cache", None)
