@@ -79,6 +79,7 @@ class KilledAndResumed:
     steps_logged_when_killed: list[int]
     processes_left: list[str]
     started_again: subprocess.CompletedProcess[str]
+    resumed: subprocess.CompletedProcess[str]
 
 
 def processes_naming(path: Path) -> list[str]:
@@ -121,11 +122,11 @@ def killed_run(tmp_path_factory, generated_tasks: Path) -> KilledAndResumed:
     deadline = time.monotonic() + 30
     while processes_naming(run) and time.monotonic() < deadline:
         time.sleep(0.5)
-    killed = KilledAndResumed(run, [line["step"] for line in metrics(run)], processes_naming(run),
-                              ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", data, VALIDATION, *DYNAMIC_SAMPLING))
+    steps, left = [line["step"] for line in metrics(run)], processes_naming(run)
+    again = ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", data, VALIDATION, *DYNAMIC_SAMPLING)
     resumed = ctu_run("--resume", str(run))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    return killed
+    return KilledAndResumed(run, steps, left, again, resumed)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +147,15 @@ def test_run_directory_holds_spec_hash_versions_and_results(smoke_run: Path):
     assert (smoke_run / "plots" / "reward.png").stat().st_size > 1000
     assert list((smoke_run / "tensorboard").glob("events.out.tfevents.*"))
     assert list((smoke_run / "wandb").glob("offline-run-*"))
+
+
+def test_the_libraries_lines_go_to_the_runs_log_not_the_console(killed_run: KilledAndResumed):
+    """The export after the last step downloads the LoRA adapter through the Tinker SDK, which warns "Creating
+    checkpoint archive ... (this may take a while)": a line of the run's log, not of the console."""
+    console = killed_run.resumed.stdout + killed_run.resumed.stderr
+    assert "Creating checkpoint archive" not in console and "Traceback" not in console
+    logs = "".join(path.read_text() for path in (killed_run.path / "logs").glob("tinker-*.log"))
+    assert "Creating checkpoint archive" in logs
 
 
 def test_the_trained_policy_is_exported_as_a_hugging_face_model_that_computes_what_tinker_does(smoke_run: Path):

@@ -73,9 +73,15 @@ class TinkerBackend:
         ])
 
     def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
-        """`ctu.runners.tinker.runner.TinkerRunner`'s GRPO loop."""
+        """`ctu.runners.tinker.runner.TinkerRunner`'s GRPO loop; the libraries' standard-library logs (the Tinker
+        SDK's "Creating checkpoint archive" at the export, transformers') go to ``logs/tinker-<time>.log`` in the run
+        directory (`ctu.runners.console.route_driver_logs`), ctu's own lines to the console."""
+        from datetime import datetime
+
+        from ctu.runners.console import route_driver_logs
         from ctu.runners.tinker.runner import TinkerRunner
 
+        route_driver_logs(run_dir.path / "logs" / f"tinker-{datetime.now():%y%m%d_%H%M%S}.log", verbose)
         return TinkerRunner(spec, run_dir, resume=resume, progress=progress).run().get("step", 0)
 
     def policies(self, run_dir: RunDir) -> dict[int, str]:
