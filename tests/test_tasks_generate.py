@@ -90,7 +90,10 @@ def test_a_rerun_with_the_same_seed_writes_the_same_bytes_and_a_killed_one_conti
     for name in ("tasks.json", "split_tasks.json"):
         assert (again / name).read_bytes() == (mock_tasks / name).read_bytes()
     other = generate(str(spec), "--out", str(out), "task_generation.seed=6")  # another generation, same folder
-    assert other.exit_code == 2 and "holds another generation" in other.output
+    assert other.exit_code == 2 and "holds another generation (its generation.json has another seed)" in other.output
+    more = generate(str(spec), "--out", str(out), "task_generation.count=150", "task_generation.concurrency=4")
+    assert more.exit_code == 0 and "150 task(s) kept" in more.output  # a larger count continues it
+    assert json.loads((out / "tasks.json").read_text()) == whole[:150]
 
 
 def test_bad_generation_input_is_refused_in_a_line(tmp_path: Path):

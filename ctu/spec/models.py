@@ -387,6 +387,9 @@ class TaskGeneration(Section):
     """Stop after this many proposals even if fewer than `count` tasks were kept (default 20 x count)."""
     validation_ratio: float = Field(0.1, ge=0.0, lt=1.0)
     """Share of the kept tasks in split `validation` (seeded); the rest are split `train`."""
+    concurrency: PositiveInt = Field(1, le=256)
+    """Proposals requested at once (an `llm` generator's requests in flight); they are verified and recorded in
+    order, so the files do not depend on it."""
     test_splits: list[str] | None = None
     """The domain's splits no generated task may overlap (default: `test` where the domain has it, else every
     task of the domain: tau2's `mock` has one split); the spec's test sets of the same domain are added."""

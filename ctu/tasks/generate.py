@@ -6,8 +6,10 @@ The folder it writes (``--out DIR``):
   appended and flushed at once: a killed generation keeps every task already verified, and the same command
   continues after the last proposal recorded (`GenerationContext.index` makes the next proposals the ones an
   uninterrupted generation would have made);
-- ``generation.json``: the spec's `task_generation` section as it was, so that a rerun with another section is
-  refused rather than mixed in;
+- ``generation.json``: what decides each proposal's verdict (the domain, the generator and its params, the seed,
+  the episode limits and the held-out task ids), so that a rerun deciding otherwise is refused rather than mixed
+  in; `count`, `max_proposals`, `validation_ratio` and `concurrency` may change between runs (a larger `count`
+  continues a finished generation);
 - at the end, in tau2's format, ``tasks.json`` (the kept tasks, in order) and ``split_tasks.json`` (``train`` and
   ``validation``, by `validation_ratio` and the seed; ``base`` is every task), and ``provenance.json`` (generator,
   params, domain, seed, counts proposed, kept and rejected by reason, seconds, versions). The two task files
@@ -103,8 +105,9 @@ def _check_folder(out_dir: Path, section: dict[str, Any], overwrite: bool) -> No
         except ValueError:
             before = None
         if before != section:
-            raise GenerationError(f"{out_dir} holds another generation (its {SECTION} differs from this spec's "
-                                  "task_generation); name another --out, or --overwrite to start afresh")
+            changed = sorted(key for key in {*section, *(before or {})} if (before or {}).get(key) != section.get(key))
+            raise GenerationError(f"{out_dir} holds another generation (its {SECTION} has another "
+                                  f"{', '.join(changed)}); name another --out, or --overwrite to start afresh")
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(section, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -128,18 +131,20 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
 
     from ctu.components.domains import build_domain
     from ctu.components.task_generators.base import GenerationContext
-    from ctu.tasks.verify import TaskVerifier
+    from ctu.tasks.verify import TaskVerifier, Verdict
 
     generation = spec.task_generation
     if generation is None:
         raise GenerationError("the spec has no task_generation section: it names the domain, the generator, the "
                               "count and the seed of the tasks to generate")
     out_dir = Path(out_dir)
-    section = generation.model_dump(mode="json")
-    _check_folder(out_dir, section, overwrite)
     domain = build_domain(generation.domain.type, generation.domain.params.model_dump())
     held_out = held_out_tasks(spec, generation, domain)
     held_ids = {str(task.id) for task in held_out}
+    section = {**generation.model_dump(mode="json", include={"domain", "generator", "seed"}),
+               "max_turns": spec.environment.max_turns, "max_errors": spec.environment.max_errors,
+               "held_out": sorted(held_ids)}
+    _check_folder(out_dir, section, overwrite)
     examples = [task for split in domain.splits if split not in ("base", "test")
                 for task in domain.tasks(split) if str(task.id) not in held_ids][:64]
     verifier = TaskVerifier(domain, spec.environment.max_turns, spec.environment.max_errors, held_out, examples)
@@ -167,29 +172,38 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
         nonlocal index
         with (out_dir / PROPOSALS).open("a", encoding="utf-8") as handle:
             while result.kept < generation.count and result.proposed < max_proposals:
-                context = GenerationContext(domain, generation.domain.type, generation.seed, examples, index)
-                written = []
-                for proposal in await generator.propose(context):
-                    if result.kept >= generation.count or result.proposed >= max_proposals:
-                        break
-                    verdict = await verifier.verify(proposal, f"{prefix}{result.kept:05d}")
-                    result.proposed += 1
-                    result.new += 1
-                    line: dict[str, Any] = {"index": index, "kept": verdict.task is not None}
-                    if verdict.task is not None:
-                        kept.append(verdict.task)
-                        result.kept += 1
-                        result.new_kept += 1
-                        line["task"] = verdict.task.model_dump(mode="json", exclude_none=True)
-                    else:
-                        result.rejected[str(verdict.reason)] += 1
-                        line |= {"reason": verdict.reason, "detail": verdict.detail}
-                    written.append(json.dumps(line, ensure_ascii=False) + "\n")
-                    if on_decision is not None:
-                        on_decision(result.kept, result.proposed, verdict.reason)
-                handle.write("".join(written))  # an index's lines together: a kill never splits them
-                handle.flush()
-                index += 1
+                window = range(index, index + generation.concurrency)  # requested at once, decided in order
+                answers = await asyncio.gather(*(generator.propose(GenerationContext(
+                    domain, generation.domain.type, generation.seed, examples, i)) for i in window), return_exceptions=True)
+                for answer in answers:
+                    if isinstance(answer, BaseException):
+                        raise answer  # the indices before it are recorded: a rerun asks again from this one
+                    written = []
+                    for proposal in answer:
+                        if result.kept >= generation.count or result.proposed >= max_proposals:
+                            break
+                        verdict = await verifier.verify(proposal, f"{prefix}{result.kept:05d}")
+                        written.append(json.dumps(record(verdict, index), ensure_ascii=False) + "\n")
+                        if on_decision is not None:
+                            on_decision(result.kept, result.proposed, verdict.reason)
+                    handle.write("".join(written))  # an index's lines together: a kill never splits them
+                    handle.flush()
+                    index += 1
+
+    def record(verdict: Verdict, at: int) -> dict[str, Any]:
+        """Count `verdict` in `result` (and `kept`); its proposals.jsonl line."""
+        result.proposed += 1
+        result.new += 1
+        line: dict[str, Any] = {"index": at, "kept": verdict.task is not None}
+        if verdict.task is not None:
+            kept.append(verdict.task)
+            result.kept += 1
+            result.new_kept += 1
+            line["task"] = verdict.task.model_dump(mode="json", exclude_none=True)
+        else:
+            result.rejected[str(verdict.reason)] += 1
+            line |= {"reason": verdict.reason, "detail": verdict.detail}
+        return line
 
     asyncio.run(run())
     result.seconds = time.monotonic() - started
