@@ -385,7 +385,7 @@ def _short_origin(origin: str) -> str:
     return origin[len(cwd):] if origin.startswith(cwd) else origin
 
 
-data_app = typer.Typer(help="Prepare tau-bench datasets.", no_args_is_help=True)
+data_app = typer.Typer(help="Prepare tau-bench datasets: task rows for RL, conversations for SFT.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
 
@@ -418,6 +418,41 @@ def data_prepare(
         raise typer.Exit(EXIT_SPEC_ERROR) from None
     for path in written:
         out.print(f"wrote {escape(str(path))}")
+
+
+@data_app.command("sft")
+def data_sft(
+    args: Annotated[list[str], typer.Argument(help="The spec file, then key=value overrides.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Output folder: train.parquet (SkyRL's SFT format), sft_report.json.")],
+    gold: Annotated[bool, typer.Option("--gold/--no-gold", help="Gold replays of the spec's training tasks, played with its user simulator.")] = True,
+    from_eval: Annotated[list[Path] | None, typer.Option("--from-eval", help="Rejection sampling: a `ctu eval` or `ctu tasks calibrate` episodes folder (repeatable).")] = None,
+    min_reward: Annotated[float, typer.Option("--min-reward", min=0.0, max=1.0, help="Keep conversations tau2 scores at least this.")] = 1.0,
+    max_per_task: Annotated[int, typer.Option("--max-per-task", min=1, help="Rejection sampling: at most N conversations per task.")] = 4,
+    tokens: Annotated[bool, typer.Option("--tokens/--no-tokens", help="Count the rows' tokens with the spec's tokenizer.")] = True,
+) -> None:
+    """Write conversations to fine-tune on before GRPO, in SkyRL's SFT format (messages, tools): gold replays of the
+    spec's training tasks and/or a teacher's successful episodes. A validation or test task is an error."""
+    from ctu.errors import CtuError
+    from ctu.sft.data import SFTDataError, build_sft_data
+
+    specs, overrides = _split_args(args)
+    if len(specs) != 1:
+        err.print("[red]error:[/red] name one spec file")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    spec = _load(specs[0], overrides).spec
+    try:
+        data = build_sft_data(spec, out_dir, gold=gold, from_eval=from_eval, min_reward=min_reward,
+                              max_per_task=max_per_task, tokens=tokens)
+    except SFTDataError as error:
+        err.print(f"[red]error:[/red] {escape(str(error))}")
+        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    except CtuError as error:
+        raise _fail(error) from None
+    report = data.report()
+    rejected = ", ".join(f"{reason} {n}" for reason, n in report["rejected"].items()) or "none"
+    shown = f"; {report['tokens']} tokens" if report["tokens"] is not None else ""
+    out.print(f"{report['rows']} conversation(s) of {report['tasks']} task(s) kept{shown}; rejected: {rejected}")
+    out.print(f"wrote {escape(str(out_dir))}/train.parquet, sft_report.json")
 
 
 tasks_app = typer.Typer(help="Check, generate and calibrate task sets in tau2's format.", no_args_is_help=True)

@@ -48,7 +48,11 @@ class ParsedTurn:
 
 
 class Parser(Protocol):
-    """Turns one turn of policy text into a `ParsedTurn`; must not raise on any input string."""
+    """Turns one turn of policy text into a `ParsedTurn`; must not raise on any input string.
+
+    A parser may also offer ``write(turn: ParsedTurn) -> str``, the text it reads back as `turn` (its inverse:
+    ``parse(write(turn))`` is `turn`), with which `ctu data sft` writes gold turns as the policy would in text
+    mode; every built-in parser does."""
 
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn of policy text."""

@@ -28,6 +28,11 @@ class XmlCallParser:
     def __init__(self, params: Params) -> None:
         self.params = params
 
+    def write(self, turn: ParsedTurn) -> str:
+        """`turn` as this parser reads it: its reply, then one ``<call>`` per tool call (for `ctu data sft`)."""
+        calls = [f'<call name="{call.name}">{json.dumps(call.arguments)}</call>' for call in turn.tool_calls]
+        return "\n".join(part for part in (turn.content.strip(), *calls) if part)
+
     def parse(self, text: str) -> ParsedTurn:
         """The turn's calls in order; a call whose name is empty or whose body is not a JSON object, or a
         ``<call`` never closed, is a parse error."""

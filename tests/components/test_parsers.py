@@ -147,3 +147,31 @@ def test_truncated_json_repair_is_a_parser_option_the_spec_can_turn_off(name, te
     auto = registry.parsers.get("auto")
     assert auto.build(auto.params_model(order=[name], repair_truncated_json=False)).parse(text).is_parse_failure
     assert auto.build(auto.params_model(order=[name])).parse(text).tool_calls == repaired.tool_calls
+
+
+def gold_turns() -> list:
+    """Every distinct assistant turn of tau2's retail and airline gold replays (`GoldReplayAgent`), each a call or a
+    reply, plus a reply with quotes, non-ASCII text and a newline."""
+    from ctu.components.domains import build_domain
+    from tau_bench_env.interfaces import ParsedTurn
+    from tau_bench_env.replay import GoldReplayAgent
+
+    turns = [ParsedTurn(content='Done: "café" refunded.\nAnything else?')]
+    for name in ("retail", "airline"):
+        for task in build_domain(name, {}).tasks("base"):
+            turns += list(GoldReplayAgent(task).turns())
+    return turns
+
+
+@pytest.mark.parametrize("name", ["hermes", "json", "openai", "python_call", "react", "auto"])
+def test_every_builtin_parser_reads_back_what_it_writes(name):
+    """`write` is `parse`'s inverse on every gold turn of tau2's retail and airline tasks (the turns `ctu data sft`
+    writes in text mode)."""
+    from ctu.registry.config import ComponentConfig
+
+    parser = ComponentConfig.named("parsers", name, {}).build()
+    turns = gold_turns()
+    assert len(turns) > 500
+    for turn in turns:
+        read = parser.parse(parser.write(turn))
+        assert (read.content, read.tool_calls, read.parse_errors) == (turn.content.strip(), turn.tool_calls, ()), turn

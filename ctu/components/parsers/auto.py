@@ -37,6 +37,10 @@ class AutoParser:
         """The first parser's rendering."""
         return self.parsers[0].render_tools(tools)
 
+    def write(self, turn: ParsedTurn) -> str:
+        """The first parser's writing of `turn` (the format the system prompt shows)."""
+        return self.parsers[0].write(turn)  # type: ignore[attr-defined]
+
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn; never raises."""
         for parser in self.parsers:

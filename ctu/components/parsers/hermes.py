@@ -74,6 +74,10 @@ class HermesParser(ParserBase):
             '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
         )
 
+    def write(self, turn: ParsedTurn) -> str:
+        """`turn` as this parser reads it: its reply, then one `<tool_call>` block per call."""
+        return "\n".join(part for part in (turn.content.strip(), format_hermes_calls(turn.tool_calls)) if part)
+
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn; see `ParsedTurn`. Never raises."""
         calls: list[ToolCall] = []

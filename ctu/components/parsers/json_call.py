@@ -41,6 +41,11 @@ class JsonParser(ParserBase):
         """The tools and the bare-JSON call format."""
         return render_json_tools(tools, '{"name": "<function-name>", "arguments": {<args>}}')
 
+    def write(self, turn: ParsedTurn) -> str:
+        """`turn` as this parser reads it: its reply, then each call as a bare JSON object on a line."""
+        calls = [json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False) for call in turn.tool_calls]
+        return "\n".join(part for part in (turn.content.strip(), *calls) if part)
+
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn; never raises."""
         plain = _FENCE.sub("", text)

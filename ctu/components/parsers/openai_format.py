@@ -25,6 +25,13 @@ class OpenAIFormatParser(ParserBase):
         example = '{"tool_calls": [{"type": "function", "function": {"name": "<function-name>", "arguments": "<args as JSON>"}}]}'
         return render_json_tools(tools, example)
 
+    def write(self, turn: ParsedTurn) -> str:
+        """`turn` as this parser reads it: its reply, then one `tool_calls` object (arguments as JSON strings)."""
+        calls = [{"type": "function", "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+                 for call in turn.tool_calls]
+        block = json.dumps({"tool_calls": calls}, ensure_ascii=False) if calls else ""
+        return "\n".join(part for part in (turn.content.strip(), block) if part)
+
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn; never raises."""
         calls: list[ToolCall] = []

@@ -58,6 +58,13 @@ class PythonCallParser(ParserBase):
             "using keyword arguments only. To talk to the user, reply with plain text.",
         )
 
+    def write(self, turn: ParsedTurn) -> str:
+        """`turn` as this parser reads it: its reply, then one ``name(arg=literal)`` line per call (JSON's
+        true/false/null written as Python's)."""
+        lines = [f"{call.name}({', '.join(f'{key}={value!r}' for key, value in call.arguments.items())})"
+                 for call in turn.tool_calls]
+        return "\n".join(part for part in (turn.content.strip(), *lines) if part)
+
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn; never raises."""
         calls: list[ToolCall] = []

@@ -43,6 +43,21 @@ class ReactParser(ParserBase):
             'Action Input: <JSON arguments, or {"content": "<your message to the user>"}>',
         )
 
+    def write(self, turn: ParsedTurn) -> str:
+        """`turn` as this parser reads it: ``Action: <tool>`` with its JSON input, or ``Action: respond`` with the
+        reply. ReAct has one action a turn: a turn with a reply and calls, or several calls, cannot be written.
+
+        Raises:
+            ValueError: such a turn.
+        """
+        if len(turn.tool_calls) > 1 or (turn.tool_calls and turn.content.strip()):
+            raise ValueError("a ReAct turn is one action: a tool call, or a reply")
+        if turn.tool_calls:
+            call = turn.tool_calls[0]
+            return f"Thought: I call {call.name}.\nAction: {call.name}\nAction Input: {json.dumps(call.arguments, ensure_ascii=False)}"
+        reply = json.dumps({"content": turn.content.strip()}, ensure_ascii=False)
+        return f"Thought: I reply to the user.\nAction: {RESPOND}\nAction Input: {reply}"
+
     def parse(self, text: str) -> ParsedTurn:
         """Parse one turn; never raises."""
         action = _ACTION.search(text)

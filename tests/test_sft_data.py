@@ -1,0 +1,110 @@
+"""`ctu data sft`: gold replays of generated mock tasks played with the spec's user simulator, written as the
+spec's parser writes turns (or as native tool calls), and a teacher's episodes kept by tau2's reward; a held-out
+task is an error, never a row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from .conftest import REPO
+from .support.cli import ctu_here as ctu
+
+
+@pytest.fixture(scope="module")
+def task_set(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tasks")
+    spec = folder / "generate.yaml"
+    spec.write_text(yaml.safe_dump({"extends": str(REPO / "specs" / "smoke.yaml"), "task_generation": {
+        "domain": "mock", "generator": {"type": "template", "templates": "mock"}, "count": 10, "seed": 4}}))
+    assert ctu("tasks", "generate", str(spec), "--out", str(folder / "out"), "--no-progress").returncode == 0
+    return folder / "out"
+
+
+def sft_spec(tmp_path: Path, task_set: Path, test_split: str = "validation", **rollout) -> Path:
+    source = {"type": "mock", "tasks_file": str(task_set / "tasks.json"), "split_file": str(task_set / "split_tasks.json")}
+    spec = tmp_path / "sft.yaml"
+    spec.write_text(yaml.safe_dump({
+        "extends": str(REPO / "specs" / "smoke.yaml"), "experiment": {"name": "sft"},
+        "data": {"train": [{"domain": source, "split": "train"}], "test_sets": {"held_out": {"domain": source, "split": test_split}}},
+        "environment": {"max_turns": 6}, **({"rollout": rollout} if rollout else {})}))
+    return spec
+
+
+def rows(folder: Path) -> list[dict]:
+    return pq.read_table(folder / "train.parquet").to_pylist()
+
+
+def test_gold_replays_are_written_as_the_specs_parser_writes_turns(task_set: Path, tmp_path: Path):
+    from ctu.components.parsers.hermes import HermesParser
+    from ctu.spec import load_spec
+
+    result = ctu("data", "sft", str(sft_spec(tmp_path, task_set)), "--out", str(tmp_path / "sft"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    train = json.loads((task_set / "split_tasks.json").read_text())["train"]
+    assert f"{len(train)} conversation(s) of {len(train)} task(s) kept" in result.stdout
+    written = rows(tmp_path / "sft")
+    assert [row["task_id"] for row in written] == train and {row["source"] for row in written} == {"gold"}
+    tasks = {task["id"]: task for task in json.loads((task_set / "tasks.json").read_text())}
+    for row in written:
+        assert row["reward"] == 1.0 and row["tools"] is None and row["messages"][0]["role"] == "system"
+        calls = [call for m in row["messages"] if m["role"] == "assistant"
+                 for call in HermesParser().parse(m["content"]).tool_calls]
+        gold = tasks[row["task_id"]]["evaluation_criteria"]["actions"]
+        assert [(c.name, c.arguments) for c in calls] == [(a["name"], a["arguments"]) for a in gold]
+    report = json.loads((tmp_path / "sft" / "sft_report.json").read_text())
+    assert report["rows"] == len(train) and report["by_source"] == {"gold": len(train)} and report["tokens"] > 1000
+    spec = load_spec(tmp_path / "sft.yaml").spec
+    assert spec.model.path == "builtin:tiny-qwen3"
+    from datasets import load_dataset  # what SkyRL's SFT trainer reads a local dataset with
+
+    assert len(load_dataset(str(tmp_path / "sft"), split="train")) == len(train)
+
+
+def test_with_native_tool_calling_turns_are_structured_calls_with_the_tools(task_set: Path, tmp_path: Path):
+    spec = sft_spec(tmp_path, task_set, native_tool_calling=True)
+    result = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft"), "--no-tokens")
+    assert result.returncode == 0, result.stdout + result.stderr
+    row = rows(tmp_path / "sft")[0]
+    assert {tool["function"]["name"] for tool in json.loads(row["tools"])} >= {"create_task", "get_users"}
+    calls = [m for m in row["messages"] if m["role"] == "assistant" and m["tool_calls"]]
+    assert calls and all(not (m["content"] or "").startswith("<tool_call>") for m in calls)
+
+
+def test_a_held_out_task_is_an_error_never_a_row(task_set: Path, tmp_path: Path):
+    spec = sft_spec(tmp_path, task_set, test_split="base")  # the test set holds every task, the training ones too
+    result = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft"), "--no-tokens")
+    assert result.returncode == 2 and "held-out task(s) (the spec's validation or test sets) would enter the SFT data" in result.stderr
+    assert "mock/mock_template_" in result.stderr and not (tmp_path / "sft" / "train.parquet").exists()
+
+
+def test_rejection_sampling_keeps_a_teachers_successes_once_each_and_at_most_n_per_task(task_set: Path, tmp_path: Path):
+    train = json.loads((task_set / "split_tasks.json").read_text())["train"]
+    held = json.loads((task_set / "split_tasks.json").read_text())["validation"][0]
+
+    def line(task: str, reward: float, text: str, infra: str | None = None) -> str:
+        messages = [{"role": "system", "content": "s"}, {"role": "assistant", "content": text}]
+        return json.dumps({"domain": "mock", "task_id": task, "raw_reward": reward, "infra_error": infra, "messages": messages})
+
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    lines = [line(train[0], 1.0, "a"), line(train[0], 1.0, "a"), line(train[0], 1.0, "b"), line(train[0], 1.0, "c"),
+             line(train[1], 0.0, "d"), line(train[1], 1.0, "e", infra="user simulator down"), line(train[2], 1.0, "f")]
+    (episodes / "trajectories.jsonl").write_text("\n".join(lines) + "\n" + '{"cut')
+    spec = sft_spec(tmp_path, task_set)
+    result = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft"), "--no-gold", "--from-eval", str(episodes),
+                 "--max-per-task", "2", "--no-tokens")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(row["task_id"], row["messages"][1]["content"]) for row in rows(tmp_path / "sft")] == [
+        (train[0], "a"), (train[0], "b"), (train[2], "f")]
+    assert json.loads((tmp_path / "sft" / "sft_report.json").read_text())["rejected"] == {
+        "below_min_reward": 1, "cut_line": 1, "duplicate": 1, "infra_error": 1, "over_max_per_task": 1}
+    (episodes / "trajectories.jsonl").write_text(line(held, 1.0, "g") + "\n")
+    leaked = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft2"), "--no-gold", "--from-eval", str(episodes), "--no-tokens")
+    assert leaked.returncode == 2 and f"mock/{held} (eval:{episodes})" in leaked.stderr
+    nothing = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft3"), "--no-gold")
+    assert nothing.returncode == 2 and "no source of SFT data" in nothing.stderr
