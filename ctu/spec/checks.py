@@ -210,7 +210,8 @@ def check_schedule(spec: Spec) -> Iterator[SpecIssue]:
     if plan.dropped_per_epoch:
         yield SpecIssue(
             "trainer.train_batch_size",
-            f"{plan.train_tasks} training tasks at {plan.batch_size} a step: the last {plan.dropped_per_epoch} of each "
+            f"{plan.train_tasks} {'SFT conversations' if plan.sft else 'training tasks'} at {plan.batch_size} a step: "
+            f"the last {plan.dropped_per_epoch} of each "
             f"epoch's shuffled order are left out (drop_last); a batch size dividing {plan.train_tasks} uses them all",
         )
 
@@ -299,6 +300,15 @@ def check_task_generation(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(f"task_generation.generator{'.' + where if where else ''}", message)
 
 
+def check_sft_data(spec: Spec) -> Iterator[SpecIssue]:
+    """`data.sft` names `ctu data sft`'s output: a ``train.parquet`` (or its folder) with a ``messages`` column."""
+    from ctu.spec.schedule import sft_row_count
+
+    if spec.data.sft is not None and not sft_row_count(spec.data.sft):
+        yield SpecIssue("data.sft", f"{spec.data.sft!r} is not SFT data `ctu data sft` wrote (a train.parquet, or its "
+                                    "folder, holding conversations in a `messages` column)")
+
+
 def check_secrets(spec: Spec) -> Iterator[SpecIssue]:
     """No key in the spec: ``*_env`` fields name variables, `backend.runtime_env.env_vars` holds no secret
     (`ctu.spec.secrets.secret_issues`)."""
@@ -322,6 +332,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_output_dir,
     check_validation_name,
     check_task_generation,
+    check_sft_data,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
                                      check_backend_warnings)

@@ -144,6 +144,11 @@ class Data(Section):
     a test set."""
     shuffle: bool = True
     """Shuffle the training tasks each epoch (seeded by `experiment.seed`)."""
+    sft: str | None = Field(None, min_length=1)
+    """SFT conversations (`ctu data sft`'s folder, or its `train.parquet`): with it, the run fine-tunes the policy
+    on them (cross-entropy on the assistant's tokens, tokenised as GRPO tokenises episodes; `trainer.train_batch_size`
+    conversations a step) instead of GRPO, with the same evaluations, checkpoints and exports. On the `tinker`
+    backend. `train` still names the tasks the conversations are of."""
 
     def evaluation_sets(self) -> dict[str, DatasetSource]:
         """What every evaluation during training runs, by the name its metrics carry: the validation set as

@@ -133,6 +133,8 @@ class Schedule:
     total_steps: int
     optimizer_steps_per_step: int
     warmup_steps: int
+    sft: bool = False
+    """An SFT run (`data.sft`): its units are conversations and SFT steps."""
 
     @property
     def optimizer_steps(self) -> int:
@@ -141,18 +143,25 @@ class Schedule:
 
     def describe(self) -> str:
         """One line for `ctu explain`."""
-        dropped = f" ({self.dropped_per_epoch} tasks left out of each epoch)" if self.dropped_per_epoch else ""
-        return (f"{self.train_tasks} training tasks at {self.batch_size} a step: {self.steps_per_epoch} GRPO step(s) per "
+        unit, step = ("SFT conversations", "SFT") if self.sft else ("training tasks", "GRPO")
+        dropped = f" ({self.dropped_per_epoch} left out of each epoch)" if self.dropped_per_epoch else ""
+        return (f"{self.train_tasks} {unit} at {self.batch_size} a step: {self.steps_per_epoch} {step} step(s) per "
                 f"epoch{dropped}, {self.total_steps} in the run; {self.optimizer_steps_per_step} optimizer step(s) each: "
                 f"{self.optimizer_steps} optimizer steps, the first {self.warmup_steps} warming up the learning rate")
 
 
 def schedule(spec: Spec) -> Schedule | None:
-    """The spec's schedule, or None when a training source's task count is unknown (`source_task_ids`)."""
-    counts = [source_task_ids(source) for source in spec.data.train]
-    if any(ids is None for ids in counts):
-        return None
-    tasks = sum(len(ids or ()) for ids in counts)
+    """The spec's schedule, or None when a training source's task count is unknown (`source_task_ids`), or
+    `data.sft`'s file cannot be read."""
+    if spec.data.sft is not None:
+        tasks = sft_row_count(spec.data.sft)
+        if tasks is None:
+            return None
+    else:
+        counts = [source_task_ids(source) for source in spec.data.train]
+        if any(ids is None for ids in counts):
+            return None
+        tasks = sum(len(ids or ()) for ids in counts)
     trainer = spec.trainer
     batch = trainer.train_batch_size
     skyrl = backend_rules(spec).skyrl_schedule
@@ -164,4 +173,19 @@ def schedule(spec: Spec) -> Schedule | None:
     if trainer.max_steps is not None:
         total = min(total, trainer.max_steps)
     per_step = batch // trainer.policy_mini_batch_size if skyrl else 1
-    return Schedule(tasks, batch, per_epoch, dropped, total, per_step, trainer.optimizer.warmup_steps)
+    return Schedule(tasks, batch, per_epoch, dropped, total, per_step, trainer.optimizer.warmup_steps, spec.data.sft is not None)
+
+
+def sft_row_count(path: str) -> int | None:
+    """Conversations in `ctu data sft`'s ``train.parquet`` (`path`: the file or its folder), from the file's footer;
+    None when it cannot be read."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    file = Path(path) / "train.parquet" if Path(path).is_dir() else Path(path)
+    try:
+        parquet = pq.ParquetFile(file)
+        return int(parquet.metadata.num_rows) if "messages" in parquet.schema_arrow.names else None
+    except (OSError, ValueError):
+        return None

@@ -44,10 +44,14 @@ class SkyRLBackend:
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`), colocated engines that
-        do not fill them, and `skyrl_overrides` naming no SkyRL field or setting what ctu keeps or ignores."""
+        do not fill them, `skyrl_overrides` naming no SkyRL field or setting what ctu keeps or ignores, and SFT
+        (`data.sft`), which this backend does not run."""
         yield from _placement_errors(spec, self.params)
         yield from _async_errors(spec, self.params)
         yield from _override_errors(self.params)
+        if spec.data.sft is not None:
+            yield SpecIssue("data.sft", "SFT runs on the tinker backend (`backend: {type: tinker}`; on a CPU, "
+                                        "`local: true`); the skyrl backend trains GRPO only")
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """Many more full-model exports than `hf_save_interval` says: SkyRL exports the policy at every epoch's end

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class StepPlan:
-    """Which training rows each step uses: per epoch, a seeded shuffle; `train_batch_size` rows a step."""
+    """Which training rows each step uses: per epoch, a seeded shuffle; `train_batch_size` rows a step. A row is a
+    task (`TaskRow`, GRPO) or an SFT conversation (`ctu.sft.tokens.read_sft_rows`)."""
 
-    rows: list[TaskRow]
+    rows: list[Any]
     batch_size: int
     epochs: int
     seed: int

@@ -10,6 +10,11 @@ saved through the API every `ckpt_interval` steps, at each epoch's end and after
 exported as a merged Hugging Face model (`exports/global_step_N/policy`) every `hf_save_interval` steps and after
 the last step.
 `backend.local` starts SkyRL's Tinker API server with its JAX backend on this machine for the run.
+
+With `data.sft`, each step is supervised fine-tuning instead: `train_batch_size` of the SFT conversations
+(`ctu.sft.tokens`, tokenised as the generator tokenises episodes), `forward_backward` with Tinker's
+`cross_entropy` loss weighted by the loss mask (the assistant's tokens), then `optim_step`; evaluations,
+checkpoints and exports as above.
 """
 
 from __future__ import annotations
@@ -98,7 +103,15 @@ class TinkerRunner:
 
             tokenizer = AutoTokenizer.from_pretrained(model_path)
             components = build_components(spec)
-            plan = StepPlan(train_rows(components), spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
+            if spec.data.sft is not None:
+                from ctu.rollout.tokens import TokenAccount
+                from ctu.sft.tokens import read_sft_rows
+
+                rows: list[Any] = read_sft_rows(spec.data.sft)
+                account = TokenAccount(components.chat_template, tokenizer)
+            else:
+                rows = train_rows(components)
+            plan = StepPlan(rows, spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
                             spec.data.shuffle, spec.trainer.max_steps)
             tests = evaluation_rows(components)
             trackers = components.trackers
@@ -122,7 +135,10 @@ class TinkerRunner:
                         trackers.log(await self._evaluate(generator, tests, 0), 0)
                     for step in range(start_step + 1, plan.total_steps + 1):
                         started = time.perf_counter()
-                        metrics = await self._train_step(generator, training, plan, step)
+                        if spec.data.sft is not None:
+                            metrics = await self._sft_step(account, training, plan, step)
+                        else:
+                            metrics = await self._train_step(generator, training, plan, step)
                         sampler.client = await training.save_weights_and_get_sampling_client_async()
                         last = step == plan.total_steps
                         interval = spec.trainer.eval_interval
@@ -163,7 +179,7 @@ class TinkerRunner:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-            steps = bar.add_task("GRPO steps", total=total, completed=done)
+            steps = bar.add_task("SFT steps" if self.spec.data.sft else "GRPO steps", total=total, completed=done)
             episodes = bar.add_task("episodes", total=0)
 
             def on_episode(batch: int, finished: bool) -> None:
@@ -252,6 +268,44 @@ class TinkerRunner:
             metrics[metric(TRAIN, "loss_sum")] = sum(losses)
         return metrics
 
+    async def _sft_step(self, account: Any, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
+        """One SFT step: the step's conversations (cut at `model.max_model_len`), Tinker's `cross_entropy` on the
+        assistant's tokens, one conversation a `forward_backward` (gradients accumulate), then `optim_step`."""
+        import numpy as np
+        import tinker
+
+        from ctu.sft.tokens import conversation_tokens
+
+        losses: list[float] = []
+        trained_tokens = 0
+        for row in plan.batch(step):
+            prompt, response, mask = conversation_tokens(account, row["messages"], row["tools"])
+            tokens = (prompt + response)[: self.spec.model.max_model_len]
+            weights = ([0.0] * len(prompt) + [float(m) for m in mask])[: len(tokens)]
+            datum = tinker.types.Datum(
+                model_input=tinker.types.ModelInput.from_ints(tokens[:-1]),
+                loss_fn_inputs={
+                    "target_tokens": tinker.types.TensorData.from_numpy(np.array(tokens[1:], dtype=np.int64)),
+                    "weights": tinker.types.TensorData.from_numpy(np.array(weights[1:], dtype=np.float32)),
+                },
+            )
+            result = await (await training.forward_backward_async([datum], "cross_entropy")).result_async()
+            loss = _loss_sum(result)
+            if loss is not None and math.isfinite(loss):
+                losses.append(loss)
+            trained_tokens += int(sum(weights[1:]))
+        optimizer = self.spec.trainer.optimizer
+        rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
+        params = tinker.types.AdamParams(learning_rate=rate, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.max_grad_norm)
+        await (await training.optim_step_async(params)).result_async()
+        metrics = {metric(TRAIN, "learning_rate"): rate, metric(TRAIN, "optimizer_steps"): 1.0,
+                   metric(TRAIN, "sft_conversations"): float(len(plan.batch(step))),
+                   metric(TRAIN, "sft_tokens"): float(trained_tokens)}
+        if losses:
+            metrics[metric(TRAIN, "loss_sum")] = sum(losses)
+            metrics[metric(TRAIN, "sft_loss_per_token")] = sum(losses) / max(trained_tokens, 1)
+        return metrics
+
     async def _sample(self, generator: Rollout, plan: StepPlan, step: int) -> SampledBatch:
         """The step's groups: its tasks (`plan.batch(step)`), each sampled `n_samples_per_prompt` times; with
         `algorithm.dynamic_sampling` (`filter`, DAPO's), groups without a reward spread (`grpo.groups_without_spread`;
@@ -306,3 +360,16 @@ class TinkerRunner:
         (self.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": result.path}) + "\n")
         return str(result.path)
 
+
+def _loss_sum(result: Any) -> float | None:
+    """A `forward_backward` result's summed loss: the server's ``loss:sum`` metric, else the sum of its per-token
+    ``elementwise_loss`` outputs (what SkyRL's JAX backend returns: already weighted by the loss mask); None when
+    it gives neither."""
+    metrics = getattr(result, "metrics", None) or {}
+    if "loss:sum" in metrics:
+        return float(metrics["loss:sum"])
+    outputs = getattr(result, "loss_fn_outputs", None) or []
+    parts = [output.get("elementwise_loss") for output in outputs if isinstance(output, dict)]
+    if not parts or any(part is None for part in parts):
+        return None
+    return float(sum(sum(getattr(part, "data", part)) for part in parts))
