@@ -429,6 +429,7 @@ def data_sft(
     min_reward: Annotated[float, typer.Option("--min-reward", min=0.0, max=1.0, help="Keep conversations tau2 scores at least this.")] = 1.0,
     max_per_task: Annotated[int, typer.Option("--max-per-task", min=1, help="Rejection sampling: at most N conversations per task.")] = 4,
     tokens: Annotated[bool, typer.Option("--tokens/--no-tokens", help="Count the rows' tokens with the spec's tokenizer.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar over the gold replays.")] = True,
 ) -> None:
     """Write conversations to fine-tune on before GRPO, in SkyRL's SFT format (messages, tools): gold replays of the
     spec's training tasks and/or a teacher's successful episodes. A validation or test task is an error."""
@@ -440,9 +441,19 @@ def data_sft(
         err.print("[red]error:[/red] name one spec file")
         raise typer.Exit(EXIT_SPEC_ERROR)
     spec = _load(specs[0], overrides).spec
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("gold replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                   disable=not progress, transient=True)
+    job = bar.add_task("gold", total=None)
+
+    def on_task(total: int) -> None:
+        bar.update(job, total=total) if total else bar.advance(job)
+
     try:
-        data = build_sft_data(spec, out_dir, gold=gold, from_eval=from_eval, min_reward=min_reward,
-                              max_per_task=max_per_task, tokens=tokens)
+        with bar:
+            data = build_sft_data(spec, out_dir, gold=gold, from_eval=from_eval, min_reward=min_reward,
+                                  max_per_task=max_per_task, tokens=tokens, on_task=on_task)
     except SFTDataError as error:
         err.print(f"[red]error:[/red] {escape(str(error))}")
         raise typer.Exit(EXIT_SPEC_ERROR) from None

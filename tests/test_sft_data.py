@@ -108,3 +108,16 @@ def test_rejection_sampling_keeps_a_teachers_successes_once_each_and_at_most_n_p
     assert leaked.returncode == 2 and f"mock/{held} (eval:{episodes})" in leaked.stderr
     nothing = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft3"), "--no-gold")
     assert nothing.returncode == 2 and "no source of SFT data" in nothing.stderr
+
+
+def test_sft_data_is_checked_by_validate_and_runs_on_the_tinker_backend_only(task_set: Path, tmp_path: Path):
+    spec = sft_spec(tmp_path, task_set)
+    assert ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft"), "--no-tokens").returncode == 0
+    good = ctu("validate", str(spec), f"data.sft={tmp_path / 'sft'}")
+    assert good.returncode == 0, good.stderr
+    explained = ctu("explain", str(spec), f"data.sft={tmp_path / 'sft' / 'train.parquet'}")
+    assert "# schedule: 9 SFT conversations at 4 a step: 2 SFT step(s) per epoch" in explained.stdout
+    missing = ctu("validate", str(spec), f"data.sft={tmp_path / 'nowhere'}")
+    assert missing.returncode == 2 and "data.sft: " in missing.stderr and "is not SFT data" in missing.stderr
+    skyrl = ctu("validate", str(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"), f"data.sft={tmp_path / 'sft'}")
+    assert skyrl.returncode == 2 and "SFT runs on the tinker backend" in skyrl.stderr

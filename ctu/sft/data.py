@@ -86,9 +86,11 @@ class WrittenTurns:
             yield turn if self.write is None else self.write(turn)
 
 
-async def gold_rows(components: Components, min_reward: float) -> tuple[list[dict[str, Any]], Counter[str]]:
+async def gold_rows(components: Components, min_reward: float, on_task: Callable[[int], None] | None = None
+                    ) -> tuple[list[dict[str, Any]], Counter[str]]:
     """One row per training task whose gold replay, played with the spec's user simulator, tau2 scores at least
-    `min_reward`; the rest counted by why.
+    `min_reward`; the rest counted by why. `on_task(total)` is called once before the first task, then
+    `on_task(0)` after each (progress).
 
     Raises:
         SFTDataError: text mode with a parser that has no `write`.
@@ -105,17 +107,23 @@ async def gold_rows(components: Components, min_reward: float) -> tuple[list[dic
                            "`write(turn)`): gold replays need it in text mode; use rejection sampling (--from-eval)")
 
     rows, rejected = [], Counter()
-    for source in components.spec.data.train:
-        domain = components.domain(source)
-        for task in domain.tasks(source.split)[: source.max_tasks]:
-            episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config)
-            result = await play(episode, WrittenTurns(GoldReplayAgent(task), None if native else write))  # type: ignore[arg-type]
-            if result.user_error or result.reward < min_reward:
-                rejected["gold_below_min_reward" if not result.user_error else "gold_user_error"] += 1
-                continue
+    sources = [(source, components.domain(source)) for source in components.spec.data.train]
+    chosen = [(source, domain, task) for source, domain in sources for task in domain.tasks(source.split)[: source.max_tasks]]
+    if on_task is not None:
+        on_task(len(chosen))
+    for source, domain, task in chosen:
+        episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config)
+        result = await play(episode, WrittenTurns(GoldReplayAgent(task), None if native else write))  # type: ignore[arg-type]
+        if result.user_error:
+            rejected["gold_user_error"] += 1
+        elif result.reward < min_reward:
+            rejected["gold_below_min_reward"] += 1
+        else:
             rows.append({"messages": result.conversation, "tools": domain.tool_schemas if native else None,
                          "domain": source.domain.type, "task_id": str(task.id), "source": "gold",
                          "reward": float(result.reward)})
+        if on_task is not None:
+            on_task(0)
     return rows, rejected
 
 
@@ -168,8 +176,10 @@ def count_tokens(components: Components, rows: list[dict[str, Any]]) -> int:
 
 
 def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: list[Path] | None = None,
-                   min_reward: float = 1.0, max_per_task: int = 4, tokens: bool = True) -> SFTData:
-    """Build and write the spec's SFT data (see the module docstring).
+                   min_reward: float = 1.0, max_per_task: int = 4, tokens: bool = True,
+                   on_task: Callable[[int], None] | None = None) -> SFTData:
+    """Build and write the spec's SFT data (see the module docstring); `on_task` follows the gold replays
+    (`gold_rows`).
 
     Raises:
         SFTDataError: no source; a held-out task among the rows (every one named); see `gold_rows`, `eval_rows`.
@@ -184,7 +194,7 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     components = build_components(spec)
     data = SFTData()
     if gold:
-        rows, rejected = asyncio.run(gold_rows(components, min_reward))
+        rows, rejected = asyncio.run(gold_rows(components, min_reward, on_task))
         data.rows += rows
         data.rejected += rejected
     if from_eval:

@@ -76,6 +76,10 @@ def _rejected_tasks(tasks: list[dict[str, Any]], most: int = 5) -> list[str]:
     """Why tau2's `Task` model rejects each task it rejects (the first `most`, each as "task ID: the first
     error"); imports tau2's task model (~0.6 s)."""
     import pydantic
+
+    from tau_bench_env.runtime import prepare
+
+    prepare()  # tau2 quietly (no loguru warning on the console)
     from tau2.data_model.tasks import Task
 
     rejected = []

@@ -301,3 +301,24 @@ def test_ctu_tasks_calibrate_buckets_generated_tasks_by_the_builtin_models_pass_
     validated = subprocess.run([sys.executable, "-m", "ctu.cli", "validate", "specs/smoke.yaml", every], cwd=REPO,
                                capture_output=True, text=True, env=run_env())
     assert validated.returncode == 0, validated.stderr
+
+
+def test_sft_on_gold_replays_of_generated_tasks_trains_checkpoints_and_exports(generated_tasks: Path, tmp_path: Path):
+    """`ctu data sft` of the generated mock tasks (gold replays with the smoke job's scripted user; retail's two
+    tasks do not fit its three turns and are rejected), then `ctu run` with `data.sft`: two SFT steps of Tinker's
+    `cross_entropy` on the built-in model, a checkpoint, an export and the test set's evaluation."""
+    data = training_data(generated_tasks)
+    made = ctu_command("data", "sft", "specs/smoke.yaml", data, "--out", str(tmp_path / "sft"))
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    assert "2 conversation(s) of 2 task(s) kept" in made.stdout and "gold_below_min_reward 2" in made.stdout
+    run = ctu_command("run", "specs/smoke.yaml", data, f"data.sft={tmp_path / 'sft'}", f"experiment.output_dir={tmp_path}",
+                      "experiment.name=sft", "trainer.train_batch_size=2", "trainer.policy_mini_batch_size=2", "trainer.eval_before_train=false",
+                      "trainer.optimizer.lr=2.0e-3", timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = metrics(tmp_path / "sft")
+    assert [line["step"] for line in lines] == [1, 2]
+    for line in lines:
+        assert line["train/sft_conversations"] == 2 and line["train/sft_tokens"] > 20 and line["train/sft_loss_per_token"] > 0
+    assert "test-retail/success_rate" in lines[-1]
+    assert (tmp_path / "sft" / "exports" / "global_step_2" / "policy" / "config.json").exists()
+    assert json.loads((tmp_path / "sft" / "state.json").read_text())["step"] == 2
