@@ -121,3 +121,17 @@ def test_sft_data_is_checked_by_validate_and_runs_on_the_tinker_backend_only(tas
     assert missing.returncode == 2 and "data.sft: " in missing.stderr and "is not SFT data" in missing.stderr
     skyrl = ctu("validate", str(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"), f"data.sft={tmp_path / 'sft'}")
     assert skyrl.returncode == 2 and "SFT runs on the tinker backend" in skyrl.stderr
+
+
+def test_grpo_from_a_runs_export_needs_the_export_and_an_explicit_reference(tmp_path: Path):
+    export = tmp_path / "runs" / "sft" / "exports" / "global_step_2" / "policy"
+    skyrl = str(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml")
+    missing = ctu("validate", skyrl, f"model.path={export}", "model.family=qwen3")
+    assert missing.returncode == 2 and "names a run's export that does not exist" in missing.stderr
+    export.mkdir(parents=True)
+    (export / "config.json").write_text("{}")
+    unnamed = ctu("validate", skyrl, f"model.path={export}", "model.family=qwen3", "algorithm.use_kl_loss=true")
+    assert unnamed.returncode == 2 and "model.reference_path: GRPO from a run's export with a KL loss" in " ".join(unnamed.stderr.split())
+    named = ctu("validate", skyrl, f"model.path={export}", "model.family=qwen3", "algorithm.use_kl_loss=true",
+                "model.reference_path=builtin:tiny-qwen3")
+    assert "GRPO from a run's export" not in named.stderr and "does not exist" not in named.stderr, named.stderr

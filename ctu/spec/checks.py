@@ -5,6 +5,7 @@ Each check returns `SpecIssue`s; errors make the spec invalid, warnings are prin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 from ctu.errors import did_you_mean
@@ -300,6 +301,26 @@ def check_task_generation(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue(f"task_generation.generator{'.' + where if where else ''}", message)
 
 
+RUN_EXPORT = re.compile(r"(^|/)exports/global_step_\d+/policy/?$")
+"""A run directory's Hugging Face export (`RunDir.hf_export`), as `model.path` names it to start GRPO from SFT."""
+
+
+def check_model_exports(spec: Spec) -> Iterator[SpecIssue]:
+    """A model path naming a run's export (GRPO from an SFT run's policy) exists; and GRPO from one with a KL loss
+    names its reference model explicitly (`model.reference_path`): the base model, as CTU-Agent-v0's 3B scripts
+    did (an SFT checkpoint with Qwen2.5-3B-Instruct as the reference), or the export itself."""
+    from pathlib import Path
+
+    for field, path in (("model.path", spec.model.path), ("model.reference_path", spec.model.reference_path)):
+        if path is not None and RUN_EXPORT.search(path) and not (Path(path) / "config.json").is_file():
+            yield SpecIssue(field, f"{path!r} names a run's export that does not exist: run the spec that writes it "
+                                   "first (the SFT stage, `ctu run SFT_SPEC`), or name the step it exported")
+    if RUN_EXPORT.search(spec.model.path) and spec.algorithm.use_kl_loss and spec.model.reference_path is None:
+        yield SpecIssue("model.reference_path", "GRPO from a run's export with a KL loss: name the reference model "
+                                                "explicitly, the base model (as CTU-Agent-v0's 3B scripts did) or "
+                                                "this export (a KL to the SFT policy)")
+
+
 def check_sft_data(spec: Spec) -> Iterator[SpecIssue]:
     """`data.sft` names `ctu data sft`'s output: a ``train.parquet`` (or its folder) with a ``messages`` column."""
     from ctu.spec.schedule import sft_row_count
@@ -333,6 +354,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_validation_name,
     check_task_generation,
     check_sft_data,
+    check_model_exports,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
                                      check_backend_warnings)
