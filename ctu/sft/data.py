@@ -106,7 +106,8 @@ async def gold_rows(components: Components, min_reward: float, on_task: Callable
         raise SFTDataError(f"the spec's parser ({components.spec.rollout.parser.type}) cannot write turns (it has no "
                            "`write(turn)`): gold replays need it in text mode; use rejection sampling (--from-eval)")
 
-    rows, rejected = [], Counter()
+    rows: list[dict[str, Any]] = []
+    rejected: Counter[str] = Counter()
     sources = [(source, components.domain(source)) for source in components.spec.data.train]
     chosen = [(source, domain, task) for source, domain in sources for task in domain.tasks(source.split)[: source.max_tasks]]
     if on_task is not None:
@@ -135,7 +136,10 @@ def eval_rows(folders: list[Path], min_reward: float, max_per_task: int, tools: 
     Raises:
         SFTDataError: a folder without trajectories.jsonl.
     """
-    rows, rejected, per_task, seen = [], Counter(), Counter(), set()
+    rows: list[dict[str, Any]] = []
+    rejected: Counter[str] = Counter()
+    per_task: Counter[tuple[str, str]] = Counter()
+    seen: set[str] = set()
     for folder in folders:
         path = folder / "trajectories.jsonl" if folder.is_dir() else folder
         if not path.is_file():

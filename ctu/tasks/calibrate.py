@@ -88,7 +88,7 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     by_task: dict[str, list[bool]] = defaultdict(list)
     for line in read_lines(out_dir / "episodes" / TRAJECTORIES).values():
         if line.get("infra_error") is None:
-            by_task[str(line["task_id"])].append(is_success(float(line["raw_reward"])))
+            by_task[str(line["task_id"])].append(is_success(float(str(line["raw_reward"]))))
     tasks = {}
     for task_id, outcomes in by_task.items():
         rate = sum(outcomes) / len(outcomes)

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from ctu.tasks.check import gold_actions_of, gold_score_fault, limit_faults, replay_gold
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tau2.data_model.tasks import Task
 
     from ctu.components.task_generators.base import Proposal
@@ -162,7 +164,7 @@ class TaskVerifier:
     """
 
     def __init__(self, domain: Domain, max_turns: int, max_errors: int, test_tasks: list[Task],
-                 known_tasks: list[Task] = ()) -> None:
+                 known_tasks: Sequence[Task] = ()) -> None:
         self.domain = domain
         self.max_turns = max_turns
         self.max_errors = max_errors
@@ -175,8 +177,8 @@ class TaskVerifier:
             who = identity(task, replay.responses, replay.environment)
             if who and intent(task, writes):
                 self.test_intents.setdefault((who, intent(task, writes)), str(task.id))
-        self.schemas = {schema["function"]["name"]: schema["function"].get("parameters", {})  # type: ignore[index]
-                        for schema in domain.tool_schemas}
+        functions: list[dict[str, Any]] = [schema["function"] for schema in domain.tool_schemas]  # type: ignore[misc]
+        self.schemas = {function["name"]: function.get("parameters", {}) for function in functions}
         self.user_schemas = {tool.name: tool.openai_schema["function"].get("parameters", {})
                              for tool in domain.user_tools or []}
 

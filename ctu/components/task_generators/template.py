@@ -181,6 +181,8 @@ class TemplateTaskGenerator:
 
     def __init__(self, params: Params) -> None:
         self.params = params
+        self._dumped_domain: object = None
+        self._dumped: dict[str, dict[str, Any]] = {}
 
     def _unknown_only(self, loaded: TemplateSet) -> str | None:
         """The message for `only` naming templates `loaded` lacks, or None."""
@@ -221,24 +223,19 @@ class TemplateTaskGenerator:
                                           f"not {domain_type!r}"))
         return problems
 
-    def _tables(self, context: GenerationContext) -> dict[str, dict[str, Any]]:
-        cached = getattr(self, "_table_cache", None)
-        if cached is None or cached[0] is not context.domain:
-            cached = (context.domain, {})
-            self._table_cache = cached
-        return cached[1]
-
     def _records(self, context: GenerationContext, table: str) -> dict[str, Any]:
-        """A table of the domain's database as ``key -> record dict`` (each with ``_key``), dumped once."""
-        tables = self._tables(context)
+        """A table of the domain's database as ``key -> record dict`` (each with ``_key``), dumped once per domain
+        object."""
+        if self._dumped_domain is not context.domain:
+            self._dumped_domain, self._dumped = context.domain, {}
+        tables = self._dumped
         if table not in tables:
             database = context.domain.base_database
             if table not in database.tables:
                 raise TemplateError(f"the {context.domain_type} database has no table {table!r}; "
                                     f"it has {', '.join(sorted(database.tables))}")
             rows = database.tables[table]
-            tables[table] = {key: {**(row.model_dump(mode="json") if hasattr(row, "model_dump") else row), "_key": key}
-                             for key, row in sorted(rows.items())}
+            tables[table] = {key: {**_as_dict(row), "_key": key} for key, row in sorted(rows.items())}
         return tables[table]
 
     def _slot_value(self, context: GenerationContext, slot: Slot, values: dict[str, Any], rng: random.Random) -> Any:
@@ -296,3 +293,8 @@ def _field(record: dict[str, Any], dotted: str) -> Any:
         return lookup(record, dotted)
     except KeyError:
         return None
+
+
+def _as_dict(record: Any) -> dict[str, Any]:
+    """A database record as JSON-ready data (a pydantic model dumped; a mapping as it is)."""
+    return record.model_dump(mode="json") if hasattr(record, "model_dump") else dict(record)

@@ -38,7 +38,7 @@ class StepPlan:
         total = self.steps_per_epoch * self.epochs
         return min(total, self.max_steps) if self.max_steps is not None else total
 
-    def batch(self, step: int) -> list[TaskRow]:
+    def batch(self, step: int) -> list[Any]:
         """The rows of 1-based `step` (the same rows whenever it is asked: resumable)."""
         epoch, index = divmod(step - 1, self.steps_per_epoch)
         order = list(range(len(self.rows)))

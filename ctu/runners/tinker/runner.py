@@ -278,7 +278,8 @@ class TinkerRunner:
 
         losses: list[float] = []
         trained_tokens = 0
-        for row in plan.batch(step):
+        rows: list[dict[str, Any]] = plan.batch(step)
+        for row in rows:
             prompt, response, mask = conversation_tokens(account, row["messages"], row["tools"])
             tokens = (prompt + response)[: self.spec.model.max_model_len]
             weights = ([0.0] * len(prompt) + [float(m) for m in mask])[: len(tokens)]
@@ -299,7 +300,7 @@ class TinkerRunner:
         params = tinker.types.AdamParams(learning_rate=rate, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.max_grad_norm)
         await (await training.optim_step_async(params)).result_async()
         metrics = {metric(TRAIN, "learning_rate"): rate, metric(TRAIN, "optimizer_steps"): 1.0,
-                   metric(TRAIN, "sft_conversations"): float(len(plan.batch(step))),
+                   metric(TRAIN, "sft_conversations"): float(len(rows)),
                    metric(TRAIN, "sft_tokens"): float(trained_tokens)}
         if losses:
             metrics[metric(TRAIN, "loss_sum")] = sum(losses)
@@ -369,7 +370,10 @@ def _loss_sum(result: Any) -> float | None:
     if "loss:sum" in metrics:
         return float(metrics["loss:sum"])
     outputs = getattr(result, "loss_fn_outputs", None) or []
-    parts = [output.get("elementwise_loss") for output in outputs if isinstance(output, dict)]
+    parts: list[Any] = [output.get("elementwise_loss") for output in outputs if isinstance(output, dict)]
     if not parts or any(part is None for part in parts):
         return None
-    return float(sum(sum(getattr(part, "data", part)) for part in parts))
+    total = 0.0
+    for part in parts:
+        total += sum(float(value) for value in getattr(part, "data", part))
+    return total
