@@ -65,11 +65,12 @@ class SFTData:
                 "rejected": dict(sorted(self.rejected.items())), "tokens": self.tokens}
 
 
-def held_out_tasks(spec: Spec, components: Components) -> set[tuple[str, str]]:
-    """``(domain, task id)`` of every task of the spec's validation and test sets."""
-    return {(source.domain.type, str(task.id))
-            for source in spec.data.evaluation_sets().values()
-            for task in components.domain(source).tasks(source.split)[: source.max_tasks]}
+def evaluation_task_keys(components: Components) -> set[tuple[str, str]]:
+    """``(domain, task id)`` of every task of the spec's validation and test sets (`evaluation_rows`)."""
+    from ctu.runners.task_rows import evaluation_rows
+
+    return {(str(row.extras["domain"]), str(row.extras["task_id"]))
+            for rows in evaluation_rows(components).values() for row in rows}
 
 
 @dataclass
@@ -207,7 +208,7 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
         rows, rejected = eval_rows([Path(folder) for folder in from_eval], min_reward, max_per_task, tools)
         data.rows += rows
         data.rejected += rejected
-    held_out = held_out_tasks(spec, components)
+    held_out = evaluation_task_keys(components)
     leaked = sorted({f"{row['domain']}/{row['task_id']} ({row['source']})" for row in data.rows
                      if (row["domain"], row["task_id"]) in held_out})
     if leaked:
