@@ -125,23 +125,24 @@ async def replay_reward(domain: Domain, task: Task, max_turns: int, max_errors: 
 def check_tasks(domain: Domain, tasks: list[Task], max_turns: int, max_errors: int) -> CheckReport:
     """Check every task of `tasks` (see the module docstring); the domain's tasks file has passed its
     file-level checks already."""
+    from tau_bench_env.gold_limits import gold_solution
+
     report = CheckReport()
     for task in tasks:
         report.checked += 1
-        reasons = replay_gold(domain, task).faults(task) + limit_faults(domain, task, max_turns, max_errors)
+        solution = gold_solution(domain, task)
+        reasons = replay_gold(domain, task).faults(task) + limit_faults(solution, max_turns, max_errors)
         report.faults += [TaskFault(str(task.id), reason) for reason in reasons]
-        unsolved = asyncio.run(gold_score_fault(domain, task, max_turns, max_errors))
+        unsolved = asyncio.run(gold_score_fault(domain, task, solution, max_turns, max_errors))
         if unsolved is not None:
             report.faults.append(TaskFault(str(task.id), unsolved, unsolvable=True))
     return report
 
 
-def limit_faults(domain: Domain, task: Task, max_turns: int, max_errors: int) -> list[str]:
-    """Why `task`'s gold solution does not fit an episode of `max_turns` policy turns and `max_errors` errors
-    (`tau_bench_env.gold_limits.gold_solution`); [] when it fits."""
-    from tau_bench_env.gold_limits import gold_solution
-
-    turns, errors = gold_solution(domain, task)
+def limit_faults(solution: tuple[int, int], max_turns: int, max_errors: int) -> list[str]:
+    """Why a gold solution of ``(turns, errors)`` (`tau_bench_env.gold_limits.gold_solution`) does not fit an episode
+    of `max_turns` policy turns and `max_errors` errors; [] when it fits."""
+    turns, errors = solution
     reasons = []
     if turns > max_turns:
         reasons.append(f"the gold solution takes {turns} policy turns, more than max_turns {max_turns}")
@@ -150,12 +151,11 @@ def limit_faults(domain: Domain, task: Task, max_turns: int, max_errors: int) ->
     return reasons
 
 
-async def gold_score_fault(domain: Domain, task: Task, max_turns: int, max_errors: int) -> str | None:
-    """Why tau2 scores `task`'s gold replay (`replay_reward`, with limits wide enough for the gold solution) below
-    1.0, or None when it scores 1.0."""
-    from tau_bench_env.gold_limits import gold_solution
-
-    turns, errors = gold_solution(domain, task)
+async def gold_score_fault(domain: Domain, task: Task, solution: tuple[int, int], max_turns: int,
+                           max_errors: int) -> str | None:
+    """Why tau2 scores `task`'s gold replay (`replay_reward`, with limits wide enough for its gold `solution`,
+    ``(turns, errors)``) below 1.0, or None when it scores 1.0."""
+    turns, errors = solution
     reward, ended = await replay_reward(domain, task, max(max_turns, turns), max(max_errors, errors + 1))
     if reward >= 1.0:
         return None

@@ -230,10 +230,13 @@ class TaskVerifier:
         if who and key in self.test_intents:
             return Verdict(None, "test_overlap", f"the same user ({', '.join(sorted(who))}) and intent "
                                                  f"({', '.join(key[1])}) as test task {self.test_intents[key]}")
-        limits = limit_faults(self.domain, task, self.max_turns, self.max_errors)
+        from tau_bench_env.gold_limits import gold_solution
+
+        solution = gold_solution(self.domain, task)
+        limits = limit_faults(solution, self.max_turns, self.max_errors)
         if limits:
             return Verdict(None, "too_long", limits[0])
-        unsolved = await gold_score_fault(self.domain, task, self.max_turns, self.max_errors)
+        unsolved = await gold_score_fault(self.domain, task, solution, self.max_turns, self.max_errors)
         if unsolved is not None:
             return Verdict(None, "unsolvable", unsolved)
         return Verdict(task)
