@@ -70,7 +70,7 @@ def gold_solution(domain: Domain, task: Task) -> tuple[int, int]:
     from tau_bench_env.replay import GoldReplayAgent
 
     turns = len(list(GoldReplayAgent(task).turns()))
-    environment = domain.make_environment()
+    environment = domain.episode_environment(task)  # copy-on-access: tau2's responses, without loading its database
     state = task.initial_state
     if state is not None:
         environment.set_state(state.initialization_data, state.initialization_actions, list(state.message_history or []))

@@ -313,12 +313,13 @@ def test_sft_on_gold_replays_of_generated_tasks_trains_checkpoints_and_exports(g
     assert "2 conversation(s) of 2 task(s) kept" in made.stdout and "gold_below_min_reward 2" in made.stdout
     run = ctu_command("run", "specs/smoke.yaml", data, f"data.sft={tmp_path / 'sft'}", f"experiment.output_dir={tmp_path}",
                       "experiment.name=sft", "trainer.train_batch_size=2", "trainer.policy_mini_batch_size=2", "trainer.eval_before_train=false",
+                      "data.test_sets.retail.max_tasks=1",
                       "trainer.optimizer.lr=2.0e-3", timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     lines = metrics(tmp_path / "sft")
     assert [line["step"] for line in lines] == [1, 2]
     for line in lines:
         assert line["train/sft_conversations"] == 2 and line["train/sft_tokens"] > 20 and line["train/sft_loss_per_token"] > 0
-    assert "test-retail/success_rate" in lines[-1]
+    assert "test-retail/success_rate" in lines[-1] and lines[-1]["test-retail/num_episodes"] == 1
     assert (tmp_path / "sft" / "exports" / "global_step_2" / "policy" / "config.json").exists()
     assert json.loads((tmp_path / "sft" / "state.json").read_text())["step"] == 2
