@@ -79,6 +79,15 @@ def _load(path: str, overrides: list[str]):
     return loaded
 
 
+def _load_one(args: list[str]):
+    """`_load` of the one spec file among `args` (the rest are `key=value` overrides); exit 2 unless there is one."""
+    specs, overrides = _split_args(args)
+    if len(specs) != 1:
+        err.print("[red]error:[/red] name one spec file")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    return _load(specs[0], overrides)
+
+
 IMPORT_HELP = "A Python file or module registering components of your own (repeatable), as a spec's `imports:`."
 Imports = Annotated[list[str] | None, typer.Option("--import", "-i", help=IMPORT_HELP)]
 
@@ -436,11 +445,7 @@ def data_sft(
     from ctu.errors import CtuError
     from ctu.sft.data import SFTDataError, build_sft_data
 
-    specs, overrides = _split_args(args)
-    if len(specs) != 1:
-        err.print("[red]error:[/red] name one spec file")
-        raise typer.Exit(EXIT_SPEC_ERROR)
-    spec = _load(specs[0], overrides).spec
+    spec = _load_one(args).spec
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(TextColumn("gold replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
@@ -520,11 +525,7 @@ def tasks_generate(
     from ctu.errors import CtuError
     from ctu.tasks.generate import GenerationError, generate_tasks
 
-    specs, overrides = _split_args(args)
-    if len(specs) != 1:
-        err.print("[red]error:[/red] name one spec file")
-        raise typer.Exit(EXIT_SPEC_ERROR)
-    spec = _load(specs[0], overrides).spec
+    spec = _load_one(args).spec
     count = spec.task_generation.count if spec.task_generation is not None else 0
     bar = Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rejected]} rejected"),
                    TimeElapsedColumn(), console=err, disable=not progress, transient=True)
@@ -578,11 +579,7 @@ def tasks_calibrate(
     from ctu.runners.console import silence_progress_bars
     from ctu.tasks.calibrate import calibrate_tasks
 
-    specs, overrides = _split_args(args)
-    if len(specs) != 1:
-        err.print("[red]error:[/red] name one spec file")
-        raise typer.Exit(EXIT_SPEC_ERROR)
-    spec = _load(specs[0], overrides).spec
+    spec = _load_one(args).spec
     choice = PolicyChoice(endpoint=endpoint, model=model, api_key_env=api_key_env, checkpoint=checkpoint,
                           run_dir=run_dir, step=step)
     silence_progress_bars()
