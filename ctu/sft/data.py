@@ -66,11 +66,11 @@ class SFTData:
 
 
 def evaluation_task_keys(components: Components) -> set[tuple[str, str]]:
-    """``(domain, task id)`` of every task of the spec's validation and test sets (`evaluation_rows`)."""
-    from ctu.runners.task_rows import evaluation_rows
-
-    return {(str(row.extras["domain"]), str(row.extras["task_id"]))
-            for rows in evaluation_rows(components).values() for row in rows}
+    """``(domain, task id)`` of every task of the spec's validation and test sets (`Data.evaluation_sets`), as the
+    evaluation rows take them (each source's split, at most `max_tasks`)."""
+    return {(source.domain.type, str(task.id))
+            for source in components.spec.data.evaluation_sets().values()
+            for task in components.domain(source).tasks(source.split)[: source.max_tasks]}
 
 
 @dataclass
