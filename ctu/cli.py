@@ -54,8 +54,9 @@ def _print_issues(title: str, issues: list, style: str) -> None:
         err.print(f"  [bold]{escape(issue.path or '<spec>')}[/bold]: {escape(issue.message)}{where}")
 
 
-def _fail(error: Exception) -> typer.Exit:
-    """Print a ctu error without a traceback; the exit to raise for it."""
+def _fail(error: Exception, *bad_input: type[Exception]) -> typer.Exit:
+    """Print a ctu error without a traceback; the exit to raise for it: 2 for a bad spec, a run directory that
+    cannot be used, or an error of the command's own `bad_input` types; else 1."""
     from ctu.runners.rundir import RunError
     from ctu.spec.errors import SpecError
 
@@ -63,7 +64,7 @@ def _fail(error: Exception) -> typer.Exit:
         _print_issues(str(error).splitlines()[0], error.issues, "red")
         return typer.Exit(EXIT_SPEC_ERROR)
     err.print(f"[red]error:[/red] {escape(str(error))}")
-    return typer.Exit(EXIT_SPEC_ERROR if isinstance(error, RunError) else 1)
+    return typer.Exit(EXIT_SPEC_ERROR if isinstance(error, (RunError, *bad_input)) else 1)
 
 
 def _load(path: str, overrides: list[str]):
@@ -269,11 +270,8 @@ def eval_(
         err.print(f"[yellow]interrupted:[/yellow] {len(kept)} finished episode(s) kept in "
                   f"{escape(str(folder / TRAJECTORIES))}; the same command continues from there")
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    except EvalError as error:  # bad arguments: no such test set or checkpoint, another evaluation in --out
-        err.print(f"[red]error:[/red] {escape(str(error))}")
-        raise typer.Exit(EXIT_SPEC_ERROR) from None
-    except CtuError as error:
-        raise _fail(error) from None
+    except CtuError as error:  # EvalError: bad arguments (no such test set or checkpoint, another evaluation in --out)
+        raise _fail(error, EvalError) from None
     out.print(report_table(result.report))
     out.print(f"{result.ran} episode(s) run; results in {escape(str(result.out_dir))} (eval.json, trajectories.jsonl, eval.png)")
     overall = result.report["overall"]
@@ -459,11 +457,8 @@ def data_sft(
         with bar:
             data = build_sft_data(spec, out_dir, gold=gold, from_eval=from_eval, min_reward=min_reward,
                                   max_per_task=max_per_task, tokens=tokens, on_task=on_task)
-    except SFTDataError as error:
-        err.print(f"[red]error:[/red] {escape(str(error))}")
-        raise typer.Exit(EXIT_SPEC_ERROR) from None
     except CtuError as error:
-        raise _fail(error) from None
+        raise _fail(error, SFTDataError) from None
     report = data.report()
     rejected = ", ".join(f"{reason} {n}" for reason, n in report["rejected"].items()) or "none"
     shown = f"; {report['tokens']} tokens" if report["tokens"] is not None else ""
@@ -488,18 +483,13 @@ def tasks_check(
     """Replay every task's gold actions from its initial state, as tau2 would: exit 1 listing each task whose gold
     actions fail, write nothing, do not score 1.0 or do not fit the limits; exit 2 for a file that is no task set."""
     from ctu.errors import CtuError
-    from ctu.spec.schedule import TaskFileError
     from ctu.tasks.check import check_task_file
 
     _import_code(imports)
     try:
         report = check_task_file(domain, tasks_file, split_file, split, max_turns, max_errors)
-    except TaskFileError as error:
-        err.print(f"[red]error:[/red] {escape(str(error))}")
-        raise typer.Exit(EXIT_SPEC_ERROR) from None
-    except CtuError as error:
-        err.print(f"[red]error:[/red] {escape(str(error))}")
-        raise typer.Exit(EXIT_SPEC_ERROR) from None
+    except CtuError as error:  # a file that is no task set (TaskFileError), an unknown domain: bad input
+        raise _fail(error, CtuError) from None
     for fault in report.faults:
         out.print(f"task {escape(fault.task_id)}: {escape(fault.reason)}")
     failed = len(report.failed_ids)
@@ -539,11 +529,11 @@ def tasks_generate(
                       f"{escape(str(out_dir / 'proposals.jsonl'))}; the same command continues from there")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except CtuError as error:
-            err.print(f"[red]error:[/red] {escape(str(error))}")
+            failed = _fail(error, GenerationError, TemplateError)
             if (out_dir / "proposals.jsonl").exists():
                 err.print(f"every task verified so far is kept in {escape(str(out_dir / 'proposals.jsonl'))}; "
                           "the same command continues from there")
-            raise typer.Exit(EXIT_SPEC_ERROR if isinstance(error, GenerationError | TemplateError) else 1) from None
+            raise failed from None
     rejected = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none"
     out.print(f"{result.kept} task(s) kept of {result.proposed} proposed; rejected: {rejected}")
     out.print(f"wrote {escape(str(out_dir))}/tasks.json, split_tasks.json, provenance.json "
@@ -586,11 +576,8 @@ def tasks_calibrate(
     try:
         result = calibrate_tasks(spec, choice, out_dir, source=source, samples=samples, limit=limit,
                                  concurrency=concurrency, overwrite=overwrite, progress=progress)
-    except EvalError as error:
-        err.print(f"[red]error:[/red] {escape(str(error))}")
-        raise typer.Exit(EXIT_SPEC_ERROR) from None
     except CtuError as error:
-        raise _fail(error) from None
+        raise _fail(error, EvalError) from None
     counts = ", ".join(f"{name} {n}" for name, n in result.counts().items())
     out.print(f"{len(result.tasks)} task(s) calibrated ({result.ran} episode(s) run); buckets: {counts}")
     out.print(f"wrote {escape(str(out_dir))}/calibration.json, tasks.json, split_tasks.json")
