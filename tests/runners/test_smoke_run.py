@@ -303,23 +303,41 @@ def test_ctu_tasks_calibrate_buckets_generated_tasks_by_the_builtin_models_pass_
     assert validated.returncode == 0, validated.stderr
 
 
-def test_sft_on_gold_replays_of_generated_tasks_trains_checkpoints_and_exports(generated_tasks: Path, tmp_path: Path):
-    """`ctu data sft` of the generated mock tasks (gold replays with the smoke job's scripted user; retail's two
-    tasks do not fit its three turns and are rejected), then `ctu run` with `data.sft`: two SFT steps of Tinker's
-    `cross_entropy` on the built-in model, a checkpoint, an export and the test set's evaluation."""
+def test_the_recipe_chain_sft_data_sft_grpo_from_the_sft_export_and_eval(generated_tasks: Path, tmp_path: Path):
+    """The recipe's chain at CPU scale, as a user runs it: `ctu data sft` of the generated mock tasks (gold replays
+    with the smoke job's scripted user; retail's two tasks do not fit its three turns and are rejected); `ctu run`
+    with `data.sft` (two SFT steps of Tinker's `cross_entropy` on the built-in model, a checkpoint, an export, the
+    test set's evaluation); `ctu run` of GRPO from that export (`model.path` names it); `ctu eval` of the GRPO
+    run's policy (a test task in SFT data is an error: tests/test_sft_data.py)."""
     data = training_data(generated_tasks)
-    made = ctu_command("data", "sft", "specs/smoke.yaml", data, "--out", str(tmp_path / "sft"))
+    made = ctu_command("data", "sft", "specs/smoke.yaml", data, "--out", str(tmp_path / "sft_data"))
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     assert "2 conversation(s) of 2 task(s) kept" in made.stdout and "gold_below_min_reward 2" in made.stdout
-    run = ctu_command("run", "specs/smoke.yaml", data, f"data.sft={tmp_path / 'sft'}", f"experiment.output_dir={tmp_path}",
-                      "experiment.name=sft", "trainer.train_batch_size=2", "trainer.policy_mini_batch_size=2", "trainer.eval_before_train=false",
-                      "data.test_sets.retail.max_tasks=1",
+
+    small = ["trainer.train_batch_size=2", "trainer.policy_mini_batch_size=2", "trainer.eval_before_train=false",
+             "data.test_sets.retail.max_tasks=1", f"experiment.output_dir={tmp_path}"]
+    sft = ctu_command("run", "specs/smoke.yaml", data, f"data.sft={tmp_path / 'sft_data'}", "experiment.name=sft", *small,
                       "trainer.optimizer.lr=2.0e-3", timeout=1200)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert sft.returncode == 0, sft.stdout[-3000:] + sft.stderr[-3000:]
     lines = metrics(tmp_path / "sft")
     assert [line["step"] for line in lines] == [1, 2]
     for line in lines:
         assert line["train/sft_conversations"] == 2 and line["train/sft_tokens"] > 20 and line["train/sft_loss_per_token"] > 0
     assert "test-retail/success_rate" in lines[-1] and lines[-1]["test-retail/num_episodes"] == 1
-    assert (tmp_path / "sft" / "exports" / "global_step_2" / "policy" / "config.json").exists()
+    export = tmp_path / "sft" / "exports" / "global_step_2" / "policy"
+    assert (export / "config.json").exists()
     assert json.loads((tmp_path / "sft" / "state.json").read_text())["step"] == 2
+
+    grpo = ctu_command("run", "specs/smoke.yaml", data, f"model.path={export}", "experiment.name=grpo", *small,
+                       "trainer.max_steps=1", "trainer.eval_interval=0", timeout=1200)
+    assert grpo.returncode == 0, grpo.stdout[-3000:] + grpo.stderr[-3000:]
+    [step] = metrics(tmp_path / "grpo")
+    assert step["step"] == 1 and step["train/groups"] == 2 and "train/sft_conversations" not in step
+    assert (tmp_path / "grpo" / "exports" / "global_step_1" / "policy" / "config.json").exists()
+    resolved = load_spec(tmp_path / "grpo" / "spec.resolved.yaml").spec
+    assert resolved.model.path == str(export) and resolved.data.sft is None
+
+    evaluated = ctu_command("eval", "--run-dir", str(tmp_path / "grpo"), "--limit", "1")
+    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
+    report = json.loads((tmp_path / "grpo" / "eval" / "grpo-step1" / "eval.json").read_text())
+    assert report["policy"] == "grpo-step1" and report["overall"]["episodes"] == 1
