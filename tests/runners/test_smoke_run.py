@@ -45,8 +45,8 @@ DYNAMIC_SAMPLING = ["algorithm.zero_variance_filter=true", "algorithm.dynamic_sa
 step has a spread."""
 
 
-def ctu_command(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ctu.cli", *args, "--no-progress"], cwd=REPO, capture_output=True,
+def ctu_command(*args: str, timeout: float = 900, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctu.cli", *args, "--no-progress"], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=run_env())
 
 
@@ -303,41 +303,48 @@ def test_ctu_tasks_calibrate_buckets_generated_tasks_by_the_builtin_models_pass_
     assert validated.returncode == 0, validated.stderr
 
 
-def test_the_recipe_chain_sft_data_sft_grpo_from_the_sft_export_and_eval(generated_tasks: Path, tmp_path: Path):
-    """The recipe's chain at CPU scale, as a user runs it: `ctu data sft` of the generated mock tasks (gold replays
-    with the smoke job's scripted user; retail's two tasks do not fit its three turns and are rejected); `ctu run`
-    with `data.sft` (two SFT steps of Tinker's `cross_entropy` on the built-in model, a checkpoint, an export, the
-    test set's evaluation); `ctu run` of GRPO from that export (`model.path` names it); `ctu eval` of the GRPO
-    run's policy (a test task in SFT data is an error: tests/test_sft_data.py)."""
-    data = training_data(generated_tasks)
-    made = ctu_command("data", "sft", "specs/smoke.yaml", data, "--out", str(tmp_path / "sft_data"))
-    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
+    """The recipe's chain at CPU scale, run from a folder of its own exactly as `specs/recipes/cpu_mock/base.yaml`
+    lists the commands: `ctu tasks generate` (eight mock tasks), `ctu data sft` (gold replays with the smoke job's
+    scripted user; retail's two tasks do not fit its three turns and are rejected), `ctu run` of the SFT stage (two
+    steps of Tinker's `cross_entropy` on the built-in model, a checkpoint, an export, the test set's evaluation),
+    `ctu run` of GRPO from that export, `ctu eval` of the GRPO run's policy. Before the SFT stage has run, the GRPO
+    stage's spec is refused, naming the stage to run first. (A test task in SFT data is an error:
+    tests/test_sft_data.py.)"""
+    import yaml
+
+    recipe = REPO / "specs" / "recipes" / "cpu_mock"
+    runs = tmp_path / "runs" / "cpu_recipe"
+
+    def ctu(*args: str) -> subprocess.CompletedProcess[str]:
+        result = ctu_command(*args, cwd=tmp_path, timeout=1200)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return result
+
+    ctu("tasks", "generate", str(recipe / "tasks.yaml"), "--out", "runs/cpu_recipe/tasks")
+    early = subprocess.run([sys.executable, "-m", "ctu.cli", "validate", str(recipe / "grpo.yaml")], cwd=tmp_path,
+                           capture_output=True, text=True, env=run_env())
+    assert early.returncode == 2 and "names a run's export that does not exist" in early.stdout + early.stderr
+    made = ctu("data", "sft", str(recipe / "train.yaml"), "--out", "runs/cpu_recipe/sft_data")
     assert "2 conversation(s) of 2 task(s) kept" in made.stdout and "gold_below_min_reward 2" in made.stdout
 
-    small = ["trainer.train_batch_size=2", "trainer.policy_mini_batch_size=2", "trainer.eval_before_train=false",
-             "data.test_sets.retail.max_tasks=1", f"experiment.output_dir={tmp_path}"]
-    sft = ctu_command("run", "specs/smoke.yaml", data, f"data.sft={tmp_path / 'sft_data'}", "experiment.name=sft", *small,
-                      "trainer.optimizer.lr=2.0e-3", timeout=1200)
-    assert sft.returncode == 0, sft.stdout[-3000:] + sft.stderr[-3000:]
-    lines = metrics(tmp_path / "sft")
+    ctu("run", str(recipe / "sft.yaml"))
+    lines = metrics(runs / "sft")
     assert [line["step"] for line in lines] == [1, 2]
     for line in lines:
         assert line["train/sft_conversations"] == 2 and line["train/sft_tokens"] > 20 and line["train/sft_loss_per_token"] > 0
     assert "test-retail/success_rate" in lines[-1] and lines[-1]["test-retail/num_episodes"] == 1
-    export = tmp_path / "sft" / "exports" / "global_step_2" / "policy"
+    export = runs / "sft" / "exports" / "global_step_2" / "policy"
     assert (export / "config.json").exists()
-    assert json.loads((tmp_path / "sft" / "state.json").read_text())["step"] == 2
+    assert json.loads((runs / "sft" / "state.json").read_text())["step"] == 2
 
-    grpo = ctu_command("run", "specs/smoke.yaml", data, f"model.path={export}", "experiment.name=grpo", *small,
-                       "trainer.max_steps=1", "trainer.eval_interval=0", timeout=1200)
-    assert grpo.returncode == 0, grpo.stdout[-3000:] + grpo.stderr[-3000:]
-    [step] = metrics(tmp_path / "grpo")
+    ctu("run", str(recipe / "grpo.yaml"))
+    [step] = metrics(runs / "grpo")
     assert step["step"] == 1 and step["train/groups"] == 2 and "train/sft_conversations" not in step
-    assert (tmp_path / "grpo" / "exports" / "global_step_1" / "policy" / "config.json").exists()
-    resolved = load_spec(tmp_path / "grpo" / "spec.resolved.yaml").spec
-    assert resolved.model.path == str(export) and resolved.data.sft is None
+    assert (runs / "grpo" / "exports" / "global_step_1" / "policy" / "config.json").exists()
+    resolved = yaml.safe_load((runs / "grpo" / "spec.resolved.yaml").read_text())
+    assert resolved["model"]["path"] == "runs/cpu_recipe/sft/exports/global_step_2/policy" and resolved["data"]["sft"] is None
 
-    evaluated = ctu_command("eval", "--run-dir", str(tmp_path / "grpo"), "--limit", "1")
-    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
-    report = json.loads((tmp_path / "grpo" / "eval" / "grpo-step1" / "eval.json").read_text())
+    ctu("eval", "--run-dir", "runs/cpu_recipe/grpo", "--limit", "1")
+    report = json.loads((runs / "grpo" / "eval" / "grpo-step1" / "eval.json").read_text())
     assert report["policy"] == "grpo-step1" and report["overall"]["episodes"] == 1
