@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 PROGRESS_OFF = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
 """The variables that turn every library's progress bar off: tqdm's own (its ``TQDM_`` defaults: SkyRL's bars) and
@@ -22,6 +23,12 @@ OWN_LOGGERS = ("ctu", "tau_bench_env")
 DETACHED_LOGGERS = ("skyrl",)
 """Standard-library loggers that print to the console with handlers of their own instead of propagating (SkyRL's
 ``skyrl`` logger: a rich handler, `skyrl.utils.log`): given the log file instead."""
+DRIVER_DETACHED_LOGGERS = ("ray", "torch")
+"""More such loggers in a `skyrl` run's driver, once their libraries are imported: Ray's (its client's connection
+and working-directory packaging lines) and torch's (``No CUDA runtime is found`` on a CPU node)."""
+
+_stderr_routed = False
+"""Whether this process's standard error goes to a log file (`route_stderr`): ctu's console is then stdout."""
 
 LOG_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
 """The log file's line format (SkyRL's own, without its colours)."""
@@ -33,18 +40,72 @@ def silence_progress_bars() -> None:
     os.environ.update(PROGRESS_OFF)
 
 
-def route_driver_logs(log_file: Path, verbose: bool) -> None:
+def route_driver_logs(log_file: Path, verbose: bool, detached: tuple[str, ...] = DETACHED_LOGGERS) -> None:
     """In the process `ctu run` started: the standard-library logs of every library (vLLM's import-time warnings
-    among them: ``VLLM_CONFIGURE_LOGGING=0`` unless set, so vLLM's records reach the root logger; SkyRL's own
-    logger, `DETACHED_LOGGERS`) go to `log_file`, ctu's own (`OWN_LOGGERS`) to the console as well; with
-    `verbose`, everything to the console too."""
+    among them: ``VLLM_CONFIGURE_LOGGING=0`` unless set, so vLLM's records reach the root logger; the loggers with
+    handlers of their own named in `detached`) go to `log_file`, ctu's own (`OWN_LOGGERS`) to the console as
+    well; with `verbose`, everything to the console too. Safe to call again (after an import that gave a detached
+    logger its handlers)."""
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
     log_file.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
+    for old in root.handlers:
+        old.close()
     root.handlers = [_file_handler(log_file), *([_console_handler()] if verbose else [])]
     root.setLevel(logging.INFO)
+    logging.captureWarnings(True)  # Python's warnings (a library's deprecation) are records of the root logger
     _own_on_console(verbose)
-    _detached_to(log_file, verbose)
+    _detached_to(log_file, verbose, detached)
+
+
+def route_stderr(log_file: str) -> bool:
+    """Point this process's standard error (file descriptor 2: what C++ libraries, Python's warnings and loguru's
+    default sink write) at `log_file`, appended to and created with its folder, for good; ctu's console is then
+    standard output (`_console_handler`). False, changing nothing, when the file cannot be opened (a node that does
+    not hold the run directory). For a process that prints nothing of ctu's to its standard error again (a Ray
+    worker: `ctu.runners.skyrl.worker_setup`)."""
+    global _stderr_routed
+    saved = _swap_stderr(log_file)
+    if saved is None:
+        return False
+    os.close(saved)
+    _stderr_routed = True
+    _own_on_console(verbose=False)
+    return True
+
+
+@contextlib.contextmanager
+def stderr_to(log_file: Path) -> Iterator[None]:
+    """While open, this process's standard error (file descriptor 2) is appended to `log_file`: for a call that
+    writes to it through handlers of its own (`ray.init` with a logging config); restored afterwards.
+
+    Raises:
+        OSError: `log_file` cannot be opened.
+    """
+    saved = _swap_stderr(str(log_file))
+    if saved is None:
+        raise OSError(f"cannot append to {log_file}")
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _swap_stderr(log_file: str) -> int | None:
+    """Point file descriptor 2 at `log_file` (appended to); a duplicate of what it pointed at before, or None,
+    changing nothing, when the file cannot be opened."""
+    try:
+        os.makedirs(os.path.dirname(log_file) or ".", exist_ok=True)
+        fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return saved
 
 
 def route_library_logs(log_file: Path, verbose: bool) -> None:
@@ -59,7 +120,7 @@ def route_library_logs(log_file: Path, verbose: bool) -> None:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     logger.remove()
     logger.add(log_file, level="INFO", colorize=False, enqueue=True, backtrace=False, diagnose=False, format=LOG_FORMAT)
-    logger.add(sys.stderr, level="INFO" if verbose else "ERROR", colorize=False, enqueue=True, backtrace=False,
+    logger.add(_console_stream(), level="INFO" if verbose else "ERROR", colorize=False, enqueue=True, backtrace=False,
                diagnose=False, format=LOG_FORMAT)
     _own_on_console(verbose)  # verbose: through loguru's console sink, once
     _detached_to(log_file, verbose)
@@ -73,9 +134,9 @@ def _own_on_console(verbose: bool) -> None:
         own.handlers = [] if verbose else [_console_handler()]
 
 
-def _detached_to(log_file: Path, verbose: bool) -> None:
-    """`DETACHED_LOGGERS` write to `log_file` (and, with `verbose`, the console) instead of their own handlers."""
-    for name in DETACHED_LOGGERS:
+def _detached_to(log_file: Path, verbose: bool, names: tuple[str, ...] = DETACHED_LOGGERS) -> None:
+    """The loggers `names` write to `log_file` (and, with `verbose`, the console) instead of their own handlers."""
+    for name in names:
         detached = logging.getLogger(name)
         for old in detached.handlers:
             old.close()
@@ -89,8 +150,13 @@ def _file_handler(log_file: Path) -> logging.Handler:
     return handler
 
 
+def _console_stream() -> TextIO:
+    """The console of this process: standard error, or standard output once standard error goes to a log file."""
+    return sys.stdout if _stderr_routed else sys.stderr
+
+
 def _console_handler() -> logging.Handler:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_console_stream())
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     handler.setLevel(logging.INFO)
     return handler

@@ -3,7 +3,10 @@ variables and setup hook (the run itself: tests/runners/test_skyrl_cpu.py, under
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 from ctu.runners.skyrl.cluster import driver_environment, joining_cluster, runtime_env
 from ctu.runners.skyrl.params import RayRuntimeEnv, SkyRLParams
@@ -14,16 +17,49 @@ def test_workers_launched_by_rays_uv_hook_get_the_drivers_environment_unsynced()
     assert driver_environment() == {"UV_PROJECT_ENVIRONMENT": sys.prefix, "UV_NO_SYNC": "1"}
 
 
-def test_the_specs_variables_come_last_and_its_setup_hook_is_rays():
+def test_the_specs_variables_come_last_and_its_setup_hook_runs_after_ctus(tmp_path: Path):
     from skyrl.train.config import SkyRLTrainConfig
 
     backend = SkyRLParams(runtime_env=RayRuntimeEnv(env_vars={"NCCL_DEBUG": "INFO", "UV_NO_SYNC": "0"},
                                                      worker_process_setup_hook="my_pkg.setup.configure"))
-    env = runtime_env(SkyRLTrainConfig(), backend)
-    assert env["worker_process_setup_hook"] == "my_pkg.setup.configure"
+    env = runtime_env(SkyRLTrainConfig(), backend, tmp_path / "skyrl.log")
+    assert env["worker_process_setup_hook"] == "ctu.runners.skyrl.worker_setup.setup"
+    assert env["env_vars"]["CTU_USER_WORKER_SETUP_HOOK"] == "my_pkg.setup.configure"
+    assert env["env_vars"]["CTU_WORKER_LOG"] == str(tmp_path / "skyrl.log") and env["env_vars"]["VLLM_LOGGING_STREAM"] == "ext://sys.stderr"
     assert env["env_vars"]["NCCL_DEBUG"] == "INFO" and env["env_vars"]["UV_NO_SYNC"] == "0"
     assert env["env_vars"]["UV_PROJECT_ENVIRONMENT"] == sys.prefix
-    assert "worker_process_setup_hook" not in runtime_env(SkyRLTrainConfig(), SkyRLParams())
+    verbose = runtime_env(SkyRLTrainConfig(), SkyRLParams())  # the workers' output stays on the console
+    assert verbose["worker_process_setup_hook"] == "ctu.runners.skyrl.worker_setup.setup"
+    assert not {"CTU_WORKER_LOG", "CTU_USER_WORKER_SETUP_HOOK", "VLLM_LOGGING_STREAM"} & set(verbose["env_vars"])
+
+
+WORKER = """
+import logging, sys, warnings
+from ctu.runners.skyrl.worker_setup import setup
+setup()
+print("a library's print", flush=True)
+sys.stderr.write("a C++ library's line\\n"); sys.stderr.flush()
+warnings.warn("a library's deprecation")
+logging.getLogger("ctu.rollout").info("ctu's own line")
+"""
+
+
+def test_a_workers_standard_error_goes_to_the_log_and_ctus_lines_to_its_standard_output(tmp_path: Path):
+    """ctu's setup hook in a worker process (as Ray starts one): the libraries' standard error is appended to the
+    log file, ctu's own lines stay on the output Ray streams to the console, and the spec's hook runs after."""
+    log = tmp_path / "logs" / "skyrl.log"
+    (tmp_path / "user_hook.py").write_text("def configure():\n    print('the spec hook ran', flush=True)\n")
+    env = {**os.environ, "CTU_WORKER_LOG": str(log), "CTU_USER_WORKER_SETUP_HOOK": "user_hook.configure",
+           "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = subprocess.run([sys.executable, "-c", WORKER], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.splitlines() == ["the spec hook ran", "a library's print", "INFO ctu's own line"]
+    logged = log.read_text()
+    assert "a C++ library's line" in logged and "a library's deprecation" in logged
+    verbose = subprocess.run([sys.executable, "-c", WORKER], capture_output=True, text=True, timeout=60,
+                             env={k: v for k, v in env.items() if k != "CTU_WORKER_LOG"})
+    assert "a C++ library's line" in verbose.stderr and "the spec hook ran" in verbose.stdout
 
 
 def test_a_run_joins_the_cluster_named_by_ray_address(monkeypatch):

@@ -55,40 +55,48 @@ def env_vars_of(env: dict[str, object]) -> dict[str, str]:
     found = env.get("env_vars")
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
-def runtime_env(config: Any, backend: SkyRLParams) -> dict[str, object]:
+def runtime_env(config: Any, backend: SkyRLParams, worker_log: Path | None = None) -> dict[str, object]:
     """Ray's job-wide runtime env for a run: SkyRL's own variables (`prepare_runtime_environment`), then
     `driver_environment` and the libraries' progress bars off (`ctu.runners.console.PROGRESS_OFF`: the workers'
-    bars are SkyRL's and the libraries', not ctu's), then the spec's `backend.runtime_env` (its variables last,
-    and its setup hook). Never a secret: Ray's runtime-env agent logs the whole env on every node (keys go to the
-    entrypoint, `run_skyrl`)."""
+    bars are SkyRL's and the libraries', not ctu's), then the spec's `backend.runtime_env` variables (last). Every
+    worker starts in ctu's setup hook (`ctu.runners.skyrl.worker_setup`), which appends its standard error to
+    `worker_log` (vLLM's logs written there too: ``VLLM_LOGGING_STREAM``; None: a verbose run, the workers' output
+    stays on the console) and then calls the spec's own hook. Never a secret: Ray's runtime-env agent logs the whole env on every node (keys go to the entrypoint,
+    `run_skyrl`)."""
     from skyrl.train.utils.utils import prepare_runtime_environment
 
     from ctu.runners.console import PROGRESS_OFF
+    from ctu.runners.skyrl import worker_setup
 
-    env_vars: dict[str, str] = {**prepare_runtime_environment(config), **driver_environment(), **PROGRESS_OFF,
+    quiet = {worker_setup.LOG_ENV: str(worker_log), "VLLM_LOGGING_STREAM": "ext://sys.stderr"} if worker_log is not None else {}
+    env_vars: dict[str, str] = {**prepare_runtime_environment(config), **driver_environment(), **PROGRESS_OFF, **quiet,
                                 **backend.runtime_env.env_vars}
-    env: dict[str, object] = {"env_vars": env_vars}
     if backend.runtime_env.worker_process_setup_hook:
-        env["worker_process_setup_hook"] = backend.runtime_env.worker_process_setup_hook
-    return env
+        env_vars[worker_setup.USER_HOOK_ENV] = backend.runtime_env.worker_process_setup_hook
+    return {"env_vars": env_vars, "worker_process_setup_hook": worker_setup.HOOK}
 
 
-def init_ray(config: Any, backend: SkyRLParams) -> None:
-    """Join the cluster at ``RAY_ADDRESS`` or start one on this machine, with `runtime_env`, then create SkyRL's
-    named registry actors (`sync_registries`). As SkyRL's own `initialize_ray`, Ray's and SkyRL's infrastructure
-    logs go to ``<trainer.log_path>/infra-<time>.log`` unless ``SKYRL_DUMP_INFRA_LOG_TO_STDOUT=1``."""
+def init_ray(config: Any, backend: SkyRLParams, worker_log: Path | None = None) -> None:
+    """Join the cluster at ``RAY_ADDRESS`` or start one on this machine, with `runtime_env` (the workers' standard
+    error appended to `worker_log`, None: left on the console), then create SkyRL's named registry actors
+    (`sync_registries`). As SkyRL's own `initialize_ray`, SkyRL's infrastructure logs go to
+    ``<trainer.log_path>/infra-<time>.log`` unless ``SKYRL_DUMP_INFRA_LOG_TO_STDOUT=1`` (Ray's own C++ logs stay
+    in its session's log folder: unlike SkyRL, ctu does not set ``RAY_BACKEND_LOG_LEVEL``, whose very setting is a
+    line on the console). With `worker_log`, the job has Ray's logging config, so the workers' lines Ray streams
+    to the console (ctu's own, `ctu.runners.skyrl.worker_setup`) carry no ``(task pid=...)`` prefix; it resets
+    the root logger of this process, which `ctu.runners.console.route_driver_logs` sets again afterwards."""
     import ray
     from skyrl.backends.skyrl_train.utils.ppo_utils import sync_registries
 
-    env = runtime_env(config, backend)
+    env = runtime_env(config, backend, worker_log)
     if os.environ.get("SKYRL_DUMP_INFRA_LOG_TO_STDOUT") != "1":
-        os.environ["RAY_BACKEND_LOG_LEVEL"] = "fatal"
         log_dir = Path(config.trainer.log_path).resolve()
         log_dir.mkdir(parents=True, exist_ok=True)
         log_file = str(log_dir / f"infra-{datetime.now():%y%m%d_%H%M%S}.log")
         os.environ["SKYRL_LOG_FILE"] = log_file
         env["env_vars"] = {**env_vars_of(env), "SKYRL_LOG_FILE": log_file}
-    ray.init(runtime_env=env, log_to_driver=True)
+    logging_config = ray.LoggingConfig(encoding="TEXT", log_level="INFO") if worker_log is not None else None
+    ray.init(runtime_env=env, log_to_driver=True, logging_config=logging_config)
     sync_registries()
 
 

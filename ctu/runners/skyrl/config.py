@@ -325,10 +325,17 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
             CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
+    import contextlib
     from datetime import datetime
 
     from ctu.errors import CtuError
-    from ctu.runners.console import route_driver_logs
+    from ctu.runners.console import (
+        DETACHED_LOGGERS,
+        DRIVER_DETACHED_LOGGERS,
+        route_driver_logs,
+        route_library_logs,
+        stderr_to,
+    )
     from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
@@ -337,7 +344,12 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
     backend = backend_params(spec, SkyRLParams)
     run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
     log_file = run.path / "logs" / f"skyrl-{datetime.now():%y%m%d_%H%M%S}.log"
-    route_driver_logs(log_file, verbose)  # before SkyRL's config imports vLLM, whose import warns
+    import ray
+    import torch  # noqa: F401  (its logger gets its handler on import)
+
+    # before SkyRL's config imports vLLM, whose import warns; loguru is SkyRL's logger here too
+    route_driver_logs(log_file, verbose, DETACHED_LOGGERS + DRIVER_DETACHED_LOGGERS)
+    route_library_logs(log_file, verbose)
     resume_step = latest_checkpoint_step(run.path) if resume else None
     if resume and resume_step is None:
         raise RunError(f"{run.path} has no checkpoint to resume from")
@@ -350,13 +362,13 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
         print(f"preflight: {line}", flush=True)
     run.path.mkdir(parents=True, exist_ok=True)
     prepare_data(components, data_dir)
-    import ray
-
     from ctu.runners.skyrl.experiment import skyrl_entrypoint
     from ctu.spec.secrets import secret_values
 
     sweep_shared_memory()  # what the run's killed processes leave in /dev/shm, once this process is gone
-    init_ray(config, backend)
+    with contextlib.nullcontext() if verbose else stderr_to(log_file):  # Ray's connection and packaging lines
+        init_ray(config, backend, None if verbose else log_file)
+    route_driver_logs(log_file, verbose, DETACHED_LOGGERS + DRIVER_DETACHED_LOGGERS)  # Ray's logging config reset them
     seen, problems = check_nodes(backend, modules)
     for line in seen:
         print(f"preflight: {line}", flush=True)
