@@ -117,6 +117,8 @@ def test_sft_data_is_checked_by_validate_and_runs_on_the_tinker_backend_only(tas
     assert good.returncode == 0, good.stderr
     explained = ctu("explain", str(spec), f"data.sft={tmp_path / 'sft' / 'train.parquet'}")
     assert "# schedule: 9 SFT conversations at 4 a step: 2 SFT step(s) per epoch" in explained.stdout
+    planned = ctu("run", str(spec), f"data.sft={tmp_path / 'sft'}", "--dry-run")
+    assert planned.returncode == 0 and f"SFT step(s) of 4 conversations from {tmp_path / 'sft'}" in " ".join(planned.stdout.split())
     missing = ctu("validate", str(spec), f"data.sft={tmp_path / 'nowhere'}")
     assert missing.returncode == 2 and "data.sft: " in missing.stderr and "is not SFT data" in missing.stderr
     skyrl = ctu("validate", str(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"), f"data.sft={tmp_path / 'sft'}")

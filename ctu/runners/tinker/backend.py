@@ -63,11 +63,15 @@ class TinkerBackend:
         params = self.params
         server = ("start SkyRL's Tinker API server (JAX backend) on 127.0.0.1" if params.local
                   else f"use the Tinker server at {params.base_url}")
+        steps = f"up to {spec.trainer.max_steps or 'all'}"
+        work = (f"model {spec.model.path}, LoRA rank {params.lora_rank}, loss cross_entropy on the assistant's tokens",
+                f"{steps} SFT step(s) of {spec.trainer.train_batch_size} conversations from {spec.data.sft}")
+        if spec.data.sft is None:
+            work = (f"model {spec.model.path}, LoRA rank {params.lora_rank}, loss {params.loss}",
+                    f"{steps} step(s) of {spec.trainer.train_batch_size} tasks x {spec.rollout.n_samples_per_prompt} samples")
         return LaunchPlan("resolved spec", dump_spec(spec), [
             server,
-            f"model {spec.model.path}, LoRA rank {params.lora_rank}, loss {params.loss}",
-            f"up to {spec.trainer.max_steps or 'all'} step(s) of {spec.trainer.train_batch_size} tasks x "
-            f"{spec.rollout.n_samples_per_prompt} samples",
+            *work,
             f"evaluate {', '.join(spec.data.test_sets) or 'no test sets'} every {spec.trainer.eval_interval} step(s)",
             f"write results under {run_dir.path}",
         ])
