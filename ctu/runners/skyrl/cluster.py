@@ -61,14 +61,14 @@ def runtime_env(config: Any, backend: SkyRLParams, worker_log: Path | None = Non
     bars are SkyRL's and the libraries', not ctu's), then the spec's `backend.runtime_env` variables (last). Every
     worker starts in ctu's setup hook (`ctu.runners.skyrl.worker_setup`), which appends its standard error to
     `worker_log` (vLLM's logs written there too: ``VLLM_LOGGING_STREAM``; None: a verbose run, the workers' output
-    stays on the console) and then calls the spec's own hook. Never a secret: Ray's runtime-env agent logs the whole env on every node (keys go to the entrypoint,
-    `run_skyrl`)."""
+    stays on the console) and then calls the spec's own hook. Never a secret: Ray's runtime-env agent logs the
+    whole env on every node (keys go to the entrypoint, `run_skyrl`)."""
     from skyrl.train.utils.utils import prepare_runtime_environment
 
     from ctu.runners.console import PROGRESS_OFF
     from ctu.runners.skyrl import worker_setup
 
-    quiet = {worker_setup.LOG_ENV: str(worker_log), "VLLM_LOGGING_STREAM": "ext://sys.stderr"} if worker_log is not None else {}
+    quiet = {} if worker_log is None else {worker_setup.LOG_ENV: str(worker_log), "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
     env_vars: dict[str, str] = {**prepare_runtime_environment(config), **driver_environment(), **PROGRESS_OFF, **quiet,
                                 **backend.runtime_env.env_vars}
     if backend.runtime_env.worker_process_setup_hook:
