@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from ctu.runners.backend import backend_of
 from ctu.runners.console import silence_progress_bars
 from ctu.runners.rundir import RunDir, RunError
 from ctu.spec import LoadedSpec, Spec, load_spec, spec_hash
+from ctu.spec.paths import absolute_paths
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -44,6 +46,8 @@ def spec_changes(before: object, after: object, path: str = "") -> list[str]:
 def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, resume: Path | None,
                      allow_spec_change: bool = False) -> tuple[LoadedSpec, Path | None, list[str]]:
     """The spec to run (with its warnings), when resuming its run directory, and the spec keys the resume changes.
+    The local files a new run's spec names are made absolute (`ctu.spec.paths.absolute_paths`): its Ray workers, a
+    resume and `ctu eval --run-dir` read the same files from any folder.
 
     A resume runs the run's own spec, on the backend that wrote it: overrides may change `RESUMABLE_CHANGES` only,
     and the run's ``spec.resolved.yaml`` must still be the spec it started with (its hash in ``spec.sha256``),
@@ -61,7 +65,7 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
             from ctu.runners.smoke import smoke_spec
 
             loaded = smoke_spec(loaded.spec)
-        return loaded, None, []
+        return replace(loaded, spec=absolute_paths(loaded.spec)), None, []
     resolved = resume / "spec.resolved.yaml"
     if not resume.is_dir():
         raise RunError(f"--resume {resume}: no such directory")
@@ -74,7 +78,7 @@ def resolve_run_spec(spec_path: str | None, overrides: list[str], smoke: bool, r
             from ctu.runners.smoke import smoke_spec
 
             given = smoke_spec(given).spec
-        if spec_hash(given) != spec_hash(loaded.spec):
+        if spec_hash(absolute_paths(given)) != spec_hash(loaded.spec):
             raise RunError(f"{spec_path} differs from the spec of the run in {resume}; resume without naming a spec")
     return loaded, resume, _resume_changes(RunDir(resume), loaded.spec, allow_spec_change)
 
