@@ -110,7 +110,7 @@ def test_rejection_sampling_keeps_a_teachers_successes_once_each_and_at_most_n_p
     assert nothing.returncode == 2 and "no source of SFT data" in nothing.stderr
 
 
-def test_sft_data_is_checked_by_validate_and_runs_on_the_tinker_backend_only(task_set: Path, tmp_path: Path):
+def test_sft_data_is_checked_by_validate_and_planned_on_both_backends(task_set: Path, tmp_path: Path):
     spec = sft_spec(tmp_path, task_set)
     assert ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft"), "--no-tokens").returncode == 0
     good = ctu("validate", str(spec), f"data.sft={tmp_path / 'sft'}")
@@ -121,8 +121,13 @@ def test_sft_data_is_checked_by_validate_and_runs_on_the_tinker_backend_only(tas
     assert planned.returncode == 0 and f"SFT step(s) of 4 conversations from {tmp_path / 'sft'}" in " ".join(planned.stdout.split())
     missing = ctu("validate", str(spec), f"data.sft={tmp_path / 'nowhere'}")
     assert missing.returncode == 2 and "data.sft: " in missing.stderr and "is not SFT data" in missing.stderr
-    skyrl = ctu("validate", str(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"), f"data.sft={tmp_path / 'sft'}")
-    assert skyrl.returncode == 2 and "SFT runs on the tinker backend" in skyrl.stderr
+    skyrl = str(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml")
+    split = ctu("validate", skyrl, f"data.sft={tmp_path / 'sft'}", "trainer.micro_train_batch_size_per_gpu=3")
+    assert split.returncode == 2 and "trainer.micro_train_batch_size_per_gpu: must divide an SFT step's conversations" in split.stderr
+    on_skyrl = ctu("run", skyrl, f"data.sft={tmp_path / 'sft'}", "--dry-run")
+    assert on_skyrl.returncode == 0, on_skyrl.stderr
+    assert "# SkyRL SFT config (accepted by SkyRL's validate_sft_cfg)" in on_skyrl.stdout
+    assert "pretokenized_dataset_paths:" in on_skyrl.stdout and "SkyRL's SFTTrainer" in on_skyrl.stdout
 
 
 def test_grpo_from_a_runs_export_needs_the_export_and_an_explicit_reference(tmp_path: Path):

@@ -147,8 +147,9 @@ class Data(Section):
     sft: str | None = Field(None, min_length=1)
     """SFT conversations (`ctu data sft`'s folder, or its `train.parquet`): with it, the run fine-tunes the policy
     on them (cross-entropy on the assistant's tokens, tokenised as GRPO tokenises episodes; `trainer.train_batch_size`
-    conversations a step) instead of GRPO, with the same evaluations, checkpoints and exports. On the `tinker`
-    backend. `train` still names the tasks the conversations are of."""
+    conversations a step) instead of GRPO, with the same checkpoints and exports: on the `tinker` backend with LoRA
+    and the same evaluations, on the `skyrl` backend through SkyRL's `SFTTrainer` (full fine-tuning, no evaluation
+    during the run). `train` still names the tasks the conversations are of."""
 
     def evaluation_sets(self) -> dict[str, DatasetSource]:
         """What every evaluation during training runs, by the name its metrics carry: the validation set as

@@ -232,3 +232,23 @@ def test_filtering_off_policy_correction_and_async_reach_skyrl_which_accepts_the
     assert config.trainer.fully_async.sample_full_batch and config.trainer.algorithm.zero_variance_filter
     assert config.trainer.algorithm.dynamic_sampling.type is None and config.trainer.algorithm.policy_loss_type == "rollout_is"
     assert config.generator.sampling_params.logprobs == 0  # the loss reads the sampler's logprobs
+
+
+def test_an_sft_spec_resolves_to_skyrls_sft_config_with_absolute_paths_resuming_only_when_asked(tmp_path: Path, monkeypatch):
+    """An SFT spec on the skyrl backend (the CPU backend's overrides) becomes SkyRL's `SFTConfig`, accepted by its
+    `validate_sft_cfg`: the spec's batches, steps, optimizer and folders, the policy worker's overrides applied to
+    the config the workers get, pretokenized rows, and `resume_from` only on a resume."""
+    from ctu.runners.skyrl.sft import resolve_sft_config
+
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", ["trainer.optimizer.lr=0.002"]).spec
+    config, workers = resolve_sft_config(spec, Path("runs/x/data/sft_tokens.parquet"), Path("runs/x"))
+    assert config.strategy == "fsdp" and config.batch_size == 4 and config.num_epochs == 2 and config.max_training_steps == 2
+    assert config.pretokenized_dataset_paths == [str(tmp_path / "runs" / "x" / "data" / "sft_tokens.parquet")]
+    assert config.ckpt_path == str(tmp_path / "runs" / "x" / "checkpoints") and config.export_path == str(tmp_path / "runs" / "x" / "exports")
+    assert config.optimizer_config.lr == 0.002 and config.max_length == spec.model.max_model_len
+    assert config.resume_from == "" and not config.remove_microbatch_padding and config.hf_save_interval > 0
+    assert workers.trainer.flash_attn is False and workers.trainer.policy.model.path == config.model.path
+    assert workers.trainer.log_path == str(tmp_path / "runs" / "x" / "logs")
+    resumed, _ = resolve_sft_config(spec, Path("t.parquet"), Path("runs/x"), resume=True)
+    assert resumed.resume_from == "latest"

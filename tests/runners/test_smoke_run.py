@@ -239,28 +239,6 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
     assert calls
 
 
-def test_ctu_eval_before_and_after_training_on_the_builtin_model(smoke_run: Path, tmp_path: Path):
-    """`ctu eval specs/smoke.yaml --limit 2` (the spec's own model, served by a local Tinker server), the same on
-    the trained run's newest policy (`--run-dir`: its Hugging Face export), and `ctu compare` of the two."""
-    ctu = ctu_command
-    base = ctu("eval", "specs/smoke.yaml", "--limit", "2", f"experiment.output_dir={tmp_path}")
-    assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-3000:]
-    assert "smoke · base" in base.stdout and "2 episode(s) run" in base.stdout
-    before = tmp_path / "smoke" / "eval" / "base"
-    after = smoke_run / "eval" / "smoke-step2"
-    trained = ctu("eval", "--run-dir", str(smoke_run), "--limit", "2")  # the run's own spec, its newest export
-    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
-    for folder in (before, after):
-        report = json.loads((folder / "eval.json").read_text())
-        assert report["overall"]["episodes"] == 2 and "1" in report["overall"]["pass^k"]
-        assert len((folder / "trajectories.jsonl").read_text().splitlines()) == 2
-        assert (folder / "eval.png").stat().st_size > 1000
-    assert json.loads((after / "eval.json").read_text())["policy"] == "smoke-step2"
-    compared = subprocess.run([sys.executable, "-m", "ctu.cli", "compare", str(before), str(after)], cwd=REPO,
-                              capture_output=True, text=True, env=run_env())
-    assert compared.returncode == 0 and "smoke-step2" in compared.stdout and "base" in compared.stdout
-
-
 def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_lines(killed_run: KilledAndResumed):
     """The killed run's Tinker server ended with it; its first step's lines were kept; `ctu run` of the same run
     again is refused with a pointer to `--resume`; the resumed run trained the second step once, each step's four
@@ -309,9 +287,13 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
     scripted user; retail's two tasks do not fit its three turns and are rejected), `ctu run` of the SFT stage (two
     steps of Tinker's `cross_entropy` on the built-in model, a checkpoint, an export, the test set's evaluation),
     `ctu run` of GRPO from that export, `ctu eval` of the GRPO run's policy. Before the SFT stage has run, the GRPO
-    stage's spec is refused, naming the stage to run first. (A test task in SFT data is an error:
-    tests/test_sft_data.py.)"""
+    stage's spec is refused, naming the stage to run first. The same SFT stage runs on the skyrl backend too
+    (SkyRL's SFTTrainer on a Ray cluster of logical GPUs, launched as tests/runners/test_skyrl_cpu.py launches
+    GRPO); `ctu eval` of its export and `ctu compare` with the GRPO run's evaluation follow. (A test task in SFT data is an error: tests/test_sft_data.py.)"""
     import yaml
+
+    from tests.skyrl_cpu.cluster import RayCluster
+    from tests.skyrl_cpu.cluster import ctu_run as uv_ctu_run
 
     recipe = REPO / "specs" / "recipes" / "cpu_mock"
     runs = tmp_path / "runs" / "cpu_recipe"
@@ -343,8 +325,30 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
     assert step["step"] == 1 and step["train/groups"] == 2 and "train/sft_conversations" not in step
     assert (runs / "grpo" / "exports" / "global_step_1" / "policy" / "config.json").exists()
     resolved = yaml.safe_load((runs / "grpo" / "spec.resolved.yaml").read_text())
-    assert resolved["model"]["path"] == "runs/cpu_recipe/sft/exports/global_step_2/policy" and resolved["data"]["sft"] is None
+    assert resolved["model"]["path"] == str(export) and resolved["data"]["sft"] is None  # absolute: read from anywhere
 
     ctu("eval", "--run-dir", "runs/cpu_recipe/grpo", "--limit", "1")
     report = json.loads((runs / "grpo" / "eval" / "grpo-step1" / "eval.json").read_text())
     assert report["policy"] == "grpo-step1" and report["overall"]["episodes"] == 1
+
+    # the SFT stage on the skyrl backend, from the repository's root (Ray's uv hook), on the same SFT data
+    on_skyrl = tmp_path / "sft_skyrl.yaml"
+    on_skyrl.write_text(yaml.safe_dump({"extends": [str(recipe / "sft.yaml"), str(REPO / "tests" / "skyrl_cpu" / "backend_cpu.yaml")],
+                                        "experiment": {"name": "sft_skyrl", "output_dir": str(runs)},
+                                        "data": {"sft": str(runs / "sft_data")}}))
+    with RayCluster(tmp_path / "ray.log") as cluster:
+        trained = uv_ctu_run([str(on_skyrl)], {"RAY_ADDRESS": cluster.address})
+        assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+        assert "SFT data: 2 conversations" in trained.stdout and "Patched" not in trained.stdout + trained.stderr
+    lines = metrics(runs / "sft_skyrl")
+    assert [line["step"] for line in lines] == [1, 2]
+    assert lines[0]["train/sft_loss_per_token"] > lines[1]["train/sft_loss_per_token"] > 0  # the same 2 rows each step
+    assert json.loads((runs / "sft_skyrl" / "state.json").read_text()) == {"backend": "skyrl", "step": 2}
+    assert (runs / "sft_skyrl" / "checkpoints" / "global_step_2" / "trainer_state.pt").exists()
+    ctu("eval", "--run-dir", "runs/cpu_recipe/sft_skyrl", "--limit", "1")  # its Hugging Face export, served
+    skyrl_eval = runs / "sft_skyrl" / "eval" / "sft_skyrl-step2"
+    assert json.loads((skyrl_eval / "eval.json").read_text())["overall"]["episodes"] == 1
+    assert (skyrl_eval / "eval.png").stat().st_size > 1000
+    compared = subprocess.run([sys.executable, "-m", "ctu.cli", "compare", str(skyrl_eval), str(runs / "grpo" / "eval" / "grpo-step1")],
+                              cwd=tmp_path, capture_output=True, text=True, env=run_env())
+    assert compared.returncode == 0 and "evaluations compared" in compared.stdout, compared.stderr

@@ -43,15 +43,12 @@ class SkyRLBackend:
         self.params = params
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
-        """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`), colocated engines that
-        do not fill them, `skyrl_overrides` naming no SkyRL field or setting what ctu keeps or ignores, and SFT
-        (`data.sft`), which this backend does not run."""
+        """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`, or for SFT its
+        `SFTTrainer`'s), colocated engines that do not fill them, and `skyrl_overrides` naming no SkyRL field or
+        setting what ctu keeps or ignores."""
         yield from _placement_errors(spec, self.params)
         yield from _async_errors(spec, self.params)
         yield from _override_errors(self.params)
-        if spec.data.sft is not None:
-            yield SpecIssue("data.sft", "SFT runs on the tinker backend (`backend: {type: tinker}`; on a CPU, "
-                                        "`local: true`); the skyrl backend trains GRPO only")
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """Many more full-model exports than `hf_save_interval` says: SkyRL exports the policy at every epoch's end
@@ -88,9 +85,13 @@ class SkyRLBackend:
         here (expected on a machine without GPUs)."""
         from ctu.runners.skyrl.config import resolve_skyrl_config
         from ctu.runners.skyrl.preflight import INSTALL_GPU, missing_gpu_packages
+        from ctu.runners.skyrl.sft import TOKENS_FILE, resolve_sft_config
 
         try:
-            resolve_skyrl_config(spec, run_dir / "data", run_dir)
+            if spec.data.sft is not None:
+                resolve_sft_config(spec, run_dir / "data" / TOKENS_FILE, run_dir)
+            else:
+                resolve_skyrl_config(spec, run_dir / "data", run_dir)
         except (ValueError, AssertionError, TypeError) as error:
             return [f"SkyRL rejects the resolved config: {type(error).__name__}: {error}"], []
         missing = missing_gpu_packages()
@@ -103,9 +104,14 @@ class SkyRLBackend:
             SpecError: SkyRL rejects the resolved config.
         """
         from ctu.runners.skyrl.config import config_yaml, launch_plan, resolve_skyrl_config
+        from ctu.runners.skyrl.sft import TOKENS_FILE, resolve_sft_config, sft_config_yaml, sft_launch_plan
         from ctu.spec import SpecError
 
         try:
+            if spec.data.sft is not None:
+                sft_config, _ = resolve_sft_config(spec, run_dir.path / "data" / TOKENS_FILE, run_dir.path)
+                return LaunchPlan("SkyRL SFT config (accepted by SkyRL's validate_sft_cfg)", sft_config_yaml(sft_config),
+                                  sft_launch_plan(spec, run_dir.path))
             config = resolve_skyrl_config(spec, run_dir.path / "data", run_dir.path)
         except (ValueError, AssertionError, TypeError) as error:
             raise SpecError([SpecIssue("backend", f"SkyRL rejects the resolved config: {error}")], spec.experiment.name) from None
@@ -113,10 +119,13 @@ class SkyRLBackend:
                           launch_plan(spec, run_dir.path / "data", run_dir.path))
 
     def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
-        """`ctu.runners.skyrl.config.run_skyrl` (`progress`: the libraries' bars, turned off in `ctu.runners.launch`)."""
+        """`ctu.runners.skyrl.config.run_skyrl`, or for SFT (`data.sft`) `ctu.runners.skyrl.sft.run_skyrl_sft`
+        (`progress`: the libraries' bars, turned off in `ctu.runners.launch`)."""
         from ctu.runners.skyrl.config import run_skyrl
+        from ctu.runners.skyrl.sft import run_skyrl_sft
 
-        return run_skyrl(spec, run_dir.path, resume=resume, verbose=verbose).get("step", 0)
+        launch = run_skyrl_sft if spec.data.sft is not None else run_skyrl
+        return launch(spec, run_dir.path, resume=resume, verbose=verbose).get("step", 0)
 
     def policies(self, run_dir: RunDir) -> dict[int, str]:
         """The run's Hugging Face exports (``exports/global_step_N/policy``, every `hf_save_interval` steps, at
@@ -134,6 +143,15 @@ class SkyRLBackend:
 def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
     trainer = spec.trainer
     world = params.num_nodes * params.num_gpus_per_node
+    if spec.data.sft is not None:  # SFT: a step's conversations split over data-parallel GPUs (SFTTrainer's check)
+        if trainer.train_batch_size % world:
+            yield SpecIssue("trainer.train_batch_size", f"an SFT step's conversations ({trainer.train_batch_size}) "
+                                                        f"must be divisible by the number of policy GPUs ({world})")
+        elif (trainer.train_batch_size // world) % trainer.micro_train_batch_size_per_gpu:
+            yield SpecIssue("trainer.micro_train_batch_size_per_gpu",
+                            f"must divide an SFT step's conversations per GPU ({trainer.train_batch_size // world}); "
+                            f"got {trainer.micro_train_batch_size_per_gpu}")
+        return
     sequences = trainer.policy_mini_batch_size * spec.rollout.n_samples_per_prompt
     if sequences % world:
         yield SpecIssue(

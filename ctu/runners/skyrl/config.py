@@ -299,6 +299,32 @@ def restart_finished_epoch(run_dir: Path, step: int, train_data: Path, batch_siz
     return True
 
 
+def join_cluster(config: Any, backend: SkyRLParams, modules: tuple[str, ...], log_file: Path, verbose: bool) -> None:
+    """Join (or start) the Ray cluster for a run whose SkyRL config is `config` (`cluster.init_ray`; Ray's
+    connection and packaging lines to `log_file` unless `verbose`), after sweeping what killed runs left in
+    ``/dev/shm``, then check every GPU node in the workers' own environment (`cluster.check_nodes`, a line printed
+    per node).
+
+    Raises:
+        PreflightError: a node lacks `modules`, CUDA sees no GPU there, or the placement does not fit.
+    """
+    import contextlib
+
+    from ctu.runners.console import DETACHED_LOGGERS, DRIVER_DETACHED_LOGGERS, route_driver_logs, stderr_to
+    from ctu.runners.skyrl.cluster import check_nodes, init_ray
+    from ctu.runners.skyrl.preflight import raise_problems
+    from ctu.runners.watchdog import sweep_shared_memory
+
+    sweep_shared_memory()  # what the run's killed processes leave in /dev/shm, once this process is gone
+    with contextlib.nullcontext() if verbose else stderr_to(log_file):  # Ray's connection and packaging lines
+        init_ray(config, backend, None if verbose else log_file)
+    route_driver_logs(log_file, verbose, DETACHED_LOGGERS + DRIVER_DETACHED_LOGGERS)  # Ray's logging config reset them
+    seen, problems = check_nodes(backend, modules)
+    for line in seen:
+        print(f"preflight: {line}", flush=True)
+    raise_problems("this Ray cluster", problems)
+
+
 def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
     """Launch `spec` through SkyRL on the Ray cluster at ``RAY_ADDRESS`` (or a one-node cluster started here),
     after the preflight checks; returns the final state.
@@ -325,21 +351,13 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
             CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
-    import contextlib
     from datetime import datetime
 
     from ctu.errors import CtuError
-    from ctu.runners.console import (
-        DETACHED_LOGGERS,
-        DRIVER_DETACHED_LOGGERS,
-        route_driver_logs,
-        route_library_logs,
-        stderr_to,
-    )
+    from ctu.runners.console import DETACHED_LOGGERS, DRIVER_DETACHED_LOGGERS, route_driver_logs, route_library_logs
     from ctu.runners.rundir import RunError
-    from ctu.runners.skyrl.cluster import check_nodes, init_ray, joining_cluster
-    from ctu.runners.skyrl.preflight import check_skyrl_run, raise_problems, required_modules
-    from ctu.runners.watchdog import sweep_shared_memory
+    from ctu.runners.skyrl.cluster import joining_cluster
+    from ctu.runners.skyrl.preflight import check_skyrl_run, required_modules
 
     backend = backend_params(spec, SkyRLParams)
     run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
@@ -365,14 +383,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
     from ctu.runners.skyrl.experiment import skyrl_entrypoint
     from ctu.spec.secrets import secret_values
 
-    sweep_shared_memory()  # what the run's killed processes leave in /dev/shm, once this process is gone
-    with contextlib.nullcontext() if verbose else stderr_to(log_file):  # Ray's connection and packaging lines
-        init_ray(config, backend, None if verbose else log_file)
-    route_driver_logs(log_file, verbose, DETACHED_LOGGERS + DRIVER_DETACHED_LOGGERS)  # Ray's logging config reset them
-    seen, problems = check_nodes(backend, modules)
-    for line in seen:
-        print(f"preflight: {line}", flush=True)
-    raise_problems("this Ray cluster", problems)
+    join_cluster(config, backend, modules, log_file, verbose)
     run.write_spec(spec)
     run.write_state({"backend": "skyrl", "step": resume_step or 0})
     if resume_step is not None and restart_finished_epoch(run.path, resume_step, data_dir / "train.parquet",

@@ -131,15 +131,16 @@ def endpoint_problems(spec: Spec, check: Callable[[OpenAIEndpointParams], str | 
     return problems
 
 
-def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MODULES) -> list[str]:
-    """Every check that can run before Ray starts: `endpoint_problems`, and `preflight_problems` when the run
-    starts its own cluster on this machine (not `joining` one); returns a line per check that passed.
+def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MODULES, endpoints: bool = True) -> list[str]:
+    """Every check that can run before Ray starts: `endpoint_problems` (when `endpoints`: an SFT run calls none),
+    and `preflight_problems` when the run starts its own cluster on this machine (not `joining` one); returns a
+    line per check that passed.
 
     Raises:
         PreflightError: listing every problem.
     """
     passed: list[str] = []
-    problems = endpoint_problems(spec, passed=passed)
+    problems = endpoint_problems(spec, passed=passed) if endpoints else []
     if not joining:
         gpu_problems = preflight_problems(backend_params(spec, SkyRLParams), modules=modules)
         problems += gpu_problems

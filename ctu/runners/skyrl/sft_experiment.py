@@ -1,0 +1,48 @@
+"""SkyRL's `SFTTrainer` as ctu runs it on Ray: ctu's trackers instead of SkyRL's (the run's metrics file, the
+console table, wandb), the step's figures under ctu's names, and SkyRL's and the libraries' logs in the run's log
+file. Run by `ctu.runners.skyrl.sft.sft_main` in the run's Ray entrypoint.
+
+Imported only there, once the libraries' logs are routed (it imports torch and skyrl's SFT trainer, whose import
+logs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skyrl.train.sft_trainer import SFTTrainer
+
+from ctu.composition import build_components
+from ctu.metrics import TRAIN, metric
+from ctu.runners.skyrl.experiment import CtuTracking
+from ctu.spec import Spec, spec_to_dict
+
+SKYRL_NAMES = {
+    "train/loss": metric(TRAIN, "sft_loss_per_token"),
+    "train/actual_num_tokens": metric(TRAIN, "sft_tokens"),
+}
+"""SkyRL's SFT figures that the tinker backend's SFT logs under another name (SkyRL's ``train/loss`` is the mean
+over the step's trained tokens: its collator scales the loss mask by one over their count; its token count is of
+every real token of the step, prompt included)."""
+
+
+class CtuSFTTrainer(SFTTrainer):
+    """`SFTTrainer` that logs through ctu's trackers (`CtuTracking`), started in the run directory with the spec
+    (dropping the lines of steps after `resume_step` first), and renames `SKYRL_NAMES`."""
+
+    def __init__(self, config: Any, skyrl_config: Any, spec: Spec, run_dir: Path, resume_step: int | None) -> None:
+        super().__init__(config, skyrl_cfg=skyrl_config)
+        self.spec, self.run_dir, self.resume_step = spec, run_dir, resume_step
+
+    def _init_tracker(self) -> None:
+        components = build_components(self.spec)
+        trackers = components.trackers
+        trackers.start(self.run_dir, self.spec.experiment.name, components.project, spec_to_dict(self.spec),
+                       resume_step=self.resume_step)
+        self.tracker = _RenamingTracking(trackers)
+
+
+class _RenamingTracking(CtuTracking):
+    def log(self, data: dict[str, object], step: int, commit: bool = False) -> None:
+        super().log({SKYRL_NAMES.get(key, key): value for key, value in data.items()}, step, commit)
