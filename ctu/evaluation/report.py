@@ -14,6 +14,8 @@ Definitions (per test set, and over every test set as ``overall`` when there are
   policy turns whose tool call could not be parsed or that were empty, per policy turn.
 - ``policy_tokens_per_episode``: tokens the policy generated (as the spec's tokenizer counts them);
   ``turns_per_episode``: policy turns.
+- ``by_task``: ``{"domain/task_id": [successes, trials]}`` over the episodes without an infrastructure error: what
+  `ctu compare`'s paired bootstrap resamples (`ctu.evaluation.comparison`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
                                    for line in valid) / turns) if turns else 0.0,
         "turns_per_episode": mean(float(line.get("policy_turns") or 0) for line in valid),
         "policy_tokens_per_episode": mean(float(line.get("policy_tokens") or 0) for line in valid),
+        "by_task": {task: [sum(results), len(results)] for task, results in sorted(by_task.items())},
     })
     return result
 
@@ -128,33 +131,49 @@ def report_table(report: dict[str, Any]) -> Any:
 
 
 def comparison_table(reports: list[dict[str, Any]]) -> Any:
-    """A rich `Table` putting several evaluations side by side: a row per (test set, policy), grouped by test
-    set (``overall`` last)."""
+    """Several evaluations side by side, readable in an 80-column terminal: a table per test set (``overall`` last
+    when a result holds several), a row per figure and a column per evaluation; then, for each evaluation after
+    the first, its success rate's difference from the first with the paired bootstrap's 95% interval and whether
+    it excludes 0 (`ctu.evaluation.comparison`), and a note for test sets whose results hold different tasks."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
+
+    from ctu.evaluation.comparison import differences, task_mismatches
 
     names: list[str] = []
     for report in reports:
         names += [name for name in report["by_test_set"] if name not in names]
     if any(len(report["by_test_set"]) > 1 for report in reports):
         names.append("overall")
-
-    def group(report: dict[str, Any], name: str) -> dict[str, Any] | None:
-        return report["overall"] if name == "overall" else report["by_test_set"].get(name)
-
-    ks = _ks([g for r in reports for name in names if (g := group(r, name)) is not None])
-    table = Table(title="evaluations compared")
-    table.add_column("test set")
-    table.add_column("policy")
-    for _, title, _ in SHOWN:
-        table.add_column(title, justify="right")
-    for k in ks:
-        table.add_column(f"pass^{k}", justify="right")
+    found = differences(reports, names)
+    parts: list[Any] = []
     for name in names:
-        for report in reports:
-            values = group(report, name)
-            if values is not None:
-                table.add_row(name, str(report["policy"]), *_row(values, ks))
-    return table
+        held = [(report, group) for report in reports
+                if (group := report["overall"] if name == "overall" else report["by_test_set"].get(name)) is not None]
+        ks = _ks([group for _, group in held])
+        table = Table(title=f"{name}: evaluations compared")
+        table.add_column("figure", no_wrap=True)
+        for report, _ in held:
+            table.add_column(str(report["policy"]), justify="right", overflow="fold")
+        rows = [_row(group, ks) for _, group in held]
+        for index, title in enumerate([title for _, title, _ in SHOWN] + [f"pass^{k}" for k in ks]):
+            table.add_row(title, *(row[index] for row in rows))
+        here = {d.policy: d for d in found if d.test_set == name}
+        if here:
+            table.add_section()
+            cells = [here.get(str(report["policy"])) for report, _ in held]
+            table.add_row(f"success - {reports[0]['policy']}", *("" if d is None else f"{d.difference:+.3f}" for d in cells))
+            table.add_row("95% interval", *("" if d is None else f"[{d.low:+.3f}, {d.high:+.3f}]" for d in cells))
+            table.add_row("excludes 0", *("" if d is None else ("yes" if d.significant else "no") for d in cells))
+        parts.append(table)
+    if found:
+        parts.append(Text("success - FIRST: the difference from the first evaluation over the tasks both\n"
+                          "ran; its 95% interval from a paired bootstrap over those tasks (excludes 0: a\n"
+                          "real difference at that level)"))
+    for line in task_mismatches(reports):
+        parts.append(Text(f"different tasks under one name: {line}", style="yellow"))
+    return Group(*parts)
 
 
 def _axes_for(reports: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -163,13 +182,20 @@ def _axes_for(reports: list[dict[str, Any]], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ctu.evaluation.comparison import differences
+
     figure, (bars, curves) = plt.subplots(1, 2, figsize=(11, 4))
     names = sorted({name for report in reports for name in report["by_test_set"]})
     width = 0.8 / max(len(reports), 1)
+    found = {(d.test_set, d.policy): d for d in differences(reports, names)} if len(reports) > 1 else {}
     for index, report in enumerate(reports):
         values = [report["by_test_set"].get(name, {}).get("success_rate", 0.0) for name in names]
         positions = [i + index * width for i in range(len(names))]
         bars.bar(positions, values, width=width, label=str(report["policy"]))
+        for position, value, name in zip(positions, values, names):
+            if (d := found.get((name, str(report["policy"])))) is not None:  # the paired difference from the first
+                bars.annotate(f"{d.difference:+.2f}{'*' if d.significant else ''}\n[{d.low:+.2f}, {d.high:+.2f}]",
+                              (position, min(value, 0.85)), ha="center", va="bottom", fontsize="x-small")
         for name in names:
             passes = report["by_test_set"].get(name, {}).get("pass^k", {})
             if passes:
@@ -179,7 +205,7 @@ def _axes_for(reports: list[dict[str, Any]], path: Path, title: str) -> None:
     bars.set_xticks([i + width * (len(reports) - 1) / 2 for i in range(len(names))], names)
     bars.set_ylabel("success rate")
     bars.set_ylim(0, 1)
-    bars.set_title("success rate per test set")
+    bars.set_title("success rate per test set" + ("\n(vs the first: difference, 95% interval; * excludes 0)" if found else ""))
     from matplotlib.ticker import MaxNLocator
 
     curves.xaxis.set_major_locator(MaxNLocator(integer=True))

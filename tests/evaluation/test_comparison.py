@@ -1,0 +1,84 @@
+"""`ctu compare` says whether a difference is real: a paired bootstrap over tasks of the difference in success
+rate, a table that reads in 80 columns, and a flag on test sets whose results hold different tasks."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctu.evaluation.comparison import paired_bootstrap
+from ctu.evaluation.report import figures
+
+TASKS = 60
+
+
+def result(policy: str, skill: float, seed: int, trials: int = 4, tasks: list[str] | None = None) -> dict:
+    """An `eval.json` of `policy` on retail: each task has its own difficulty (the same for every policy, seeded by
+    the task), a trial succeeds with probability skill x (1 - difficulty), trials drawn with `seed`."""
+    draw = random.Random(seed)
+    lines = []
+    for task in tasks or [str(i) for i in range(TASKS)]:
+        difficulty = random.Random(task).random()
+        lines += [{"domain": "retail", "task_id": task, "raw_reward": float(draw.random() < skill * (1 - difficulty)),
+                   "reward": 0.0, "policy_turns": 4, "termination": "user_stop"} for _ in range(trials)]
+    group = figures(lines)
+    ids = [f"retail/{task}" for task in tasks or [str(i) for i in range(TASKS)]]
+    return {"spec": "retail", "policy": policy, "samples_per_task": trials, "by_test_set": {"retail": group},
+            "overall": group, "test_set_sources": {"retail": {"domain": "retail", "split": "test", "tasks_file": None,
+                                                              "tasks_sha256": None, "task_ids": ids}}}
+
+
+def test_the_interval_is_the_bootstrap_of_per_task_differences():
+    base, other = result("a", 0.5, 1)["overall"]["by_task"], result("b", 0.9, 2)["overall"]["by_task"]
+    tasks, difference, low, high = paired_bootstrap(base, other)
+    deltas = [other[t][0] / other[t][1] - base[t][0] / base[t][1] for t in base]
+    direct = sum(deltas) / len(deltas)
+    spread = math.sqrt(sum((d - direct) ** 2 for d in deltas) / len(deltas) / len(deltas))  # the mean's standard error
+    assert tasks == TASKS and difference == pytest.approx(direct)
+    assert low == pytest.approx(direct - 1.96 * spread, abs=0.02) and high == pytest.approx(direct + 1.96 * spread, abs=0.02)
+    same = {"t1": [1, 2], "t2": [0, 2]}
+    assert paired_bootstrap(same, same) == (2, 0.0, 0.0, 0.0)
+    assert paired_bootstrap({"x": [1, 1]}, {"y": [1, 1]}) is None  # no task in common
+
+
+def write(folder: Path, report: dict) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "eval.json").write_text(json.dumps(report))
+    return folder
+
+
+def compare(*folders: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctu.cli", "compare", *map(str, folders)], capture_output=True,
+                          text=True, env={**__import__("os").environ, "COLUMNS": "80"}, timeout=120)
+
+
+def test_compare_calls_the_same_policy_equal_and_a_better_one_better_in_80_columns(tmp_path: Path):
+    base = write(tmp_path / "base", result("base", 0.5, 1))
+    again = write(tmp_path / "again", result("base-again", 0.5, 2))  # the same policy, other samples
+    better = write(tmp_path / "better", result("better", 0.95, 3))
+    shown = compare(base, again, better)
+    assert shown.returncode == 0, shown.stderr
+    assert all(len(line) <= 80 for line in shown.stdout.splitlines()), shown.stdout
+    row = next(line for line in shown.stdout.splitlines() if line.startswith("│ excludes 0"))
+    assert [cell.strip() for cell in row.split("│")[2:5]] == ["", "no", "yes"]
+    assert "base-again" in shown.stdout and "success - base" in shown.stdout
+    assert "different tasks" not in shown.stdout
+
+
+def test_results_on_different_tasks_under_one_name_are_flagged_and_compared_on_the_shared_ones(tmp_path: Path):
+    base = write(tmp_path / "base", result("base", 0.5, 1))
+    fewer = write(tmp_path / "fewer", result("fewer", 0.5, 2, tasks=[str(i) for i in range(40, 80)]))
+    shown = compare(base, fewer)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "different tasks under one name: retail: fewer ran 40 task(s), base 60; 20 in common" in text
+    old = result("old", 0.5, 3)
+    del old["test_set_sources"], old["by_test_set"]["retail"]["by_task"]  # written before ctu recorded them
+    plain = compare(base, write(tmp_path / "old", old))
+    assert plain.returncode == 0 and "success - base" not in plain.stdout and "old" in plain.stdout
