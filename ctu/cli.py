@@ -226,6 +226,7 @@ def eval_(
     step: Annotated[int | None, typer.Option("--step", min=0, help="With --run-dir: the step whose checkpoint or export to evaluate.")] = None,
     test_set: Annotated[str | None, typer.Option("--test-set", help="Only this test set of the spec.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N tasks of each test set.")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Run the evaluation N times, each with seeds of its own: success and pass^k with their mean, standard deviation and 95% interval over the repeats.")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")] = 32,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default <output_dir>/<name>/eval/<policy>).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming the evaluation in --out.")] = False,
@@ -260,7 +261,7 @@ def eval_(
         choice.check()
         folder = out_dir or RunDir.of(spec).path / "eval" / choice.label()
         result = run_evaluation(spec, choice, folder, test_set=test_set, limit=limit, concurrency=concurrency,
-                                overwrite=overwrite, progress=progress)
+                                overwrite=overwrite, progress=progress, repeats=repeats)
     except KeyboardInterrupt:
         from ctu.evaluation.runner import TRAJECTORIES, read_lines
 

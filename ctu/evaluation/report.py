@@ -127,6 +127,18 @@ def report_table(report: dict[str, Any]) -> Any:
     titles = [title for _, title, _ in SHOWN] + [f"pass^{k}" for k in ks]
     for index, title in enumerate(titles):
         table.add_row(title, *(row[index] for row in rows))
+    repeats = report.get("repeats")
+    if isinstance(repeats, dict) and repeats.get("count", 1) > 1:  # `ctu.evaluation.repeats`
+        table.add_section()
+        spreads = [repeats["by_test_set"].get(name, {}) for name in groups]
+        shown = sorted({figure for spread in spreads for figure in spread}, key=lambda f: (f != "success_rate", f))
+        for figure in shown:
+            title = "success" if figure == "success_rate" else figure
+            cells = [spread.get(figure) for spread in spreads]
+            table.add_row(f"{title}, {repeats['count']} repeats", *("-" if c is None or c["sd"] is None else
+                                                                   f"{c['mean']:.3f} ± {c['sd']:.3f}" for c in cells))
+            table.add_row("  95% interval", *("-" if c is None or c["low"] is None else
+                                              f"[{c['low']:.3f}, {c['high']:.3f}]" for c in cells))
     return table
 
 

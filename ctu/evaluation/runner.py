@@ -53,21 +53,25 @@ class EvalPlan:
 
     Attributes:
         rows: test set name -> its task rows (at most `limit` each).
-        samples: samples per task (the spec's `rollout.eval_n_samples_per_prompt`).
+        samples: samples per task in each repeat (the spec's `rollout.eval_n_samples_per_prompt`).
+        repeats: how many times the evaluation runs, each repeat on samples of its own (`ctu.evaluation.repeats`).
     """
 
     rows: dict[str, list[TaskRow]]
     samples: int
+    repeats: int = 1
 
     def episodes(self) -> list[Key]:
-        """Every episode of the plan, test set by test set, task by task, sample by sample."""
+        """Every episode of the plan, test set by test set, task by task, sample by sample (repeat r's samples are
+        r x `samples` onwards)."""
         return [(name, str(row.extras["task_id"]), k) for name, rows in self.rows.items() for row in rows
-                for k in range(self.samples)]
+                for k in range(self.samples * self.repeats)]
 
 
-def plan_evaluation(components: Components, test_set: str | None = None, limit: int | None = None) -> EvalPlan:
+def plan_evaluation(components: Components, test_set: str | None = None, limit: int | None = None,
+                    repeats: int = 1) -> EvalPlan:
     """The plan for the test sets of the spec of `components` (or only `test_set`), each cut to its first `limit`
-    tasks.
+    tasks, run `repeats` times.
 
     Raises:
         EvalError: the spec has no test set, or none named `test_set`.
@@ -80,7 +84,7 @@ def plan_evaluation(components: Components, test_set: str | None = None, limit: 
         raise EvalError(f"no test set {test_set!r} in the spec; it has {', '.join(sets)}")
     rows = {name: found[:limit] if limit is not None else found for name, found in test_rows(components).items()
             if test_set is None or name == test_set}
-    return EvalPlan(rows, spec.rollout.eval_n_samples_per_prompt)
+    return EvalPlan(rows, spec.rollout.eval_n_samples_per_prompt, repeats)
 
 
 def test_set_sources(spec: Spec, plan: EvalPlan) -> dict[str, dict[str, object]]:
@@ -150,7 +154,7 @@ def _check_config(out_dir: Path, config: dict[str, object], overwrite: bool) -> 
 
 def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set: str | None = None,
                    limit: int | None = None, concurrency: int = 32, overwrite: bool = False,
-                   progress: bool = True) -> EvalResult:
+                   progress: bool = True, repeats: int = 1) -> EvalResult:
     """Evaluate `choice` on `spec`'s test sets; write ``trajectories.jsonl``, ``eval.json`` and ``eval.png`` in
     `out_dir`, and ctu's log (``eval.log``: each failed episode's traceback).
 
@@ -163,6 +167,9 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
         concurrency: episodes in flight at once.
         overwrite: delete an earlier evaluation in `out_dir` first.
         progress: show a progress bar.
+        repeats: run the evaluation this many times, each repeat with seeds of its own; ``eval.json``'s figures are
+            over every episode, and its ``repeats`` section gives each figure's spread between repeats (more
+            repeats into the same folder add to the repeats already there).
 
     Raises:
         EvalError: see `plan_evaluation`, `PolicyChoice.check`, and an `out_dir` holding another evaluation.
@@ -172,7 +179,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
 
     choice.check()
     components = build_components(spec)
-    plan = plan_evaluation(components, test_set, limit)
+    plan = plan_evaluation(components, test_set, limit, repeats)
     out_dir = Path(out_dir)
     config = {"spec": spec.experiment.name, "spec_hash": spec_hash(spec), "policy": choice.label(), "samples": plan.samples}
     _check_config(out_dir, config, overwrite)
@@ -188,7 +195,11 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines.values()), encoding="utf-8")
     planned = [lines[key] for key in plan.episodes() if key in lines]
     report = {**config, "test_sets": list(plan.rows), "created": datetime.datetime.now().isoformat(timespec="seconds"),
-              "test_set_sources": test_set_sources(spec, plan), **summarize(planned, plan.samples)}
+              "test_set_sources": test_set_sources(spec, plan), **summarize(planned, plan.samples * plan.repeats)}
+    if plan.repeats > 1:
+        from ctu.evaluation.repeats import across_repeats
+
+        report["repeats"] = across_repeats(planned, plan.samples, plan.repeats)
     (out_dir / RESULT).write_text(json.dumps(report, indent=2) + "\n")
     from ctu.evaluation.report import plot_report
 

@@ -164,16 +164,21 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
                               env={**__import__("os").environ, "COLUMNS": "250"}, timeout=600)
 
     with ScriptedOpenAIServer(default=policy) as server:
-        done = ctu("eval", str(spec_file), "--endpoint", server.base_url, "--model", "gold", "--limit", "3", "--no-progress")
+        done = ctu("eval", str(spec_file), "--endpoint", server.base_url, "--model", "gold", "--limit", "3", "--no-progress",
+                   "--repeats", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     out = tmp_path / "runs" / "minimal" / "eval" / "endpoint-gold"
     report = json.loads((out / "eval.json").read_text())
-    assert report["policy"] == "endpoint-gold" and report["overall"]["episodes"] == 6
+    assert report["policy"] == "endpoint-gold" and report["overall"]["episodes"] == 12  # 3 tasks x 2 samples x 2 repeats
+    assert sorted({line["sample"] for line in map(json.loads, (out / "trajectories.jsonl").read_text().splitlines())}) == [0, 1, 2, 3]
+    spread = report["repeats"]["by_test_set"]["retail"]["success_rate"]
+    assert report["repeats"]["count"] == 2 and len(spread["values"]) == 2 and spread["low"] <= spread["mean"] <= spread["high"]
+    assert "success, 2 repeats" in done.stdout
     source = report["test_set_sources"]["retail"]  # what `ctu compare` checks before comparing
     assert (source["domain"], source["split"], source["tasks_file"], len(source["task_ids"])) == ("retail", "test", None, 3)
     assert sorted(report["by_test_set"]["retail"]["by_task"]) == sorted(source["task_ids"])
-    assert all(trials == 2 for _, trials in report["by_test_set"]["retail"]["by_task"].values())
-    assert "pass^2" in done.stdout and "6 episode(s) run" in done.stdout
+    assert all(trials == 4 for _, trials in report["by_test_set"]["retail"]["by_task"].values())
+    assert "pass^4" in done.stdout and "12 episode(s) run" in done.stdout
     assert ctu("eval", str(spec_file), "--test-set", "airline").returncode == 2
     # a policy endpoint where nothing listens: a line per episode and a summary, the tracebacks in eval.log
     from ctu.runners.tinker.server import free_port
