@@ -231,6 +231,10 @@ def eval_(
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default <output_dir>/<name>/eval/<policy>).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming the evaluation in --out.")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show ctu's progress bar (a library's never shows).")] = True,
+    submission: Annotated[Path | None, typer.Option("--submission", help="Also write the result as a tau2 leaderboard submission (tau2's own schema) to this file; needs --organization and --email.")] = None,
+    model_name: Annotated[str | None, typer.Option("--model-name", help="With --submission: the model's name (default: the policy's label).")] = None,
+    organization: Annotated[str | None, typer.Option("--organization", help="With --submission: the organization that made the model.")] = None,
+    email: Annotated[str | None, typer.Option("--email", help="With --submission: the contact email.")] = None,
 ) -> None:
     """Evaluate a policy on the spec's test sets as tau2 scores it: rewards, success, pass^k, terminations, errors.
 
@@ -247,6 +251,9 @@ def eval_(
     specs, overrides = _split_args(args or [])
     if len(specs) > 1 or (not specs and run_dir is None):
         err.print("[red]error:[/red] name one spec file (or --run-dir RUN_DIR)")
+        raise typer.Exit(EXIT_SPEC_ERROR)
+    if submission is not None and not (organization and email):
+        err.print("[red]error:[/red] --submission needs --organization and --email (tau2's submission requires both)")
         raise typer.Exit(EXIT_SPEC_ERROR)
     spec_path = specs[0] if specs else str(Path(run_dir or ".") / "spec.resolved.yaml")
     loaded = _load(spec_path, overrides)
@@ -275,6 +282,21 @@ def eval_(
         raise _fail(error, EvalError) from None
     out.print(report_table(result.report))
     out.print(f"{result.ran} episode(s) run; results in {escape(str(result.out_dir))} (eval.json, trajectories.jsonl, eval.png)")
+    if submission is not None:
+        from ctu.evaluation.submission import leaderboard_submission
+
+        assert organization is not None and email is not None
+        try:
+            data, notes = leaderboard_submission(result.report, spec, model_name=model_name or choice.label(),
+                                                 organization=organization, email=email)
+        except ValueError as error:
+            err.print(f"[red]error:[/red] no submission written: {escape(str(error))}")
+            raise typer.Exit(EXIT_SPEC_ERROR) from None
+        submission.parent.mkdir(parents=True, exist_ok=True)
+        submission.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        out.print(f"wrote the tau2 leaderboard submission {escape(str(submission))}")
+        for note in notes:
+            err.print(f"[yellow]leaderboard:[/yellow] {escape(note)}")
     overall = result.report["overall"]
     failed = int(overall.get("infra_errors", 0)) if isinstance(overall, dict) else 0
     if failed:

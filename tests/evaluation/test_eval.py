@@ -164,8 +164,10 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
                               env={**__import__("os").environ, "COLUMNS": "250"}, timeout=600)
 
     with ScriptedOpenAIServer(default=policy) as server:
+        unsigned = ctu("eval", str(spec_file), "--endpoint", server.base_url, "--model", "gold", "--submission", "sub.json")
+        assert unsigned.returncode == 2 and "--submission needs --organization and --email" in unsigned.stderr
         done = ctu("eval", str(spec_file), "--endpoint", server.base_url, "--model", "gold", "--limit", "3", "--no-progress",
-                   "--repeats", "2")
+                   "--repeats", "2", "--submission", "sub.json", "--organization", "ctu", "--email", "team@example.com")
     assert done.returncode == 0, done.stdout + done.stderr
     out = tmp_path / "runs" / "minimal" / "eval" / "endpoint-gold"
     report = json.loads((out / "eval.json").read_text())
@@ -174,6 +176,15 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     spread = report["repeats"]["by_test_set"]["retail"]["success_rate"]
     assert report["repeats"]["count"] == 2 and len(spread["values"]) == 2 and spread["low"] <= spread["mean"] <= spread["high"]
     assert "success, 2 repeats" in done.stdout
+    from tau2.scripts.leaderboard.submission import Submission
+
+    submitted = Submission.model_validate_json((tmp_path / "sub.json").read_text())  # tau2's own schema
+    assert submitted.model_name == "endpoint-gold" and submitted.organization == "ctu" and submitted.results.airline is None
+    assert submitted.results.retail.pass_1 == pytest.approx(100 * report["by_test_set"]["retail"]["pass^k"]["1"])
+    assert submitted.results.retail.pass_4 == pytest.approx(100 * report["by_test_set"]["retail"]["pass^k"]["4"])
+    warned = " ".join(done.stderr.split())
+    assert "retail: split 'test'; the leaderboard takes the `base` split" in warned
+    assert "airline: not evaluated" in warned and "retail: 3 of the split's 40 tasks evaluated" in warned
     source = report["test_set_sources"]["retail"]  # what `ctu compare` checks before comparing
     assert (source["domain"], source["split"], source["tasks_file"], len(source["task_ids"])) == ("retail", "test", None, 3)
     assert sorted(report["by_test_set"]["retail"]["by_task"]) == sorted(source["task_ids"])
