@@ -213,3 +213,23 @@ def test_the_users_tool_errors_count_against_max_errors_as_in_tau2():
     assert ep.user_tool_errors == 1 and ep.tool_errors == 0
     assert result.done and ep.termination.value == "too_many_errors"
     assert ep.result().user_tool_errors == 1
+
+
+@pytest.mark.parametrize("version", ["tau2", "ctu-v1"])
+def test_the_customers_guidelines_are_the_named_version(version: str):
+    """`tau2`: tau2's system prompt to the character; `ctu-v1`: tau2's guidelines, then ctu's rules, then the
+    scenario (what the server receives)."""
+    from tau2.user.user_simulator import UserSimulator as Tau2UserSimulator
+
+    from ctu.components.user_simulators.guidelines import CTU_V1
+
+    with ScriptedOpenAIServer([Answer.text("Hi, I want to exchange a keyboard.")]) as server:
+        ep = episode(simulator(server, guidelines=version))
+        asyncio.run(ep.reset())
+    sent = server.requests[0]["messages"][0]["content"]
+    tau2 = Tau2UserSimulator(tools=None, instructions=str(ep.task.user_scenario))
+    if version == "tau2":
+        assert sent == tau2.system_prompt
+    else:
+        assert sent.startswith(tau2.global_simulation_guidelines + CTU_V1) and sent.endswith(tau2.system_prompt[-200:])
+        assert "Confirming an action is not the end of the task" in sent and sent.index(CTU_V1) < sent.index("<scenario>")

