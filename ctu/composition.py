@@ -9,7 +9,7 @@ built objects out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ctu.components.chat_templates.base import ChatTemplate
@@ -18,6 +18,7 @@ from ctu.components.judges.base import Judge
 from ctu.components.rewards.base import Phase, Reward
 from ctu.components.rewards.chain import RewardChain
 from ctu.components.trackers.combined import Trackers
+from ctu.components.user_fault_detectors.base import UserFaultPolicy
 from ctu.registry import registry
 from ctu.registry.config import ComponentConfig
 from ctu.registry.contracts import dependencies
@@ -48,6 +49,7 @@ class Components:
         project: the trackers' project (`tracking_project`).
         domains: every domain of the spec's data sources (training, validation, test sets), one object per name
             and params (`tau_bench_env.env.params_key`); the environment setup carries them to every episode.
+        user_faults: the user-fault detectors and what a fault does (`environment.user_faults`).
     """
 
     spec: Spec
@@ -60,6 +62,7 @@ class Components:
     trackers: Trackers
     project: str
     domains: dict[DomainKey, Domain]
+    user_faults: UserFaultPolicy = field(default_factory=UserFaultPolicy)
 
     def domain(self, source: DatasetSource) -> Domain:
         """The built domain of a data source of the spec.
@@ -133,4 +136,6 @@ def build_components(spec: Spec) -> Components:
         trackers=Trackers.with_metrics_file([config.build() for config in spec.tracking.trackers]),
         project=tracking_project(spec, built),
         domains=build_domains(spec),
+        user_faults=UserFaultPolicy(tuple((config.type, config.build()) for config in spec.environment.user_faults.detectors),
+                                    spec.environment.user_faults.action, spec.environment.user_faults.max_retries),
     )

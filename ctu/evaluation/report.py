@@ -16,6 +16,9 @@ Definitions (per test set, and over every test set as ``overall`` when there are
   ``turns_per_episode``: policy turns.
 - ``by_task``: ``{"domain/task_id": [successes, trials]}`` over the episodes without an infrastructure error: what
   `ctu compare`'s paired bootstrap resamples (`ctu.evaluation.comparison`).
+- With user faults found (`environment.user_faults`): ``user_faults``, the episodes flagged; and success both ways,
+  ``success_rate_without_faults`` (flagged episodes left out) and ``success_rate_tau2`` (flagged episodes scored as
+  tau2 scores them, whatever the spec's action).
 """
 
 from __future__ import annotations
@@ -37,8 +40,13 @@ SHOWN = (
     ("parse_failure_rate", "parse failures/turn", "{:.3f}"),
     ("turns_per_episode", "turns/episode", "{:.1f}"),
     ("policy_tokens_per_episode", "tokens/episode", "{:.0f}"),
+    ("user_faults", "user faults", "{:.0f}"),
+    ("success_rate_without_faults", "success, faults out", "{:.3f}"),
+    ("success_rate_tau2", "success, tau2's way", "{:.3f}"),
 )
 """The figures a table shows: key, column title, format. pass^k columns follow."""
+ONLY_WHEN_FOUND = ("user_faults", "success_rate_without_faults", "success_rate_tau2")
+"""Figures a table shows only when some group has them (an evaluation with user faults)."""
 
 
 def figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -66,6 +74,14 @@ def figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
         "policy_tokens_per_episode": mean(float(line.get("policy_tokens") or 0) for line in valid),
         "by_task": {task: [sum(results), len(results)] for task, results in sorted(by_task.items())},
     })
+    faulted = [line for line in lines if line.get("user_fault")]
+    if faulted:
+        clean = [line for line in valid if not line.get("user_fault")]
+        tau2_way = [line for line in lines if line.get("infra_error") is None or line.get("user_fault")]
+        result["user_faults"] = len(faulted)
+        if clean:
+            result["success_rate_without_faults"] = mean(float(is_success(float(line["raw_reward"]))) for line in clean)
+        result["success_rate_tau2"] = mean(float(is_success(float(line["raw_reward"]))) for line in tau2_way)
     return result
 
 
@@ -125,7 +141,10 @@ def report_table(report: dict[str, Any]) -> Any:
         table.add_column(name, justify="right", no_wrap=True)
     rows = [_row(values, ks) for values in groups.values()]
     titles = [title for _, title, _ in SHOWN] + [f"pass^{k}" for k in ks]
+    keys = [key for key, _, _ in SHOWN] + [f"pass^{k}" for k in ks]
     for index, title in enumerate(titles):
+        if keys[index] in ONLY_WHEN_FOUND and not any(keys[index] in values for values in groups.values()):
+            continue
         table.add_row(title, *(row[index] for row in rows))
     repeats = report.get("repeats")
     if isinstance(repeats, dict) and repeats.get("count", 1) > 1:  # `ctu.evaluation.repeats`
@@ -169,7 +188,10 @@ def comparison_table(reports: list[dict[str, Any]]) -> Any:
         for report, _ in held:
             table.add_column(str(report["policy"]), justify="right", overflow="fold")
         rows = [_row(group, ks) for _, group in held]
+        keys = [key for key, _, _ in SHOWN] + [f"pass^{k}" for k in ks]
         for index, title in enumerate([title for _, title, _ in SHOWN] + [f"pass^{k}" for k in ks]):
+            if keys[index] in ONLY_WHEN_FOUND and not any(keys[index] in group for _, group in held):
+                continue
             table.add_row(title, *(row[index] for row in rows))
         here = {d.policy: d for d in found if d.test_set == name}
         if here:

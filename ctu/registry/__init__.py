@@ -74,6 +74,7 @@ KINDS: tuple[str, ...] = (
     "trackers",
     "chat_templates",
     "user_simulators",
+    "user_fault_detectors",
     "domains",
     "task_generators",
     "backends",
@@ -305,6 +306,7 @@ class _Registries:
     trackers: ComponentRegistry
     chat_templates: ComponentRegistry
     user_simulators: ComponentRegistry
+    user_fault_detectors: ComponentRegistry
     domains: ComponentRegistry
     task_generators: ComponentRegistry
     backends: ComponentRegistry
@@ -329,6 +331,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "ctu.components.trackers",
     "ctu.components.chat_templates",
     "ctu.components.user_simulators",
+    "ctu.components.user_fault_detectors",
     "ctu.components.domains",
     "ctu.components.task_generators",
     "ctu.runners.skyrl.backend",

@@ -61,6 +61,7 @@ CONTRACTS: dict[str, str] = {
     "trackers": "ctu.components.trackers.base.Tracker",
     "chat_templates": "ctu.components.chat_templates.base.ChatTemplate",
     "user_simulators": "tau_bench_env.interfaces.UserSimulator",
+    "user_fault_detectors": "ctu.components.user_fault_detectors.base.UserFaultDetector",
     "domains": "tau_bench_env.domains.Domain",
     "task_generators": "ctu.components.task_generators.base.TaskGenerator",
     "generators": "ctu.components.generators.base.GeneratorComponent",

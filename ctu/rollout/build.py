@@ -63,6 +63,7 @@ def rollout_setup(
         sampler=sampler,
         env=env_setup(components),
         rewards=dict(components.rewards),
+        user_faults=components.user_faults,
         sampling={phase: sampling_params(spec, phase, eos) for phase in PHASES},
         max_model_len=spec.model.max_model_len,
         native_tool_calling=spec.rollout.native_tool_calling,

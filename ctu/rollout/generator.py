@@ -29,6 +29,7 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
+from ctu.components.user_fault_detectors.base import FinishedEpisode
 from ctu.errors import CtuError
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
@@ -182,15 +183,27 @@ class TauGenerator(GeneratorInterface):
         task's samples differ and pass^k over them means what it says.
         """
         started = time.perf_counter()
-        try:
-            record = await self._episode(prompt, extras, phase, repetition)
-        except Exception as exc:  # one broken episode must not end a multi-day run
-            if isinstance(exc, CtuError):  # an endpoint that stayed down or answered garbage: a line, not a stack
-                logger.warning("episode %s/%s is an infrastructure error: %s", extras.get("domain"), extras.get("task_id"), exc)
-                logger.debug("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
-            else:
-                logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
-            record = self.failed_record(extras, f"{type(exc).__name__}: {exc}")
+        faults = self.setup.user_faults
+        replays = 0
+        while True:
+            try:
+                record = await self._episode(prompt, extras, phase, repetition)
+            except Exception as exc:  # one broken episode must not end a multi-day run
+                if isinstance(exc, CtuError):  # an endpoint that stayed down or answered garbage: a line, not a stack
+                    logger.warning("episode %s/%s is an infrastructure error: %s", extras.get("domain"), extras.get("task_id"), exc)
+                    logger.debug("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
+                else:
+                    logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
+                record = self.failed_record(extras, f"{type(exc).__name__}: {exc}")
+            if record.user_fault is None or faults.action == "keep":
+                break
+            if faults.action == "retry" and replays < faults.max_retries:  # the customer again, with new samples
+                replays += 1
+                continue
+            record.infra_error = record.infra_error or f"user fault: {record.user_fault}"
+            record.reward = 0.0
+            break
+        record.user_fault_retries = replays
         record.seconds = time.perf_counter() - started
         return record
 
@@ -261,9 +274,15 @@ class TauGenerator(GeneratorInterface):
         if infrastructure_error(outcome) is None:  # an episode the user simulator or evaluator broke is not scored
             reward, reward_metrics = await setup.rewards[phase].score(context)
         infra_error = infrastructure_error(outcome, context.fatal_error)
+        fault = None
+        if setup.user_faults.detectors and infra_error is None:
+            episode = env.episode
+            found = setup.user_faults.check(FinishedEpisode(outcome.domain, env.task, tuple(episode.trajectory),
+                                                            outcome.termination, env.write_tools))
+            fault = f"{found.kind}: {found.reason}" if found is not None else None
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, 0.0 if infra_error else reward, stop_reason, outcome,
                                 reward_metrics, dict(extras), policy_turns=turns, infra_error=infra_error,
-                                verdict=context.verdict, rerendered_turns=rerendered)
+                                verdict=context.verdict, user_fault=fault, rerendered_turns=rerendered)
 
 def task_key(extras: dict[str, object]) -> str:
     """``domain/task_id`` of an episode's `extras`: the samples of one task (a GRPO group) share it."""

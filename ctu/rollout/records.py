@@ -43,6 +43,12 @@ class TrajectoryRecord:
     """Why the episode says nothing about the policy (see `infrastructure_error`), else None. Such an episode is
     left out of its GRPO group, the loss, success rates and pass^k."""
     verdict: dict[str, object] | None = None
+    user_fault: str | None = None
+    """``"<detector>: <what it saw>"`` when a user-fault detector flagged the episode (`environment.user_faults`),
+    else None; with the action `exclude` (or `retry` once the replays are spent) the episode is an infrastructure
+    error too (`infra_error`)."""
+    user_fault_retries: int = 0
+    """Times the episode was played again because of a user fault (action `retry`)."""
     rerendered_turns: int = 0
     """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
@@ -168,7 +174,12 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(ENVIRONMENT, "infra_errors"): float(count - len(valid)),
         metric(ENVIRONMENT, "infra_error_rate"): (count - len(valid)) / count if count else 0.0,
         metric(USER, "errors"): float(sum(bool(r.result.user_error) for r in records)),
+        metric(USER, "faults"): float(sum(r.user_fault is not None for r in records)),
+        metric(USER, "fault_rate"): sum(r.user_fault is not None for r in records) / count if count else 0.0,
+        metric(USER, "fault_retries"): float(sum(r.user_fault_retries for r in records)),
     }
+    for kind, n in Counter(r.user_fault.split(":", 1)[0] for r in records if r.user_fault).items():
+        metrics[metric(USER, f"faults/{kind}")] = float(n)
     if valid or not records:
         metrics.update({
             metric(GENERATION, "avg_reward"): mean(r.reward for r in valid),

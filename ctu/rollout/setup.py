@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ctu.components.chat_templates.base import ChatTemplate
 from ctu.components.parsers.base import Parser
 from ctu.components.rewards.base import Phase
 from ctu.components.rewards.chain import RewardChain
+from ctu.components.user_fault_detectors.base import UserFaultPolicy
 from ctu.rollout.generator import TauGenerator
 from ctu.rollout.processes import EPISODES_PER_LOOP, ProcessRollout, auto_processes, unsendable, usable_cores
 from ctu.rollout.records import TrajectoryRecord
@@ -33,6 +34,7 @@ class RolloutSetup:
         sampler: the policy's sampler.
         env: the environment setup (user simulator, parser, episode config).
         rewards: the reward chain of each phase.
+        user_faults: the user-fault detectors and what a fault does (`environment.user_faults`).
         sampling: sampling params of each phase.
         max_model_len: longest conversation in tokens.
         native_tool_calling: tools as OpenAI `tools` (chat samplers) or in the template (token samplers).
@@ -52,6 +54,7 @@ class RolloutSetup:
     env: EnvSetup
     rewards: dict[Phase, RewardChain]
     sampling: dict[Phase, SamplingParams]
+    user_faults: UserFaultPolicy = field(default_factory=UserFaultPolicy)
     max_model_len: int = 16384
     native_tool_calling: bool = False
     native_parser: Parser | None = None

@@ -47,6 +47,7 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "evaluation_error": result.evaluation_error,
         "error": record.error,
         "infra_error": record.infra_error,
+        "user_fault": record.user_fault,
         "messages": result.conversation,
     }
 

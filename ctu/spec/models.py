@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # what each field builds, for the type checker: the kind's Pr
     from ctu.components.rewards.base import Reward
     from ctu.components.task_generators.base import TaskGenerator
     from ctu.components.trackers.base import Tracker
+    from ctu.components.user_fault_detectors.base import UserFaultDetector
     from ctu.spec.backend_rules import BackendRules
     from tau_bench_env.domains import Domain
     from tau_bench_env.interfaces import Parser, UserSimulator
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # what each field builds, for the type checker: the kind's Pr
     TrackerRef = ComponentConfig[Tracker]
     BackendRef = ComponentConfig[BackendRules]
     TaskGeneratorRef = ComponentConfig[TaskGenerator]
+    UserFaultDetectorRef = ComponentConfig[UserFaultDetector]
 else:  # what pydantic validates: a name or a mapping, looked up in the kind's registry
     ChatTemplateRef = Annotated[ComponentConfig, ComponentMarker("chat_templates")]
     DomainRef = Annotated[ComponentConfig, ComponentMarker("domains")]
@@ -72,6 +74,7 @@ else:  # what pydantic validates: a name or a mapping, looked up in the kind's r
     TrackerRef = Annotated[ComponentConfig, ComponentMarker("trackers")]
     BackendRef = Annotated[ComponentConfig, ComponentMarker("backends")]
     TaskGeneratorRef = Annotated[ComponentConfig, ComponentMarker("task_generators")]
+    UserFaultDetectorRef = Annotated[ComponentConfig, ComponentMarker("user_fault_detectors")]
 
 
 class Experiment(Section):
@@ -157,6 +160,20 @@ class Data(Section):
         return {**({"validation": self.validation} if self.validation is not None else {}), **self.test_sets}
 
 
+class UserFaults(Section):
+    """Which faults of the simulated customer are looked for in each finished episode, and what one does."""
+
+    detectors: list[UserFaultDetectorRef] = []
+    """User-fault detectors (`ctu components user_fault_detectors`): `stop_before_write`, `unfounded_exit`,
+    `identity_mismatch`, `empty_user_message`, or one's own. Empty: none (tau2's way)."""
+    action: Literal["exclude", "retry", "keep"] = "exclude"
+    """What a detected fault does: `exclude` leaves the episode out as an infrastructure error (out of its GRPO
+    group and the loss, out of success and pass^k, counted); `retry` plays it again, up to `max_retries` times, then
+    excludes it; `keep` only flags it and scores it as tau2 does."""
+    max_retries: int = Field(2, ge=1, le=10)
+    """With `retry`: how many times an episode is played again before it is excluded."""
+
+
 class Environment(Section):
     """How an episode runs: turn limits and the simulated user."""
 
@@ -167,6 +184,8 @@ class Environment(Section):
     errors (as tau2 counts them), plus the policy's parse failures and empty turns."""
     user_simulator: UserSimulatorRef
     """The simulated customer: `llm` (an OpenAI-compatible endpoint) or `scripted` (offline)."""
+    user_faults: UserFaults = UserFaults()
+    """User-simulator faults: which are detected, and whether such an episode is excluded, replayed or kept."""
     warn_unsolvable_tasks: bool = True
     """Warn when a training or test set holds tasks whose gold solution takes more than `max_turns` turns or
     `max_errors` errors (one tool call a turn). Smoke specs, which cut episodes short on purpose, turn it off."""

@@ -489,3 +489,79 @@ def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, 
         assert n == 0 or metrics["timing/rollout_loop_busy"] >= 0.8
     warnings = [r.getMessage() for r in caplog.records if "rollout event loop" in r.getMessage()]
     assert len(warnings) == 1 and "rollout.generator.processes, now 1" in warnings[0]
+
+
+class ConfirmingAgent:
+    """Retail task 0's gold replay, with a request to confirm the exchange before it runs (as tau2's retail policy
+    asks), turn by turn: the turn's index is the assistant headers in the prompt, less the greeting and the new one."""
+
+    def __init__(self, tokenizer) -> None:
+        from ctu.components.parsers.base import ParsedTurn
+        from tau_bench_env.replay import GoldReplayAgent, effective_writes
+
+        from .conftest import hermes_text
+
+        domain = __import__("tau_bench_env.env", fromlist=["shared_domain"]).shared_domain("retail")
+        task = domain.task("0")
+        turns = list(GoldReplayAgent(task, None, effective_writes(domain.episode_environment(task), task)).turns())
+        write = next(i for i, turn in enumerate(turns) if any(call.name in domain.write_tools for call in turn.tool_calls))
+        turns.insert(write, ParsedTurn(content="I can exchange both items now. Do you confirm the exchange (yes/no)?"))
+        self.texts = [hermes_text(turn) for turn in turns]
+        self.tokenizer = tokenizer
+
+    def __call__(self, prompt_ids: list[int], call: int) -> str:
+        index = self.tokenizer.decode(prompt_ids).count("<|im_start|>assistant") - 2
+        return self.texts[min(index, len(self.texts) - 1)]
+
+
+class HastyCustomer:
+    """A user LLM on 127.0.0.1 for retail task 0 that, in its reply to every fifth request to confirm (the 1st,
+    6th, ...), agrees and hangs up at once, before the agent's write (tau2-bench issue #182's fault)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.confirmations = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> Answer:
+        said = body["messages"][-1]["content"] or ""  # the agent's last message (the customer's view: role flipped)
+        if "(yes/no)" in said:
+            with self.lock:
+                self.confirmations += 1
+                hasty = self.confirmations % 5 == 1
+            return Answer.text("Yes, go ahead. ###STOP###" if hasty else "Yes, go ahead.")
+        if len(body["messages"]) <= 2:
+            return Answer.text("Hi, I'd like to exchange two items of order #W2378156. I'm Yusuf Rossi, zip code 19122.")
+        return Answer.text("Thanks, that's all. ###STOP###")
+
+
+@pytest.mark.parametrize("action", ["exclude", "retry", "keep"])
+def test_a_customer_who_hangs_up_before_the_write_is_flagged_and_excluded_replayed_or_kept(minimal, tokenizer, action):
+    """Five episodes of a task with a write, one customer in five stopping right after confirming: `exclude` leaves
+    that episode out (an infrastructure error: no reward, out of success, counted); `retry` plays it again until
+    a customer lets the write run (the sixth confirmation is hasty too: two replays); `keep` scores it as tau2 does."""
+    with ScriptedOpenAIServer(default=HastyCustomer()) as server:
+        user = {"type": "llm", "model": "customer", "base_url": server.base_url, "api_key_env": None}
+        built = components(minimal, environment={"max_turns": 20, "user_simulator": user, "warn_unsolvable_tasks": False,
+                                                 "user_faults": {"detectors": ["stop_before_write", "identity_mismatch"],
+                                                                 "action": action}})
+        generator = build_generator(built, tokenizer, scripted_sampler(tokenizer, ConfirmingAgent(tokenizer)))
+        output = run(generator, batch(["0"], samples=5))
+    records, metrics = generator.last_records, output["rollout_metrics"]
+    flagged = [r for r in records if r.user_fault]
+    if action == "retry":
+        assert flagged == [] and sum(r.user_fault_retries for r in records) == 2 and metrics["user/fault_retries"] == 2
+        assert [r.raw_reward for r in records] == [1.0] * 5 and metrics["generation/success_rate"] == 1.0
+        return
+    [fault] = flagged
+    assert fault.user_fault.startswith("stop_before_write: the user stopped in its reply to the agent's confirmation request")
+    assert fault.raw_reward == 0.0 and fault.result.termination == "user_stop"
+    assert metrics["user/faults"] == 1 and metrics["user/faults/stop_before_write"] == 1 and metrics["user/fault_rate"] == 0.2
+    assert sorted(r.raw_reward for r in records) == [0.0, 1.0, 1.0, 1.0, 1.0]
+    if action == "exclude":
+        assert fault.infra_error == f"user fault: {fault.user_fault}" and fault.reward == 0.0
+        assert metrics["environment/infra_errors"] == 1 and metrics["generation/success_rate"] == 1.0
+    else:
+        assert fault.infra_error is None and metrics["environment/infra_errors"] == 0
+        assert metrics["generation/success_rate"] == pytest.approx(0.8)
