@@ -7,13 +7,21 @@ import pytest
 from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 from ctu.components.user_fault_detectors.base import FinishedEpisode, UserFaultPolicy
-from ctu.components.user_fault_detectors.rules import EmptyUserMessage, IdentityMismatch, StopBeforeWrite, UnfoundedExit
+from ctu.components.user_fault_detectors.rules import (
+    EmptyUserMessage,
+    IdentityMismatch,
+    StopBeforeWrite,
+    UnfoundedExit,
+    UnperformedDeviceAction,
+)
 from tau_bench_env.env import shared_domain
 
 RETAIL = shared_domain("retail")
 AIRLINE = shared_domain("airline")
+TELECOM = shared_domain("telecom")
 KEYBOARD = RETAIL.tasks("base")[0]  # Yusuf Rossi, zip 19122, exchanges two items of order #W2378156 (a write)
 CANCEL = AIRLINE.tasks("base")[0]  # Emma Kim, user id emma_kim_9957, wants reservation EHGLP3 cancelled
+SLOW_DATA = TELECOM.tasks("base")[0]  # John Smith abroad: mobile data slow; the gold has the user toggle airplane mode
 
 
 def user(text: str) -> UserMessage:
@@ -30,7 +38,8 @@ def tool(text: str, index: int = 0) -> ToolMessage:
 
 
 def episode(messages: list, task=KEYBOARD, domain=RETAIL, termination: str = "user_stop") -> FinishedEpisode:
-    return FinishedEpisode(domain.name, task, tuple(messages), termination, domain.write_tools)
+    user_tools = frozenset(tool.name for tool in domain.user_tools or ())
+    return FinishedEpisode(domain.name, task, tuple(messages), termination, domain.write_tools, user_tools)
 
 
 LOOKUP = [user("Hi, I'd like to exchange two items. I'm Yusuf Rossi, zip code 19122."),
@@ -96,7 +105,24 @@ def test_the_policy_reports_the_first_fault_and_survives_a_broken_detector():
     assert UserFaultPolicy().check(episode([user("")])) is None
 
 
-@pytest.mark.parametrize("name", ["stop_before_write", "unfounded_exit", "identity_mismatch", "empty_user_message"])
+def test_unperformed_device_action():
+    ask = agent("Please toggle airplane mode on and off, then tell me what you see.")
+    claimed = episode([user("My mobile data is very slow."), ask, user("OK, I've toggled airplane mode. Still slow.")],
+                      SLOW_DATA, TELECOM)
+    assert UnperformedDeviceAction().detect(claimed) == (
+        "the user said \"I've toggled\" without a tool call on its device since the agent's last message")
+    call = UserMessage(role="user", content=None, tool_calls=[ToolCall(id="u0", name="toggle_airplane_mode", arguments={},
+                                                                         requestor="user")])
+    done = episode([user("My mobile data is very slow."), ask, call,
+                    ToolMessage(id="u0", role="tool", content="Airplane mode is ON", requestor="user"),
+                    user("I've toggled airplane mode. Still slow.")], SLOW_DATA, TELECOM)
+    assert UnperformedDeviceAction().detect(done) is None
+    no_device = episode([*LOOKUP, agent("Anything else?"), user("I've changed my mind, thanks.")])  # retail: no user tools
+    assert UnperformedDeviceAction().detect(no_device) is None
+
+
+@pytest.mark.parametrize("name", ["stop_before_write", "unfounded_exit", "identity_mismatch", "empty_user_message",
+                                  "unperformed_device_action"])
 def test_each_detector_is_registered_and_a_spec_turns_it_on(name: str):
     from ctu.composition import build_components
     from ctu.spec import load_spec

@@ -30,6 +30,7 @@ class FinishedEpisode:
         messages: the episode's tau2 messages in order (user, assistant with tool calls, tool results).
         termination: how it ended (``user_stop``, ``agent_stop``, ``max_turns``... ; `tau_bench_env.outcome.Termination`).
         write_tools: the names of the domain's tools that change its database.
+        user_tools: the names of the tools the customer has (telecom's phone), none in most domains.
     """
 
     domain: str
@@ -37,6 +38,7 @@ class FinishedEpisode:
     messages: Sequence[Message]
     termination: str | None
     write_tools: frozenset[str]
+    user_tools: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

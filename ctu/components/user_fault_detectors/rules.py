@@ -6,6 +6,7 @@
 | `unfounded_exit` | ``###TRANSFER###`` with no transfer by the agent; ``###OUT-OF-SCOPE###`` in reply to a question for a fact (name, zip code, email, user id) the scenario gives | tau2-bench issue #517 |
 | `identity_mismatch` | the user gives an email, zip code or user id that its scenario does not hold | tau2-bench PR #392 |
 | `empty_user_message` | a user message with no text and no tool call, or text without a letter or a digit | tau2-bench PR #392 |
+| `unperformed_device_action` | in a domain where the customer has tools (telecom's phone), it says it did something on its device without a tool call since the agent's last message | tau2-bench PR #392 |
 """
 
 from __future__ import annotations
@@ -137,4 +138,34 @@ class EmptyUserMessage(Detector):
                     return "the user sent an empty message"
                 if text and not re.search(r"[^\W_]", text):
                     return f"the user sent a message with no word in it: {text[:40]!r}"
+        return None
+
+
+DEVICE_CLAIM = re.compile(
+    r"\bI(?:'ve| have)?\s+(?:just\s+|now\s+|already\s+)?(?:turned|toggled|switched|restarted|rebooted|reset|reseated|"
+    r"enabled|disabled|connected|disconnected|granted|ran|run|set|changed|removed|reinserted|inserted)\b", re.IGNORECASE)
+"""A customer's sentence saying it did something on its device ("I've toggled airplane mode", "I restarted")."""
+
+
+@registry.user_fault_detectors.register("unperformed_device_action")
+class UnperformedDeviceAction(Detector):
+    """In a domain where the customer has tools (telecom's phone), the customer says it did something on its
+    device (turned, toggled, restarted, reset, reseated, ran a test...) with no tool call of its own since the
+    agent's last message: the agent then reasons from a device state that never was (tau2-bench PR #392's
+    user-simulator false negatives)."""
+
+    def detect(self, episode: FinishedEpisode) -> str | None:
+        """The fault's line, or None."""
+        if not episode.user_tools:
+            return None
+        acted = False
+        for message in episode.messages:
+            if message.role == "assistant":
+                acted = False
+            elif message.role == "user":
+                if getattr(message, "tool_calls", None):
+                    acted = True
+                claim = DEVICE_CLAIM.search(_text(message))
+                if claim and not acted:
+                    return f"the user said {claim.group(0)!r} without a tool call on its device since the agent's last message"
         return None
