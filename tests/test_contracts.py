@@ -29,7 +29,7 @@ MISSING = {
                        "no method encode_text(tokenizer, text)", "no method decode(tokenizer, ids)",
                        "no class attribute `template_kwargs` (dict)"],
     "user_simulators": ["no method session(task, user_tools, trajectory)"],
-    "user_fault_detectors": ["no method detect(episode)"],
+    "user_fault_detectors": ["no method async detect(episode)"],
     "domains": ["must subclass tau_bench_env.domains.Domain"],
     "task_generators": ["no method async propose(context)"],
     "backends": ["no method spec_errors(spec)", "no method spec_warnings(spec)", "no method deep_check(spec, run_dir)",

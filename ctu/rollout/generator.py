@@ -278,7 +278,7 @@ class TauGenerator(GeneratorInterface):
         if setup.user_faults.detectors and infra_error is None:
             episode = env.episode
             user_tools = frozenset(tool.name for tool in episode.domain.user_tools or ())
-            found = setup.user_faults.check(FinishedEpisode(outcome.domain, env.task, tuple(episode.trajectory),
+            found = await setup.user_faults.check(FinishedEpisode(outcome.domain, env.task, tuple(episode.trajectory),
                                                             outcome.termination, env.write_tools, user_tools))
             fault = f"{found.kind}: {found.reason}" if found is not None else None
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, 0.0 if infra_error else reward, stop_reason, outcome,

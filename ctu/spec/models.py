@@ -165,7 +165,8 @@ class UserFaults(Section):
 
     detectors: list[UserFaultDetectorRef] = []
     """User-fault detectors (`ctu components user_fault_detectors`): `stop_before_write`, `unfounded_exit`,
-    `identity_mismatch`, `empty_user_message`, `unperformed_device_action`, or one's own. Empty: none (tau2's way)."""
+    `identity_mismatch`, `empty_user_message`, `unperformed_device_action`, `llm_reviewer` (an LLM on an endpoint),
+    or one's own. Empty: none (tau2's way)."""
     action: Literal["exclude", "retry", "keep"] = "exclude"
     """What a detected fault does: `exclude` leaves the episode out as an infrastructure error (out of its GRPO
     group and the loss, out of success and pass^k, counted); `retry` plays it again, up to `max_retries` times, then

@@ -52,8 +52,9 @@ class UserFault:
 class UserFaultDetector(Protocol):
     """A built user-fault detector (the `user_fault_detectors` kind's contract)."""
 
-    def detect(self, episode: FinishedEpisode) -> str | None:
-        """Why the user simulator broke `episode` (one line), or None when it did not; never raises."""
+    async def detect(self, episode: FinishedEpisode) -> str | None:
+        """Why the user simulator broke `episode` (one line), or None when it did not; never raises (an endpoint
+        that stays down is a None, not an exception)."""
         ...
 
 
@@ -64,7 +65,7 @@ class Detector:
     def __init__(self, params: ComponentParams | None = None) -> None:
         self.params = params
 
-    def detect(self, episode: FinishedEpisode) -> str | None:
+    async def detect(self, episode: FinishedEpisode) -> str | None:
         """Why the user simulator broke `episode` (one line), or None when it did not; never raises."""
         raise NotImplementedError
 
@@ -84,12 +85,12 @@ class UserFaultPolicy:
     action: str = "exclude"
     max_retries: int = 2
 
-    def check(self, episode: FinishedEpisode) -> UserFault | None:
+    async def check(self, episode: FinishedEpisode) -> UserFault | None:
         """The first fault a detector finds in `episode`, or None. A detector that raises finds nothing (its
         contract says it never raises; a user's own may)."""
         for name, detector in self.detectors:
             try:
-                reason = detector.detect(episode)
+                reason = await detector.detect(episode)
             except Exception as error:  # a broken detector must not end a run
                 reason = None
                 import logging

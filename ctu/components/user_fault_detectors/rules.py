@@ -54,7 +54,7 @@ class StopBeforeWrite(Detector):
     agreed and hung up before the agent could act (tau2-bench issue #182: a prompt fix moved pass^1 from 63.1% to
     78.9%; PR #297)."""
 
-    def detect(self, episode: FinishedEpisode) -> str | None:
+    async def detect(self, episode: FinishedEpisode) -> str | None:
         """The fault's line, or None."""
         messages = list(episode.messages)
         stop = next((i for i in range(len(messages) - 1, -1, -1)
@@ -81,7 +81,7 @@ class UnfoundedExit(Detector):
     agent asking for a fact (name, zip code, email, user id) that the scenario gives the user (tau2-bench issue #517:
     such exits are recorded and scored as ordinary user stops)."""
 
-    def detect(self, episode: FinishedEpisode) -> str | None:
+    async def detect(self, episode: FinishedEpisode) -> str | None:
         """The fault's line, or None."""
         messages = list(episode.messages)
         scenario = str(episode.task.user_scenario)
@@ -110,7 +110,7 @@ class IdentityMismatch(Detector):
     contradicting identity makes the agent's correct lookup fail (tau2-bench PR #392's user-simulator false
     negatives)."""
 
-    def detect(self, episode: FinishedEpisode) -> str | None:
+    async def detect(self, episode: FinishedEpisode) -> str | None:
         """The fault's line, or None."""
         scenario = str(episode.task.user_scenario)
         for message in _users(episode):
@@ -126,7 +126,7 @@ class EmptyUserMessage(Detector):
     """A user message with no text and no tool call, or whose text holds no letter or digit (garbled), other than
     a stop token alone (tau2-bench PR #392)."""
 
-    def detect(self, episode: FinishedEpisode) -> str | None:
+    async def detect(self, episode: FinishedEpisode) -> str | None:
         """The fault's line, or None."""
         for message in _users(episode):
             text = _text(message).strip()
@@ -154,7 +154,7 @@ class UnperformedDeviceAction(Detector):
     agent's last message: the agent then reasons from a device state that never was (tau2-bench PR #392's
     user-simulator false negatives)."""
 
-    def detect(self, episode: FinishedEpisode) -> str | None:
+    async def detect(self, episode: FinishedEpisode) -> str | None:
         """The fault's line, or None."""
         if not episode.user_tools:
             return None

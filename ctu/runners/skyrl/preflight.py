@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Callable
+from typing import Any
 
 from ctu.components.endpoint import OpenAIEndpointParams, probe
 from ctu.errors import CtuError
@@ -106,9 +107,11 @@ def preflight_problems(backend: SkyRLParams, import_error: Callable[[str], str |
 
 def spec_endpoints(spec: Spec) -> list[tuple[str, OpenAIEndpointParams]]:
     """The OpenAI-compatible endpoints a run calls besides the policy, by spec path: the user simulator's, the
-    top-level judge's and each reward's own judge's."""
-    configs = [("environment.user_simulator", spec.environment.user_simulator), ("judge", spec.judge)]
+    top-level judge's, each reward's own judge's and each user-fault detector's (an LLM reviewer's)."""
+    configs: list[tuple[str, Any]] = [("environment.user_simulator", spec.environment.user_simulator), ("judge", spec.judge)]
     configs += [(f"rewards.{i}.judge", getattr(config.params, "judge", None)) for i, config in enumerate(spec.rewards)]
+    configs += [(f"environment.user_faults.detectors.{i}", config)
+                for i, config in enumerate(spec.environment.user_faults.detectors)]
     return [(path, config.params) for path, config in configs
             if config is not None and isinstance(config.params, OpenAIEndpointParams)]
 
