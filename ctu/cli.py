@@ -235,6 +235,7 @@ def eval_(
     model_name: Annotated[str | None, typer.Option("--model-name", help="With --submission: the model's name (default: the policy's label).")] = None,
     organization: Annotated[str | None, typer.Option("--organization", help="With --submission: the organization that made the model.")] = None,
     email: Annotated[str | None, typer.Option("--email", help="With --submission: the contact email.")] = None,
+    regrade: Annotated[Path | None, typer.Option("--regrade", help="Run nothing: re-score the evaluation's saved episodes (in --out, or the default folder) against this tau2 tasks file, as tau2's --fresh-tasks does, and say what changed.")] = None,
 ) -> None:
     """Evaluate a policy on the spec's test sets as tau2 scores it: rewards, success, pass^k, terminations, errors.
 
@@ -264,6 +265,9 @@ def eval_(
 
     silence_progress_bars()  # the libraries' bars; ctu's own follows --progress
     folder = out_dir
+    if regrade is not None:
+        _regrade(out_dir or RunDir.of(spec).path / "eval" / choice.label(), regrade)
+        return
     try:
         choice.check()
         folder = out_dir or RunDir.of(spec).path / "eval" / choice.label()
@@ -302,6 +306,24 @@ def eval_(
     if failed:
         err.print(f"[yellow]{failed} episode(s) ended by an infrastructure error[/yellow] (left out of every figure; "
                   f"tracebacks in {escape(str(result.out_dir / 'eval.log'))}): the same command runs them again")
+
+
+def _regrade(folder: Path, tasks_file: Path) -> None:
+    """`ctu eval --regrade`: re-score `folder`'s episodes against `tasks_file`, print what changed and the table."""
+    from ctu.evaluation.policies import EvalError
+    from ctu.evaluation.regrade import regrade
+    from ctu.evaluation.report import report_table
+
+    try:
+        done = regrade(folder, tasks_file)
+    except EvalError as error:
+        raise _fail(error, EvalError) from None
+    before, after = done.before.get("success_rate"), done.report["overall"].get("success_rate")
+    out.print(report_table(done.report))
+    out.print(f"{done.rescored} episode(s) re-scored against {escape(str(tasks_file))}: {done.became_success} became "
+              f"successes, {done.became_failure} failures; success {'-' if before is None else f'{before:.3f}'} -> "
+              f"{'-' if after is None else f'{after:.3f}'}; {done.unchanged_tasks_missing} whose task the file lacks and "
+              f"{done.skipped} infrastructure error(s) kept as they were; results in {escape(str(done.out_dir))}")
 
 
 @app.command()

@@ -4,7 +4,8 @@ Each episode runs through the generator `ctu.rollout.build.build_generator` make
 in the evaluation phase: the same environment, user simulator, parser and chat template as training, the
 evaluation reward chain (training-only rewards are not in it), the evaluation temperature, and sample k of a
 task seeded with the spec's seed + k. At most `concurrency` episodes are in flight. Each finished episode is
-appended at once to ``trajectories.jsonl`` in the output folder (a full trajectory line, with ``sample``), so a
+appended at once to ``trajectories.jsonl`` in the output folder (a full trajectory line, with ``sample`` and the
+episode's tau2 messages, ``tau2_messages``, which `ctu.evaluation.regrade` scores again), so a
 run that stops loses nothing: run again, and the episodes already there are skipped. An episode that ended in an
 infrastructure error (an endpoint down after its retries) is run again on the next run; its line is replaced.
 """
@@ -223,7 +224,8 @@ async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pen
                 row = rows[(name, task_id)]
                 async with limit:
                     record = await generator.run_episode(row.prompt, dict(row.extras), "eval", sample)
-                line = {**trajectory_line(record, "eval", 0), "sample": sample}
+                line = {**trajectory_line(record, "eval", 0), "sample": sample,  # tau2's messages: for --regrade
+                        "tau2_messages": [message.model_dump(mode="json") for message in record.result.trajectory]}
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")
                 handle.flush()
                 advance()

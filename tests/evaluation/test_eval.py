@@ -176,6 +176,21 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     spread = report["repeats"]["by_test_set"]["retail"]["success_rate"]
     assert report["repeats"]["count"] == 2 and len(spread["values"]) == 2 and spread["low"] <= spread["mean"] <= spread["high"]
     assert "success, 2 repeats" in done.stdout
+    # re-scored against a task file where task 5 also asks the agent to say something it never says
+    import tau2
+
+    tasks = json.loads((Path(tau2.__file__).parent / "data" / "tau2" / "domains" / "retail" / "tasks.json").read_text())
+    first = report["test_set_sources"]["retail"]["task_ids"][0].split("/")[1]
+    for task in tasks:
+        if task["id"] == first:
+            task["evaluation_criteria"]["communicate_info"] = ["the code word is 98765"]
+    (tmp_path / "fixed.json").write_text(json.dumps(tasks))
+    regraded = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", "fixed.json")
+    assert regraded.returncode == 0, regraded.stdout + regraded.stderr
+    again = json.loads((out / "regraded" / "fixed" / "eval.json").read_text())["by_test_set"]["retail"]["by_task"]
+    before = report["by_test_set"]["retail"]["by_task"]
+    assert again[f"retail/{first}"] == [0, 4] and all(again[t] == before[t] for t in before if t != f"retail/{first}")
+    assert f"12 episode(s) re-scored against fixed.json: 0 became successes, {before[f'retail/{first}'][0]} failures" in " ".join(regraded.stdout.split())
     from tau2.scripts.leaderboard.submission import Submission
 
     submitted = Submission.model_validate_json((tmp_path / "sub.json").read_text())  # tau2's own schema
