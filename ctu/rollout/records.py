@@ -87,6 +87,13 @@ PACKED_LISTS = {"prompt_ids": "i", "response_ids": "i", "loss_mask": "b", "logpr
 (32 bits), the loss mask as bytes, logprobs as doubles (Python's floats, exactly)."""
 
 
+def _by_domain(records: list[TrajectoryRecord]) -> dict[str, list[TrajectoryRecord]]:
+    groups: dict[str, list[TrajectoryRecord]] = {}
+    for record in records:
+        groups.setdefault(record.result.domain, []).append(record)
+    return groups
+
+
 def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) -> str | None:
     """Why a finished episode is an infrastructure error, or None when it measures the policy.
 
@@ -180,6 +187,9 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
     }
     for kind, n in Counter(r.user_fault.split(":", 1)[0] for r in records if r.user_fault).items():
         metrics[metric(USER, f"faults/{kind}")] = float(n)
+    if any(r.user_fault for r in records):
+        for domain, group in _by_domain(records).items():
+            metrics[metric(USER, f"fault_rate/{domain}")] = sum(r.user_fault is not None for r in group) / len(group)
     if valid or not records:
         metrics.update({
             metric(GENERATION, "avg_reward"): mean(r.reward for r in valid),
