@@ -303,9 +303,15 @@ def eval_(
             err.print(f"[yellow]leaderboard:[/yellow] {escape(note)}")
     overall = result.report["overall"]
     failed = int(overall.get("infra_errors", 0)) if isinstance(overall, dict) else 0
-    if failed:
-        err.print(f"[yellow]{failed} episode(s) ended by an infrastructure error[/yellow] (left out of every figure; "
-                  f"tracebacks in {escape(str(result.out_dir / 'eval.log'))}): the same command runs them again")
+    faulted = int(overall.get("user_faults", 0)) if isinstance(overall, dict) else 0
+    excluded = 0 if spec.environment.user_faults.action == "keep" else min(faulted, failed)
+    if excluded:
+        err.print(f"[yellow]{excluded} episode(s) left out for a user-simulator fault[/yellow] (each named in "
+                  "trajectories.jsonl's `user_fault`; success as tau2 scores them is in the table): the same command "
+                  "plays them again")
+    if failed - excluded:
+        err.print(f"[yellow]{failed - excluded} episode(s) ended by an infrastructure error[/yellow] (left out of every "
+                  f"figure; tracebacks in {escape(str(result.out_dir / 'eval.log'))}): the same command runs them again")
 
 
 def _regrade(folder: Path, tasks_file: Path) -> None:
