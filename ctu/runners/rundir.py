@@ -152,6 +152,9 @@ class RunDir:
         for name, points in sorted(series.items()):
             points.sort()
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+        from matplotlib.ticker import MaxNLocator
+
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole steps (a two-step run had ticks at 0.25)
         axes.set_xlabel("step")
         axes.set_ylabel("reward")
         axes.set_title(self.path.name)

@@ -37,3 +37,26 @@ def test_nothing_is_built_for_a_hub_model_or_a_cached_one(monkeypatch):
     monkeypatch.setattr(tiny_qwen3, "is_built", lambda: True)
     build_builtin_model("builtin:tiny-qwen3", console)
     assert console.export_text() == ""
+
+
+def test_the_reward_plot_steps_are_whole_numbers(tmp_path, monkeypatch):
+    """A two-step run's `plots/reward.png` has ticks at steps 1 and 2 only (it had 0.25, 0.5, 0.75...)."""
+    import json
+
+    import matplotlib.figure
+
+    from ctu.runners.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    run.metrics_file.write_text("".join(json.dumps({"step": step, "generation/avg_reward": 0.1 * step}) + "\n" for step in (1, 2)))
+    seen: list[list[float]] = []
+    save = matplotlib.figure.Figure.savefig
+
+    def recording(figure, *args, **kwargs):
+        seen.append([tick for tick in figure.axes[0].get_xticks() if 1 <= tick <= 2])
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", recording)
+    assert run.plot_rewards() == run.plots / "reward.png" and (run.plots / "reward.png").stat().st_size > 1000
+    assert seen == [[1.0, 2.0]]
