@@ -11,7 +11,7 @@ from ctu.runners.skyrl.params import SkyRLParams
 from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import SpecError, dump_spec, load_spec, spec_from_dict, spec_hash
 
-from .conftest import SPECS
+from .conftest import REPO, SPECS
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
@@ -284,3 +284,23 @@ def test_a_spec_that_is_not_utf8_is_a_spec_error_at_its_line(tmp_path: Path):
         load_spec(path)
     [issue] = info.value.issues
     assert "not UTF-8 text: byte 0xe9" in issue.message and str(issue.location) == f"{path}:1"
+
+
+def test_a_spec_removes_an_inherited_key_with_delete(tmp_path: Path):
+    """`key: !delete` removes what a base spec set (a test set, a tracker list's owner key...); on a key no base
+    sets, or with a value, it is an error at its file and line."""
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {REPO / 'specs' / 'smoke.yaml'}\ndata:\n  test_sets:\n    retail: !delete\n")
+    spec = load_spec(child).spec
+    assert "retail" not in spec.data.test_sets and load_spec(REPO / "specs" / "smoke.yaml").spec.data.test_sets
+    nowhere = tmp_path / "nowhere.yaml"
+    nowhere.write_text(f"extends: {REPO / 'specs' / 'smoke.yaml'}\ndata:\n  test_sets:\n    airline: !delete\n")
+    with pytest.raises(SpecError) as error:
+        load_spec(nowhere)
+    [issue] = error.value.issues
+    assert issue.path == "data.test_sets.airline" and "no base spec sets this one" in issue.message
+    assert issue.location is not None and issue.location.line == 4
+    valued = tmp_path / "valued.yaml"
+    valued.write_text(f"extends: {REPO / 'specs' / 'smoke.yaml'}\ndata:\n  test_sets: !delete 3\n")
+    with pytest.raises(SpecError, match="!delete takes no value"):
+        load_spec(valued)

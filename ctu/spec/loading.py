@@ -1,9 +1,9 @@
 """From YAML files and command-line overrides to one plain dict, remembering where every value was written.
 
 Order: each file is safe-loaded (dates stay strings, duplicate keys are errors); its `extends` files are loaded
-first, relative to it, and deep-merged in order under it (mappings merge, lists and scalars are replaced, except
-`imports`, which accumulate: a base's imports, then the file's own, each file path resolved against the file
-that names it);
+first, relative to it, and deep-merged in order under it (mappings merge, lists and scalars are replaced, a key
+written ``key: !delete`` is removed, except `imports`, which accumulate: a base's imports, then the file's own,
+each file path resolved against the file that names it);
 then `ctu.spec.overrides` applies `key=value` overrides and resolves `${...}` interpolations. Every problem is
 collected as a `SpecIssue`; the caller raises one `SpecError` for all of them.
 """
@@ -36,6 +36,26 @@ _SpecYamlLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+class _Delete:
+    """The value of ``key: !delete``: the key is removed from what the spec inherits through `extends`."""
+
+    def __repr__(self) -> str:
+        return "!delete"
+
+
+DELETE = _Delete()
+"""`!delete`'s value while files are merged (`deep_merge` removes the key it marks; none is left in a valid spec)."""
+
+
+def _construct_delete(loader: yaml.SafeLoader, node: yaml.Node) -> _Delete:
+    if not isinstance(node, yaml.ScalarNode) or node.value not in ("", "~", "null"):
+        raise yaml.constructor.ConstructorError(None, None, "!delete takes no value: write `key: !delete`", node.start_mark)
+    return DELETE
+
+
+_SpecYamlLoader.add_constructor("!delete", _construct_delete)
 
 
 @dataclass
@@ -150,6 +170,9 @@ def check_plain_data(data: object, path: PathKey, sources: Sources) -> list[Spec
     elif isinstance(data, list):
         for index, value in enumerate(data):
             issues += check_plain_data(value, (*path, index), sources)
+    elif data is DELETE:
+        issues.append(SpecIssue(dotted(path), "!delete removes a key the spec inherits through `extends`, and no base "
+                                              "spec sets this one", sources.find(path)))
     elif not (data is None or isinstance(data, (str, bool, int, float))):
         issues.append(SpecIssue(dotted(path), f"unsupported value of type {type(data).__name__}", sources.find(path)))
     return issues
@@ -160,7 +183,8 @@ def deep_merge(base: dict[str, object], top: dict[str, object], sources: Sources
     """`top` merged over `base` (neither is modified): mappings merge key by key, anything else is replaced. A
     mapping that names another `type` than the one it lands on replaces it whole: a component's params belong to
     its type, and a child switching the type (or an override ``backend.type=skyrl``) would otherwise inherit
-    params the new type rejects.
+    params the new type rejects. A key whose value is `DELETE` (``key: !delete`` in YAML) is removed from `base`;
+    one `base` does not hold stays, for `check_plain_data` to report.
 
     `sources` (base's locations) is updated to the merged result's locations.
     """
@@ -168,6 +192,10 @@ def deep_merge(base: dict[str, object], top: dict[str, object], sources: Sources
     for key, value in top.items():
         path = (*prefix, key)
         below = merged.get(key)
+        if value is DELETE and key in merged:  # `key: !delete` removes what a base set
+            del merged[key]
+            sources.replace_subtree(path, {})
+            continue
         retyped = isinstance(value, dict) and isinstance(below, dict) and "type" in value and "type" in below and value["type"] != below["type"]
         if isinstance(value, dict) and isinstance(below, dict) and not retyped:
             sources.locations[path] = top_sources.get(path, sources.locations.get(path))  # type: ignore[assignment]
