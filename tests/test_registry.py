@@ -166,3 +166,27 @@ def test_every_component_has_a_description_and_documented_params():
             assert info.description, f"{kind}: {info.name} has no docstring"
             for name, field in info.params_model.model_fields.items():
                 assert field.description, f"{kind}: {info.name} param {name!r} has no docstring"
+
+
+def test_a_judge_based_reward_on_the_base_class_needs_no_constructor_and_no_borrowed_description():
+    """A reward written on `BaseReward` with `needs_judge` gets its judge from the base's constructor; a component
+    without a docstring of its own is described as "" by `ctu components`, never with its base class's words."""
+    from ctu.components.rewards.base import BaseReward
+    from ctu.composition import build_components
+    from ctu.spec import load_spec
+
+    @registry.rewards.register("judged_test")
+    class JudgedReward(BaseReward):
+        needs_judge = True
+
+        async def apply(self, reward, context):
+            return reward
+
+    try:
+        spec = load_spec(REPO / "specs" / "smoke.yaml", ["rewards=[tau_outcome, judged_test]"]).spec
+        [(_, _), (name, built)] = build_components(spec).rewards["train"].components
+        assert name == "judged_test" and built.judge is not None and type(built.judge).__name__ == "RuleTaxonomyJudge"
+        assert registry.rewards.get("judged_test").description == ""
+        assert registry.rewards.get("tau_outcome").description.startswith("The environment's tau2 reward")
+    finally:
+        registry.rewards.unregister("judged_test")

@@ -146,8 +146,10 @@ class ComponentInfo:
 
     @property
     def description(self) -> str:
-        """The first paragraph of the factory's docstring, on one line ("" when it has none)."""
-        doc = inspect.getdoc(self.factory) or ""
+        """The first paragraph of the factory's own docstring, on one line ("" when it has none: a class that
+        writes none does not get its base class's, which describes the base, not the component)."""
+        own = self.factory.__dict__.get("__doc__") if isinstance(self.factory, type) else self.factory.__doc__
+        doc = inspect.cleandoc(own) if isinstance(own, str) else ""
         return " ".join(doc.split("\n\n", 1)[0].split())
 
     def build(self, params: ComponentParams, **dependencies: object) -> object:

@@ -11,6 +11,8 @@ from tau_bench_env.outcome import EpisodeResult
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
 
+    from ctu.components.judges.base import Judge
+
 Phase = Literal["train", "eval"]
 
 
@@ -59,10 +61,11 @@ class Reward(Protocol):
 
 
 class BaseReward:
-    """A base for reward components: neither training-only nor judge-based, built as `cls(params)`.
+    """A base for reward components, built as `cls(params)`, or `cls(params, judge=...)` when the subclass sets
+    `needs_judge` (the judge is then `self.judge`): no constructor of one's own is needed for either.
 
     A subclass defines its `Params` (a `ComponentParams`), annotates `params: Params`, sets the class flags it
-    needs and writes `apply`.
+    needs (`training_only`, `needs_judge`) and writes `apply`.
     """
 
     training_only: ClassVar[bool] = False
@@ -73,5 +76,7 @@ class BaseReward:
     class Params(ComponentParams):
         pass
 
-    def __init__(self, params: ComponentParams) -> None:
+    def __init__(self, params: ComponentParams, judge: Judge | None = None) -> None:
         self.params = params
+        self.judge = judge
+        """The spec's judge when `needs_judge` (the reward's own `judge` param, else the top-level one); else None."""

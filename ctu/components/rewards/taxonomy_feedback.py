@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 
 from pydantic import Field
 
-from ctu.components.rewards.base import RewardContext
+from ctu.components.rewards.base import BaseReward, RewardContext
 from ctu.registry import ComponentParams, registry
 from ctu.registry.config import ComponentConfig, ComponentMarker
 
@@ -17,7 +17,7 @@ JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
 
 
 @registry.rewards.register("taxonomy_feedback")
-class TaxonomyFeedbackReward:
+class TaxonomyFeedbackReward(BaseReward):
     """Adds `weight` x the judge's taxonomy score (a bonus or a penalty), in training only, never in evaluation.
 
     A failed or malformed judge call is counted in `judge/failures` and adds nothing, or, with
@@ -40,11 +40,10 @@ class TaxonomyFeedbackReward:
         success rates) instead of keeping the reward without the judge's term. For runs where the judge's
         term carries the learning signal."""
 
-    def __init__(self, params: Params, judge: Judge) -> None:
-        self.params = params
-        self.judge = judge
-        """The built judge (its own `judge` param's, else the spec's top-level one), handed over by
-        `ctu.composition.build_components` (`needs_judge`)."""
+    params: Params
+    judge: Judge
+    """The built judge (its own `judge` param's, else the spec's top-level one), handed to `BaseReward`'s
+    constructor by `ctu.composition.build_components` (`needs_judge`)."""
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * verdict.score``; nothing on a failed verdict (which sets `context.fatal_error` when
