@@ -1,4 +1,4 @@
-"""Wall time of the README's main job, `ctu run specs/smoke.yaml`, from an empty cache and with the built-in
+"""Wall time of the README's main job (its Quickstart), `ctu run specs/smoke.yaml`, from an empty cache and with the built-in
 model cached, as a new user runs it (a new process each time, `--no-progress`).
 
 Run: `uv run python benchmarks/main_job.py [--warm-runs N]`. The first run gets an empty `CTU_CACHE_DIR`, so it

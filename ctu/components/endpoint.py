@@ -64,7 +64,7 @@ so each step's requests reuse the connections of the step before wherever the se
 default is 15 s). A server closes an idle connection when it chooses (vLLM's uvicorn after 5 s unless
 ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE`` says otherwise): its FIN arrives while the connection idles, and aiohttp drops
 it from the pool. Reopening them cost a step's batch 0.78 x ideal against 0.88 (retail, chat path, after a 20 s
-pause: `benchmarks/rollout_concurrency.py --pause 20`, README)."""
+pause: `benchmarks/rollout_concurrency.py --pause 20`, docs/benchmarks.md)."""
 
 
 class _Retryable(Exception):

@@ -75,7 +75,7 @@ EPISODES_PER_LOOP = 128
 """Most concurrent episodes `processes: auto` leaves on one event loop. One loop sends a wave of requests out over
 its episodes x its CPU per episode; at 128 retail episodes and 200 ms a request that cost 0.90 of the ideal
 runner's speed on a slow day (reference loop 0.6 s), against 0.85 for 256 and 0.94 for 64
-(`benchmarks/rollout_concurrency.py --slow-day 0.6 --episodes 128`, README). The loss scales with episodes over
+(`benchmarks/rollout_concurrency.py --slow-day 0.6 --episodes 128`, docs/benchmarks.md). The loss scales with episodes over
 the policy's latency, so at a GPU's seconds a turn one loop would hold many more: the count is set for the
 fastest policy the benchmark asks for."""
 

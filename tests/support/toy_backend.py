@@ -1,4 +1,4 @@
-"""A toy training backend: the one file the README's "Add a backend" shows, registered by a spec's `imports:`.
+"""A toy training backend: the one file docs/extending.md's "Add a backend" shows, registered by a spec's `imports:`.
 
 Its policy is a script (`tests.support.scripted_sampler.ScriptedSampler` over the built-in tokenizer) that always
 gives the same reply, so nothing is learnt; what it does exercise is everything a backend owes ctu's commands:

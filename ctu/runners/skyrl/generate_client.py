@@ -28,7 +28,7 @@ class TokenGenerateClient(RemoteGenerateClient):
     - Request bodies are written by orjson (aiohttp's ``json_serialize_bytes``). SkyRL's session writes them with
       Python's `json` module, which took 0.40 ms of the loop's CPU for a retail turn's prompt ids and 0.59 ms for
       a telecom one (a third of the training path's CPU per turn; 6,000 ids: 0.47 ms by `json`, 0.03 by orjson;
-      `benchmarks/rollout_concurrency.py`, README). The server reads the same JSON document (orjson writes no
+      `benchmarks/rollout_concurrency.py`, docs/benchmarks.md). The server reads the same JSON document (orjson writes no
       spaces, and non-ASCII text as UTF-8).
     - At most `concurrency` requests are in flight per event loop (0: no cap), SkyRL's cap for
       `RemoteInferenceClient.generate`: ``SKYRL_GENERATE_CONCURRENCY_PER_ENGINE`` x engines (`for_engines`).

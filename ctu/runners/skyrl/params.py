@@ -15,7 +15,7 @@ MAX_GPUS_PER_NODE = 16
 class RayRuntimeEnv(ComponentParams):
     """What every Ray worker process of a `skyrl` run gets (the entrypoint, the trainer's workers, SkyRL's vLLM
     servers), in Ray's own terms (`ray.init(runtime_env=...)`). ctu adds SkyRL's own variables and, when the driver
-    runs in a virtual environment, points the workers at it (see the README's "Running")."""
+    runs in a virtual environment, points the workers at it (see docs/running.md)."""
 
     env_vars: dict[str, str] = {}
     """Environment variables for the workers (e.g. NCCL settings); applied after SkyRL's and ctu's own. The driver's

@@ -31,7 +31,7 @@ class SkyRLSampler:
     in-flight requests) rather than through `RemoteInferenceClient.generate`, which also decodes the ids (ctu
     decodes them itself, for its parser) and writes bodies with Python's `json`: CPU per turn on the benchmark's
     retail batch fell from 1.03-1.12 ms to 0.54-0.65 (`benchmarks/rollout_concurrency.py --runners ctu-tokens`,
-    README). `text` is then left empty. Any other client (and SkyRL's with rollout router replay on, whose
+    docs/benchmarks.md). `text` is then left empty. Any other client (and SkyRL's with rollout router replay on, whose
     expert indices come only from `generate`) is called through `generate`.
     """
 

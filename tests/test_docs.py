@@ -1,0 +1,29 @@
+"""The README and the guides in docs/: a README read in minutes, every link between them resolving."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .conftest import REPO
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def test_the_readme_is_short_and_indexes_every_guide():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    guides = {path.name for path in (REPO / "docs").glob("*.md")}
+    assert guides and guides <= {Path(target).name for target in LINK.findall(readme) if target.startswith("docs/")}
+
+
+def test_every_link_of_the_readme_and_the_guides_resolves():
+    broken = []
+    for page in PAGES:
+        for target in LINK.findall(page.read_text()):
+            if re.match(r"^(https?:|mailto:|#)", target):
+                continue
+            if not (page.parent / target.split("#", 1)[0]).exists():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert broken == []
