@@ -330,6 +330,16 @@ def check_sft_data(spec: Spec) -> Iterator[SpecIssue]:
                                     "folder, holding conversations in a `messages` column)")
 
 
+def check_user_fault_retries(spec: Spec) -> Iterator[SpecIssue]:
+    """`retry` replays an episode to draw another customer; an LLM customer sampled at temperature 0 answers a
+    replay as it answered before, so the replay repeats the fault (and the episode is then excluded)."""
+    faults, user = spec.environment.user_faults, spec.environment.user_simulator
+    if faults.detectors and faults.action == "retry" and user.type == "llm" and getattr(user.params, "temperature", 1.0) == 0:
+        yield SpecIssue("environment.user_faults.action", "`retry` plays an episode again to draw another customer, but "
+                        "the llm user simulator samples at temperature 0 and will answer a replay as before: set "
+                        "environment.user_simulator.temperature above 0, or use `exclude`")
+
+
 def check_secrets(spec: Spec) -> Iterator[SpecIssue]:
     """No key in the spec: ``*_env`` fields name variables, `backend.runtime_env.env_vars` holds no secret
     (`ctu.spec.secrets.secret_issues`)."""
@@ -357,7 +367,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_model_exports,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
-                                     check_backend_warnings)
+                                     check_backend_warnings, check_user_fault_retries)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:

@@ -161,3 +161,16 @@ def test_the_llm_reviewer_keeps_its_reason_and_finds_nothing_when_it_cannot_answ
     assert "Yusuf Rossi" in sent and "user: Yes, please go ahead. ###STOP###" in sent and "[calls find_user_id_by_name_zip(" in sent
     with ScriptedOpenAIServer(default=Answer.error(500)) as down:
         assert detect(reviewer(down), stopped) is None and len(down.requests) == 2  # retried once, then no verdict
+
+
+def test_retry_with_a_greedy_customer_is_warned_about():
+    from ctu.spec import load_spec
+
+    from ..conftest import REPO
+
+    user = "environment.user_simulator={type: llm, model: u, base_url: 'http://127.0.0.1:9/v1', api_key_env: null}"
+    faults = ["environment.user_faults.detectors=[stop_before_write]", "environment.user_faults.action=retry"]
+    greedy = load_spec(REPO / "specs" / "smoke.yaml", [user, *faults])
+    assert [w.path for w in greedy.warnings if "temperature 0" in w.message] == ["environment.user_faults.action"]
+    sampled = load_spec(REPO / "specs" / "smoke.yaml", [user, *faults, "environment.user_simulator.temperature=0.7"])
+    assert not [w for w in sampled.warnings if w.path == "environment.user_faults.action"]
