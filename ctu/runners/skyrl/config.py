@@ -325,6 +325,34 @@ def join_cluster(config: Any, backend: SkyRLParams, modules: tuple[str, ...], lo
     raise_problems("this Ray cluster", problems)
 
 
+def open_launch(run_dir: Path, resume: bool, verbose: bool) -> tuple[RunDir, Path, int | None]:
+    """The start of a `skyrl` launch (GRPO or SFT): the run directory by absolute path (workers may run elsewhere,
+    see `skyrl_overrides`), a new ``logs/skyrl-<time>.log`` that the driver's and the libraries' logs now go to
+    (ctu's own lines stay on the console; Ray and torch imported first, their loggers then routed too), and the
+    newest checkpoint's step when resuming (else None).
+
+    Raises:
+        RunError: `resume` with no checkpoint in `run_dir`.
+    """
+    from datetime import datetime
+
+    import ray  # noqa: F401  (its loggers exist once it is imported, and are routed below)
+    import torch  # noqa: F401  (its logger gets its handler on import)
+
+    from ctu.runners.console import DETACHED_LOGGERS, DRIVER_DETACHED_LOGGERS, route_driver_logs, route_library_logs
+    from ctu.runners.rundir import RunError
+
+    run = RunDir(Path(run_dir).absolute())
+    log_file = run.path / "logs" / f"skyrl-{datetime.now():%y%m%d_%H%M%S}.log"
+    # before SkyRL's config imports vLLM, whose import warns; loguru is SkyRL's logger here too
+    route_driver_logs(log_file, verbose, DETACHED_LOGGERS + DRIVER_DETACHED_LOGGERS)
+    route_library_logs(log_file, verbose)
+    resume_step = latest_checkpoint_step(run.path) if resume else None
+    if resume and resume_step is None:
+        raise RunError(f"{run.path} has no checkpoint to resume from")
+    return run, log_file, resume_step
+
+
 def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
     """Launch `spec` through SkyRL on the Ray cluster at ``RAY_ADDRESS`` (or a one-node cluster started here),
     after the preflight checks; returns the final state.
@@ -351,26 +379,14 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
             CUDA sees no GPU, or the placement does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
-    from datetime import datetime
+    import ray
 
     from ctu.errors import CtuError
-    from ctu.runners.console import DETACHED_LOGGERS, DRIVER_DETACHED_LOGGERS, route_driver_logs, route_library_logs
-    from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import joining_cluster
     from ctu.runners.skyrl.preflight import check_skyrl_run, required_modules
 
     backend = backend_params(spec, SkyRLParams)
-    run = RunDir(Path(run_dir).absolute())  # workers may run elsewhere (see `skyrl_overrides`)
-    log_file = run.path / "logs" / f"skyrl-{datetime.now():%y%m%d_%H%M%S}.log"
-    import ray
-    import torch  # noqa: F401  (its logger gets its handler on import)
-
-    # before SkyRL's config imports vLLM, whose import warns; loguru is SkyRL's logger here too
-    route_driver_logs(log_file, verbose, DETACHED_LOGGERS + DRIVER_DETACHED_LOGGERS)
-    route_library_logs(log_file, verbose)
-    resume_step = latest_checkpoint_step(run.path) if resume else None
-    if resume and resume_step is None:
-        raise RunError(f"{run.path} has no checkpoint to resume from")
+    run, log_file, resume_step = open_launch(run_dir, resume, verbose)
     data_dir = run.path / "data"
     components = build_components(spec)
     config = resolve_skyrl_config(spec, data_dir, run.path, resume, components)

@@ -166,29 +166,18 @@ def run_skyrl_sft(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool
             does not fit.
         RunError: `resume` with no checkpoint in `run_dir`.
     """
-    from datetime import datetime
-
     import ray
-    import torch  # noqa: F401  (its logger gets its handler on import)
     from transformers import AutoTokenizer
 
     from ctu.composition import build_components
     from ctu.errors import CtuError
     from ctu.models.tiny_qwen3 import local_path
-    from ctu.runners.console import DETACHED_LOGGERS, DRIVER_DETACHED_LOGGERS, route_driver_logs, route_library_logs
-    from ctu.runners.rundir import RunError
     from ctu.runners.skyrl.cluster import joining_cluster
-    from ctu.runners.skyrl.config import join_cluster, latest_checkpoint_step
+    from ctu.runners.skyrl.config import join_cluster, latest_checkpoint_step, open_launch
     from ctu.runners.skyrl.preflight import check_skyrl_run
 
     backend = backend_params(spec, SkyRLParams)
-    run = RunDir(Path(run_dir).absolute())
-    log_file = run.path / "logs" / f"skyrl-{datetime.now():%y%m%d_%H%M%S}.log"
-    route_driver_logs(log_file, verbose, DETACHED_LOGGERS + DRIVER_DETACHED_LOGGERS)
-    route_library_logs(log_file, verbose)
-    resume_step = latest_checkpoint_step(run.path) if resume else None
-    if resume and resume_step is None:
-        raise RunError(f"{run.path} has no checkpoint to resume from")
+    run, log_file, resume_step = open_launch(run_dir, resume, verbose)
     tokens_file = run.path / "data" / TOKENS_FILE
     config, skyrl_config = resolve_sft_config(spec, tokens_file, run.path, resume)
     modules = tuple(name for name in ("flash_attn",) if skyrl_config.trainer.flash_attn)
