@@ -333,9 +333,13 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
 
     # the SFT stage on the skyrl backend, from the repository's root (Ray's uv hook), on the same SFT data
     on_skyrl = tmp_path / "sft_skyrl.yaml"
+    tasks = runs / "tasks"  # the recipe's paths are relative to tmp_path, and this stage runs from the repository
+    mock = {"type": "mock", "tasks_file": str(tasks / "tasks.json"), "split_file": str(tasks / "split_tasks.json")}
     on_skyrl.write_text(yaml.safe_dump({"extends": [str(recipe / "sft.yaml"), str(REPO / "tests" / "skyrl_cpu" / "backend_cpu.yaml")],
                                         "experiment": {"name": "sft_skyrl", "output_dir": str(runs)},
-                                        "data": {"sft": str(runs / "sft_data")}}))
+                                        "data": {"sft": str(runs / "sft_data"), "train": [
+                                            {"domain": "retail", "split": "train", "max_tasks": 2},
+                                            {"domain": mock, "split": "train", "max_tasks": 2}]}}))
     with RayCluster(tmp_path / "ray.log") as cluster:
         trained = uv_ctu_run([str(on_skyrl)], {"RAY_ADDRESS": cluster.address})
         assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
