@@ -349,6 +349,10 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
     assert lines[0]["train/sft_loss_per_token"] > lines[1]["train/sft_loss_per_token"] > 0  # the same 2 rows each step
     assert json.loads((runs / "sft_skyrl" / "state.json").read_text()) == {"backend": "skyrl", "step": 2}
     assert (runs / "sft_skyrl" / "checkpoints" / "global_step_2" / "trainer_state.pt").exists()
+    # SkyRL's FSDP2 training unties the built-in model's tied embeddings: the export's config says so, or Tinker
+    # would serve the embedding as the output projection (ctu.runners.skyrl.exports)
+    exported = json.loads((runs / "sft_skyrl" / "exports" / "global_step_2" / "policy" / "config.json").read_text())
+    assert exported["tie_word_embeddings"] is False
     ctu("eval", "--run-dir", "runs/cpu_recipe/sft_skyrl", "--limit", "1")  # its Hugging Face export, served
     skyrl_eval = runs / "sft_skyrl" / "eval" / "sft_skyrl-step2"
     assert json.loads((skyrl_eval / "eval.json").read_text())["overall"]["episodes"] == 1

@@ -16,6 +16,7 @@ from skyrl.train.sft_trainer import SFTTrainer
 from ctu.composition import build_components
 from ctu.metrics import TRAIN, metric
 from ctu.runners.skyrl.experiment import CtuTracking
+from ctu.runners.skyrl.exports import untie_export_config
 from ctu.spec import Spec, spec_to_dict
 
 SKYRL_NAMES = {
@@ -29,7 +30,8 @@ every real token of the step, prompt included)."""
 
 class CtuSFTTrainer(SFTTrainer):
     """`SFTTrainer` that logs through ctu's trackers (`CtuTracking`), started in the run directory with the spec
-    (dropping the lines of steps after `resume_step` first), and renames `SKYRL_NAMES`."""
+    (dropping the lines of steps after `resume_step` first), renames `SKYRL_NAMES`, and makes
+    its exports' configs say what they hold (`ctu.runners.skyrl.exports`)."""
 
     def __init__(self, config: Any, skyrl_config: Any, spec: Spec, run_dir: Path, resume_step: int | None) -> None:
         super().__init__(config, skyrl_cfg=skyrl_config)
@@ -41,6 +43,11 @@ class CtuSFTTrainer(SFTTrainer):
         trackers.start(self.run_dir, self.spec.experiment.name, components.project, spec_to_dict(self.spec),
                        resume_step=self.resume_step)
         self.tracker = _RenamingTracking(trackers)
+
+    def save_hf_model(self) -> None:
+        """SkyRL's Hugging Face export, its config made to say what it holds (`untie_export_config`)."""
+        super().save_hf_model()
+        untie_export_config(Path(self.cfg.trainer.export_path) / f"global_step_{self.global_step}" / "policy")
 
 
 class _RenamingTracking(CtuTracking):

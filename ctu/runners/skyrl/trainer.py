@@ -19,6 +19,7 @@ from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.runners.grpo import groups_without_spread
 from ctu.runners.rundir import RunDir
 from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
+from ctu.runners.skyrl.exports import untie_export_config
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class CtuTraining:
     **Metrics**: ``train/zero_variance_groups``, the groups of the step without a reward spread (those dynamic
     sampling or `sample_full_batch` dropped, and those left in the batch, which `zero_variance_filter` masks), and
     ``train/sampling_rounds``, the batches dynamic sampling sampled for the step.
+
+    **Exports**: a Hugging Face export's config says what it holds (`ctu.runners.skyrl.exports`: SkyRL's FSDP2
+    training unties tied word embeddings).
     """
 
     max_infra_error_rate: float = 0.5
@@ -58,6 +62,11 @@ class CtuTraining:
     _skip_step: bool = False
     _infra_errors: list[str | None] = []
     _dropped_groups: int = 0
+
+    def save_models(self) -> None:
+        """SkyRL's Hugging Face export, its config made to say what it holds (`untie_export_config`)."""
+        super().save_models()  # type: ignore[misc]
+        untie_export_config(Path(self.cfg.trainer.export_path) / f"global_step_{self.global_step}" / "policy")  # type: ignore[attr-defined]
     _sampling_rounds: int = 0
     dynamic_sampling_state: Any = None
 
