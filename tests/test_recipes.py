@@ -52,3 +52,23 @@ def test_each_stage_of_the_8b_recipe_is_valid_once_the_stages_before_it_ran(tmp_
     (export / "config.json").write_text("{}")
     grpo = ctu(tmp_path, "validate", str(RECIPE / "grpo.yaml"))
     assert grpo.returncode == 0, grpo.stdout + grpo.stderr
+
+
+def test_the_chain_checks_stages_are_valid_once_the_stages_before_them_ran(tmp_path: Path):
+    """`specs/learning_chain/` (benchmarks/chain_check.py): its template set yields verified tasks with held-out
+    ones, the SFT data of the training tasks leaves every held-out task out, and each stage validates."""
+    import json
+
+    chain = REPO / "specs" / "learning_chain"
+    generated = ctu(tmp_path, "tasks", "generate", str(chain / "tasks.yaml"), f"task_generation.generator.templates={chain / 'templates.yaml'}",
+                    "task_generation.count=20", "--out", "runs/learning_chain/tasks", "--no-progress")
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    splits = json.loads((tmp_path / "runs" / "learning_chain" / "tasks" / "split_tasks.json").read_text())
+    assert len(splits["train"]) == 16 and len(splits["validation"]) == 4
+    assert ctu(tmp_path, "validate", str(chain / "sft.yaml")).returncode == 2  # no SFT data yet
+    written = ctu(tmp_path, "data", "sft", str(chain / "train.yaml"), "--out", "runs/learning_chain/sft_data")
+    assert written.returncode == 0, written.stdout + written.stderr
+    rows = pq.read_table(tmp_path / "runs" / "learning_chain" / "sft_data" / "train.parquet").to_pylist()
+    assert sorted(row["task_id"] for row in rows) == sorted(splits["train"])  # gold replays of every training task, no held-out one
+    sft = ctu(tmp_path, "validate", str(chain / "sft.yaml"))
+    assert sft.returncode == 0, sft.stdout + sft.stderr

@@ -51,8 +51,8 @@ class SkyRLBackend:
         yield from _override_errors(self.params)
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
-        """Many more full-model exports than `hf_save_interval` says: SkyRL exports the policy at every epoch's end
-        too, and each is a full model (16 GB for an 8B one in bf16). Dynamic sampling allowed more batches a step
+        """Many more full-model exports than `hf_save_interval` says: SkyRL's GRPO trainer exports the policy at every
+        epoch's end too (its SFT trainer does not), and each is a full model (16 GB for an 8B one in bf16). Dynamic sampling allowed more batches a step
         than an epoch holds: SkyRL drops a step's partial batch at its epoch's end, so an epoch's batches are the
         real limit."""
         from ctu.spec.schedule import schedule
@@ -69,6 +69,8 @@ class SkyRLBackend:
                 f"samples are lost and the run may end short of its {plan.total_steps} steps (not max_sample_batches "
                 f"{sampling.max_sample_batches}); more tasks an epoch (data.train) give a step more batches",
             )
+        if spec.data.sft is not None:
+            return
         interval = spec.trainer.hf_save_interval or plan.total_steps
         exports = len({step for step in range(1, plan.total_steps + 1)
                        if step % plan.steps_per_epoch == 0 or step % interval == 0 or step == plan.total_steps})
