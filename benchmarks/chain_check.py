@@ -18,7 +18,8 @@ the repository's root), then a negative control:
 7. `ctu eval --run-dir` of the GRPO run;
 8. the negative control: step 6 at a learning rate of 1e-12, and its evaluation.
 
-It prints, and writes to `runs/learning_chain/chain.json` and `chain.png`: the held-out success rate of each policy; the
+It prints, and writes to `runs/learning_chain/chain.json` and `chain.png` (and its table to
+`benchmarks/results/chain_check.json`, from which docs/learning-checks.md's table is generated): the held-out success rate of each policy; the
 differences SFT - base, GRPO - SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out
 tasks (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); GRPO's and the control's
 training success per step; each stage's wall time and this machine's reference loop (`machine.py`).
@@ -41,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from learning_check import CONTROL_LR, step_rewards
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
+from results import record
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs" / "learning_chain"
@@ -104,6 +106,22 @@ def difference(baseline: dict, other: dict) -> dict:
         raise SystemExit("the evaluations share no held-out task")
     tasks, mean, low, high = result
     return {"tasks": tasks, "difference": mean, "ci95": [low, high]}
+
+
+def table(report: dict) -> dict[str, list]:
+    """The docs' table of a report (`results.record`): held-out success after each stage, the differences with
+    their intervals, the wall times."""
+    def interval(key: str) -> str:
+        low, high = report[key]["ci95"]
+        return f"{report[key]['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+    success = report["success"]
+    total, normal = report["wall_seconds_total"] / 60, report["wall_seconds_total_normalised"] / 60
+    return {"columns": ["", "base", "SFT", "GRPO after SFT", f"control (GRPO at lr {CONTROL_LR:g})"],
+            "rows": [["held-out tau2 success", *(f"{success[name]:.3f}" for name in POLICIES)],
+                     ["difference, paired bootstrap 95% interval", "", f"{interval('sft_minus_base')} vs base",
+                      f"{interval('grpo_minus_sft')} vs SFT", f"{interval('control_minus_sft')} vs SFT"],
+                     ["wall time of the check (normalised)", f"{total:.1f} min ({normal:.1f} min)", "", "", ""]]}
 
 
 def plot(report: dict, path: Path) -> None:
@@ -196,6 +214,9 @@ def main() -> None:
     report["passed"] = sft_low > 0 and control_low <= 0 <= control_high
     (output / "chain.json").write_text(json.dumps(report, indent=2) + "\n")
     plot(report, output / "chain.png")
+    if not args.report_only:
+        record("chain_check", report, table(report), loop, note=f"{report['held_out_tasks']} held-out tasks x "
+               f"{report['samples_per_task']} samples; GRPO and the control 10 steps each.")
 
     print()
     print(f"the chain's learning check: {output}  ({report['held_out_tasks']} held-out tasks)")

@@ -27,3 +27,16 @@ def test_every_link_of_the_readme_and_the_guides_resolves():
             if not (page.parent / target.split("#", 1)[0]).exists():
                 broken.append(f"{page.relative_to(REPO)} -> {target}")
     assert broken == []
+
+
+def test_the_docs_generated_tables_match_the_benchmarks_results():
+    """Every `<!-- results: NAME -->` block of the docs is what `benchmarks/results.py` renders from
+    `benchmarks/results/NAME.json` (figures are what a benchmark wrote, never typed)."""
+    import subprocess
+    import sys
+
+    checked = subprocess.run([sys.executable, str(REPO / "benchmarks" / "results.py"), "--check"], cwd=REPO,
+                             capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    blocks = re.findall(r"<!-- results: ([\w.-]+) -->", " ".join(p.read_text() for p in (REPO / "docs").glob("*.md")))
+    assert "chain_check" in blocks

@@ -1,0 +1,103 @@
+"""Benchmark figures as data: each benchmark that adopts it records its latest result as JSON under
+`benchmarks/results/<name>.json` (when, on which commit, this machine's speed, the command, the figures, and the
+table the docs show), and the docs' tables are generated from those files, never typed.
+
+Run: `uv run python benchmarks/results.py` rewrites every generated block of the docs from the results;
+`--check` only reports the blocks that differ (exit 1), as CI does (tests/test_docs.py).
+
+A generated block in a doc is the text between ``<!-- results: NAME -->`` and ``<!-- /results -->``: a table and
+a line saying when, where and how it was measured. Only benchmarks that record their results have blocks; the
+others' figures are still written by hand in docs/benchmarks.md (migrated as they are re-measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from machine import REFERENCE_LOOP_S
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+DOCS = REPO / "docs"
+BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+
+
+def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: float, note: str = "") -> Path:
+    """Write `benchmarks/results/<name>.json`: the date (UTC), the commit, the command (this process's argv),
+    `loop` (this machine's reference loop in s, `machine.reference_loop_seconds`), `figures` (any JSON), and
+    `table` (``{"columns": [...], "rows": [[...], ...]}``, cells already formatted) with `note` (a line under it).
+
+    Returns:
+        The file written.
+    """
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    result = {
+        "benchmark": name,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit or None,
+        "command": "uv run python " + " ".join([str(Path(sys.argv[0]).resolve().relative_to(REPO)), *sys.argv[1:]]),
+        "reference_loop_seconds": round(loop, 3),
+        "figures": figures,
+        "table": table,
+        "note": note,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path
+
+
+def render(result: dict[str, Any]) -> str:
+    """A result as the docs show it: its table in Markdown, then when and how it was measured."""
+    columns, rows = result["table"]["columns"], result["table"]["rows"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    measured = (f"Measured {result['date']} on commit {result['commit']}, `{result['command']}`; this machine's "
+                f"reference loop {result['reference_loop_seconds']:.2f} s (the goals' day: {REFERENCE_LOOP_S:.2f} s).")
+    return "\n".join(lines) + "\n\n" + " ".join(part for part in (result.get("note"), measured) if part) + "\n"
+
+
+def generated(text: str) -> str:
+    """`text` with each generated block rewritten from its result file.
+
+    Raises:
+        SystemExit: a block names a result that does not exist.
+    """
+    def fill(match: re.Match[str]) -> str:
+        path = RESULTS / f"{match['name']}.json"
+        if not path.exists():
+            raise SystemExit(f"a generated block names {path.relative_to(REPO)}, which does not exist")
+        return match.group(1) + render(json.loads(path.read_text())) + match.group(4)
+
+    return BLOCK.sub(fill, text)
+
+
+def stale_docs() -> list[Path]:
+    """The docs whose generated blocks differ from their results."""
+    return [path for path in sorted(DOCS.glob("*.md")) if generated(path.read_text()) != path.read_text()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 naming the docs whose generated tables are stale")
+    args = parser.parse_args()
+    stale = stale_docs()
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(REPO)}: its generated tables differ from benchmarks/results/ "
+                  "(run `uv run python benchmarks/results.py`)")
+        raise SystemExit(1 if stale else 0)
+    for path in stale:
+        path.write_text(generated(path.read_text()))
+        print(f"rewrote {path.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
