@@ -8,7 +8,8 @@ temporary folder and prints the tasks proposed, kept and rejected by reason, the
 verified task. Then it offers tau2's own retail training tasks (74) to the same verification as if a generator had
 proposed them (against retail's test split and each other, with the smoke job's limits widened to 30 turns and 20
 errors) and prints what it rejects by reason: what the checks say of tasks written by people. Figures are this
-machine's (`machine.py` prints its reference loop).
+machine's (`machine.py` prints its reference loop); the generations' table is recorded in
+`benchmarks/results/task_generation.json`, from which docs/training-tasks.md's table is generated.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from pathlib import Path
 
 import yaml
 from machine import reference_loop_seconds
+from results import record
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def generate(domain: str, count: int, seed: int, out: Path) -> None:
+def generate(domain: str, count: int, seed: int, out: Path) -> list[str]:
+    """Generate `count` tasks of `domain` from its built-in template set into `out`; print and return the table
+    row (generation, proposed, kept, rejected, wall time, per verified task)."""
     from ctu.spec import load_spec
     from ctu.tasks.generate import generate_tasks
 
@@ -43,6 +47,9 @@ def generate(domain: str, count: int, seed: int, out: Path) -> None:
     rejected = dict(result.rejected.most_common()) or "none"
     print(f"template {domain:6s}: {result.proposed} proposed, {result.kept} kept, rejected {rejected}; "
           f"{seconds:.1f} s, {seconds / max(result.kept, 1) * 1000:.0f} ms per verified task")
+    reasons = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none"
+    return [f"`template` `{domain}`, {count} tasks", str(result.proposed), str(result.kept), reasons, f"{seconds:.1f} s",
+            f"{seconds / max(result.kept, 1) * 1000:.0f} ms"]
 
 
 def tau2_tasks_as_proposals() -> None:
@@ -73,11 +80,14 @@ def main() -> None:
     parser.add_argument("--retail", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(f"machine reference loop: {reference_loop_seconds():.3f} s; python {sys.version.split()[0]}")
+    loop = reference_loop_seconds()
+    print(f"machine reference loop: {loop:.3f} s; python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as folder:
-        generate("mock", args.mock, args.seed, Path(folder))
-        generate("retail", args.retail, args.seed, Path(folder))
+        rows = [generate("mock", args.mock, args.seed, Path(folder)), generate("retail", args.retail, args.seed, Path(folder))]
         print(json.dumps(json.loads((Path(folder) / "retail" / "provenance.json").read_text())["this_call"]))
+    columns = ["generation", "proposed", "kept", "rejected", "wall time", "per verified task"]
+    record("task_generation", {"rows": [dict(zip(columns, row, strict=True)) for row in rows]},
+           {"columns": columns, "rows": rows}, loop)
     tau2_tasks_as_proposals()
 
 

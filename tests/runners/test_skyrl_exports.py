@@ -85,3 +85,9 @@ def test_validate_warns_of_a_tied_model_in_a_skyrl_grpo_run(tmp_path: Path):
     assert any(w.path == "model.path" and "vLLM" in w.message for w in load_spec(spec).warnings)
     (folder / "config.json").write_text(json.dumps({"tie_word_embeddings": False}))
     assert not any(w.path == "model.path" for w in load_spec(spec).warnings)
+
+
+def test_an_export_not_on_this_node_is_left_alone(tmp_path: Path):
+    """SkyRL's rank-0 worker writes the export on its own node; the driver checking it elsewhere must not fail
+    the run."""
+    assert untie_export_config(tmp_path / "global_step_3" / "policy") is False

@@ -52,9 +52,9 @@ class SkyRLBackend:
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """Many more full-model exports than `hf_save_interval` says: SkyRL's GRPO trainer exports the policy at every
-        epoch's end too (its SFT trainer does not), and each is a full model (16 GB for an 8B one in bf16). Dynamic sampling allowed more batches a step
-        than an epoch holds: SkyRL drops a step's partial batch at its epoch's end, so an epoch's batches are the
-        real limit. A model with tied word embeddings in GRPO: SkyRL trains its output projection apart, and vLLM
+        epoch's end too (its SFT trainer does not), and each is a full model (16 GB for an 8B one in bf16). Dynamic
+        sampling allowed more batches a step than an epoch holds: SkyRL drops a step's partial batch at its epoch's
+        end, so an epoch's batches are the real limit. A model with tied word embeddings in GRPO: SkyRL trains its output projection apart, and vLLM
         never sees it (`ctu.runners.skyrl.exports`)."""
         from ctu.spec.schedule import schedule
 

@@ -47,6 +47,11 @@ def _tensor(folder: Path, name: str) -> Any:
         return weights.get_tensor(name) if name in weights.keys() else None  # noqa: SIM118 (safe_open is no mapping)
 
 
+def policy_export(export_path: str | Path, step: int) -> Path:
+    """The folder of SkyRL's policy export of `step` under `export_path` (SkyRL's layout, both trainers)."""
+    return Path(export_path) / f"global_step_{step}" / "policy"
+
+
 def untie_export_config(folder: str | Path) -> bool:
     """Set ``tie_word_embeddings: false`` in the Hugging Face export in `folder` when its config says tied but it
     holds an output projection (``lm_head.weight``) that differs from its embedding (see the module docstring).
@@ -55,7 +60,8 @@ def untie_export_config(folder: str | Path) -> bool:
         folder: an export folder (``config.json`` and ``model.safetensors`` or a sharded index).
 
     Returns:
-        Whether the config was changed (False: untied already, no output projection saved, or the two are equal).
+        Whether the config was changed (False: untied already, no output projection saved, the two are equal, or
+        the export is not on this node's file system: SkyRL's rank-0 worker wrote it on its own node; logged).
 
     Raises:
         OSError, json.JSONDecodeError: the folder's config or weights cannot be read or written.
@@ -64,6 +70,9 @@ def untie_export_config(folder: str | Path) -> bool:
 
     folder = Path(folder)
     config_file = folder / "config.json"
+    if not config_file.is_file():
+        logger.warning("%s: no export here to check for untied embeddings (written on another node?)", folder)
+        return False
     config = json.loads(config_file.read_text())
     if not config.get("tie_word_embeddings", False):
         return False

@@ -16,7 +16,7 @@ from skyrl.train.sft_trainer import SFTTrainer
 from ctu.composition import build_components
 from ctu.metrics import TRAIN, metric
 from ctu.runners.skyrl.experiment import CtuTracking
-from ctu.runners.skyrl.exports import untie_export_config
+from ctu.runners.skyrl.exports import policy_export, untie_export_config
 from ctu.spec import Spec, spec_to_dict
 
 SKYRL_NAMES = {
@@ -47,7 +47,7 @@ class CtuSFTTrainer(SFTTrainer):
     def save_hf_model(self) -> None:
         """SkyRL's Hugging Face export, its config made to say what it holds (`untie_export_config`)."""
         super().save_hf_model()
-        untie_export_config(Path(self.cfg.trainer.export_path) / f"global_step_{self.global_step}" / "policy")
+        untie_export_config(policy_export(self.cfg.trainer.export_path, self.global_step))
 
 
 class _RenamingTracking(CtuTracking):

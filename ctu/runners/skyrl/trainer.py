@@ -19,7 +19,7 @@ from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.runners.grpo import groups_without_spread
 from ctu.runners.rundir import RunDir
 from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
-from ctu.runners.skyrl.exports import untie_export_config
+from ctu.runners.skyrl.exports import policy_export, untie_export_config
 
 logger = logging.getLogger(__name__)
 
@@ -62,13 +62,13 @@ class CtuTraining:
     _skip_step: bool = False
     _infra_errors: list[str | None] = []
     _dropped_groups: int = 0
+    _sampling_rounds: int = 0
+    dynamic_sampling_state: Any = None
 
     def save_models(self) -> None:
         """SkyRL's Hugging Face export, its config made to say what it holds (`untie_export_config`)."""
         super().save_models()  # type: ignore[misc]
-        untie_export_config(Path(self.cfg.trainer.export_path) / f"global_step_{self.global_step}" / "policy")  # type: ignore[attr-defined]
-    _sampling_rounds: int = 0
-    dynamic_sampling_state: Any = None
+        untie_export_config(policy_export(self.cfg.trainer.export_path, self.global_step))
 
     def handle_dynamic_sampling(self, generator_output: Any, uids: list[str]) -> tuple[Any, list[str], bool]:
         """SkyRL's dynamic sampling on a view where excluded trajectories add no spread; counts the rounds and the
