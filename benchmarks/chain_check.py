@@ -37,12 +37,15 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from learning_check import CONTROL_LR, step_rewards
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 from results import record
+
+from ctu.evaluation.comparison import LEVEL, RESAMPLES
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs" / "learning_chain"
@@ -162,9 +165,9 @@ def main() -> None:
     walls: dict[str, float] = {}
     loop_before = reference_loop_seconds()
 
-    def stage(name: str, run: object) -> None:
+    def stage(name: str, run: Callable[[], object]) -> None:
         started = time.perf_counter()
-        run()  # type: ignore[operator]
+        run()
         walls[name] = time.perf_counter() - started
 
     if not args.report_only:
@@ -197,7 +200,7 @@ def main() -> None:
         "sft_minus_base": difference(reports["base"], reports["SFT"]),
         "grpo_minus_sft": difference(reports["SFT"], reports["GRPO"]),
         "control_minus_sft": difference(reports["SFT"], reports["control"]),
-        "bootstrap": {"resamples": 10_000, "seed": 0, "unit": "held-out tasks, paired"},
+        "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": 0, "unit": "held-out tasks, paired"},
         "grpo_steps": [{"step": s, "mean_success": float(np.mean(r)), "episodes": len(r)} for s, r in grpo_steps["GRPO"].items()],
         "control_steps": [{"step": s, "mean_success": float(np.mean(r)), "episodes": len(r)} for s, r in grpo_steps["control"].items()],
         "wall_seconds": walls,
