@@ -54,3 +54,33 @@ def test_test_rewards_are_the_first_and_last_evaluations(check, tmp_path: Path):
              {"step": 2, "test-retail/average_reward": 0.25, "test-airline/average_reward": 0.75}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert check.test_rewards(tmp_path) == (0.1, 0.5)
+
+
+def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out_tasks():
+    """benchmarks/chain_check.py on evaluation results written here: SFT that solves held-out tasks the base model
+    did not passes with an interval above zero; a control that moved nothing holds zero; a control that moved, or
+    an SFT that did not, fails the check."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("chain_check", REPO / "benchmarks" / "chain_check.py")
+        chain = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(chain)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+    def evaluation(solved: int, of: int = 40) -> dict:  # tasks 0..solved-1 solved in both samples, the rest in none
+        by_task = {str(n): [2 if n < solved else 0, 2] for n in range(of)}
+        return {"by_test_set": {chain.TEST_SET: {"by_task": by_task, "success_rate": solved / of}}}
+
+    base, sft, still = evaluation(0), evaluation(10), evaluation(10)
+    report = {"sft_minus_base": chain.difference(base, sft), "control_minus_sft": chain.difference(sft, still)}
+    assert report["sft_minus_base"]["difference"] == pytest.approx(0.25) and report["sft_minus_base"]["ci95"][0] > 0
+    assert report["control_minus_sft"]["ci95"] == [0.0, 0.0]
+    assert chain.passed(report)
+    assert not chain.passed({**report, "control_minus_sft": chain.difference(sft, evaluation(20))})  # the control moved
+    assert not chain.passed({**report, "sft_minus_base": chain.difference(base, evaluation(0))})  # SFT changed nothing
+    table = chain.table({**report, "grpo_minus_sft": chain.difference(sft, evaluation(14)),
+                         "success": {"base": 0.0, "SFT": 0.25, "GRPO": 0.35, "control": 0.25},
+                         "wall_seconds_total": 1200.0, "wall_seconds_total_normalised": 900.0})
+    assert table["rows"][0] == ["held-out tau2 success", "0.000", "0.250", "0.350", "0.250"]
+    assert table["rows"][1][2].startswith("+0.250 [") and table["rows"][1][3].startswith("+0.100 [")
