@@ -30,7 +30,8 @@ BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /
 
 
 def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: float, note: str = "") -> Path:
-    """Write `benchmarks/results/<name>.json`: the date (UTC), the commit, the command (this process's argv),
+    """Write `benchmarks/results/<name>.json`: the date (UTC), the commit (said to have uncommitted changes when the
+    working tree has them), the command (this process's argv),
     `loop` (this machine's reference loop in s, `machine.reference_loop_seconds`), `figures` (any JSON), and
     `table` (``{"columns": [...], "rows": [[...], ...]}``, cells already formatted) with `note` (a line under it).
 
@@ -38,6 +39,10 @@ def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: flo
         The file written.
     """
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                             text=True).stdout.strip()
+    if commit and changed:
+        commit += " with uncommitted changes"
     result = {
         "benchmark": name,
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
