@@ -538,10 +538,10 @@ def wall_loop_seconds() -> float:
 
 @dataclasses.dataclass
 class CtuBatch:
-    """One measured batch of ctu's generator (`generate`)."""
+    """One measured batch of ctu's generator (`Rollout.run_batch`)."""
 
     wall: float
-    """Seconds from the call to `generate` to its return."""
+    """Seconds from the call to `run_batch` to its return."""
     cpu: float
     """CPU seconds of the runner's process and its rollout workers over the batch."""
     memory: float
@@ -596,8 +596,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
     from ctu.models.tiny_qwen3 import tokenizer_path
     from ctu.rollout.build import build_generator
     from ctu.rollout.sampling import OpenAIChatSampler
-    from ctu.runners.task_rows import TaskRow
-    from ctu.runners.tinker.batch import generator_input
+    from ctu.runners.task_rows import TaskRow, episodes
     from ctu.spec import spec_from_dict
 
     tasks, warm_up = batch_tasks(row)
@@ -639,8 +638,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
     def rows(ids: list[Episode]) -> list[TaskRow]:
         return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for domain, task in ids]
 
-    warm_up_batch = generator_input(rows(warm_up), warm_up_samples(row.episodes, warm_up), "eval", 0)
-    warm_output = await generator.generate(warm_up_batch)  # not measured; held, see above
+    warm_output = await generator.run_batch(*episodes(rows(warm_up), warm_up_samples(row.episodes, warm_up)), "eval", 0)  # not measured; held, see above
     gc.collect()
     await asyncio.sleep(pause)
     workers = sorted(getattr(generator, "worker_pids", ()))
@@ -664,7 +662,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
         profiler.enable()
     ended.clear()
     started = wall
-    output = await generator.generate(generator_input(rows(tasks), row.samples, "eval", 0))
+    output = await generator.run_batch(*episodes(rows(tasks), row.samples), "eval", 0)
     if profiler:
         profiler.disable()
     returned = time.perf_counter()
@@ -685,17 +683,17 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
     if tokens:
         await sampler.aclose()  # the sampler's and SkyRL's clients keep a session per event loop; this one ends here
         await client.aclose()
-    if len(output["rewards"]) != row.episodes or len(warm_output["rewards"]) < row.episodes:
-        raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output['rewards'])}")
-    if any(record.error for record in generator.last_records):
-        raise RuntimeError(f"an episode failed: {next(r.error for r in generator.last_records if r.error)}")
-    busy = output["rollout_metrics"]["timing/rollout_loop_busy"]
+    if len(output.records) != row.episodes or len(warm_output.records) < row.episodes:
+        raise RuntimeError(f"expected {row.episodes} trajectories, got {len(output.records)}")
+    if any(record.error for record in output.records):
+        raise RuntimeError(f"an episode failed: {next(r.error for r in output.records if r.error)}")
+    busy = output.metrics["timing/rollout_loop_busy"]
     return CtuBatch(wall, cpu, peak - before, parent_cpu, processes, endings, busy, loop_wall), profiler
 
 
 def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int | str, share: float | None, tokens: bool,
                    engines: int | None, pause: float, connection: Any) -> None:
-    """Child process of one ctu repetition: `generate`, then send its `CtuBatch` (with the profile's printed top
+    """Child process of one ctu repetition: `generate` (one measured `run_batch`), then send its `CtuBatch` (with the profile's printed top
     costs when profiled) through `connection`."""
     import io
     import pstats

@@ -52,7 +52,7 @@ def test_a_generator_component_must_build_what_the_runners_use(minimal):
 
     @registry.generators.register("only_generate_test")
     class OnlyGenerateComponent:
-        """Builds a generator with SkyRL's `generate` and nothing more."""
+        """Builds a SkyRL generator (`generate`), without ctu's rollout contract."""
 
         def __init__(self, params):
             self.params = params
@@ -70,7 +70,7 @@ def test_a_generator_component_must_build_what_the_runners_use(minimal):
         assert isinstance(build_generator(own, tokenizer, sampler=None), Rollout)
         minimal["rollout"] = {"generator": "only_generate_test"}
         components = build_components(spec_from_dict(minimal).spec)
-        with pytest.raises(ComponentError, match=r"lacks what ctu's runners use.*last_records, pop_eval_records, run_episode"):
+        with pytest.raises(ComponentError, match=r"lacks ctu's rollout contract.*: run_batch, run_episode"):
             build_generator(components, tokenizer, sampler=None)
     finally:
         registry.generators.unregister("only_generate_test")

@@ -69,3 +69,16 @@ def test_no_cycle_between_packages() -> None:
 
     cycles = [(a, b, graph[a][b]) for a in list(graph) for b in list(graph[a]) if reaches(b, a)]
     assert not cycles
+
+
+def test_the_rollout_contract_imports_no_trainer() -> None:
+    """ctu's rollout layer (its contract, the agent loop, its records) names no trainer's module, lazily or not:
+    SkyRL's types stay in its backend's adapter (`ctu/runners/skyrl/generator.py`)."""
+    trainers = {"skyrl", "skyrl_gym", "tinker", "ray", "torch", "vllm"}
+    found = {}
+    for path in sorted(ROOT.glob("ctu/rollout/**/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            found.update({f"{path.relative_to(ROOT)}: {name}": True for name in names if name.split(".")[0] in trainers})
+    assert not found

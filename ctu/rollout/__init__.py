@@ -1,5 +1,6 @@
-"""Rollouts: the agent loop (written once), its samplers, token accounting, rewards and trajectory logs.
+"""Rollouts: ctu's rollout contract (`ctu.rollout.records.Rollout`: a batch of tasks in, `TrajectoryRecord`s out),
+the agent loop behind it (written once), its samplers, token accounting and trajectory logs.
 
-Importing this package's modules may import torch or skyrl (the generator subclasses SkyRL's
-`GeneratorInterface`); the spec and the CLI's light commands never import it.
+Nothing here imports a trainer's types (the SkyRL backend's adapter, `SkyRLGenerator`, is in `ctu.runners`); the spec and the CLI's
+light commands never import this package.
 """

@@ -111,8 +111,8 @@ def build_generator(
     setup = rollout_setup(components, tokenizer, sampler, on_records, on_episode)
     built = components.generator.build(setup)
     if not isinstance(built, Rollout):
-        missing = [name for name in ("generate", "last_records", "pop_eval_records", "run_episode") if not hasattr(built, name)]
+        missing = [name for name in ("run_batch", "run_episode") if not hasattr(built, name)]
         raise ComponentError(f"generator component {spec.rollout.generator.type!r} built a {type(built).__name__}, which "
-                             f"lacks what ctu's runners use of a generator (`ctu.rollout.records.Rollout`): "
+                             f"lacks ctu's rollout contract (`ctu.rollout.records.Rollout`): "
                              f"{', '.join(missing)}")
     return built

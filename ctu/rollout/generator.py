@@ -1,5 +1,6 @@
-"""`TauGenerator`: SkyRL's `GeneratorInterface` over tau-bench episodes. The agent loop is written once here;
-the SkyRL and Tinker runners differ only in the sampler they give it.
+"""`TauGenerator`: ctu's agent loop over tau-bench episodes, the `ctu.rollout.records.Rollout` every backend runs
+(a batch of tasks in, `TrajectoryRecord`s out). Written once here; the backends differ only in the sampler they
+give it (SkyRL's trainer reaches it through the SkyRL backend's adapter, `SkyRLGenerator`).
 
 Per trajectory: the episode's prompt is tokenised by the chat-template policy; each policy turn is sampled
 (token-in/token-out, or a chat completion with tools for native tool calling on SkyRL, whose sampled token ids
@@ -7,8 +8,7 @@ and logprobs vLLM returns; a chat-only sampler, an endpoint `ctu eval` evaluates
 text mode too), given to the environment, and the observations' tokens are appended with loss mask
 0. The loss mask is 1 exactly on the tokens the policy generated. A chat server that returns no token ids gets
 its turns re-tokenised through the policy, and the trajectory reports no rollout logprobs (never made-up ones).
-The reward is the spec's reward chain for the batch's training phase (from `batch_metadata.training_phase`), so
-a training-only reward cannot reach evaluation. An episode ended by an infrastructure error (its user simulator or
+The reward is the spec's reward chain for the batch's phase, so a training-only reward cannot reach evaluation. An episode ended by an infrastructure error (its user simulator or
 tau2's evaluator failed; `ctu.rollout.records.infrastructure_error`) is not scored, no judge is asked about it,
 and its reward is 0 (a judge marked fatal that fails makes a scored episode one too, with reward 0).
 """
@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
-
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.components.user_fault_detectors.base import FinishedEpisode
@@ -34,7 +32,7 @@ from ctu.errors import CtuError
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.loop_load import BUSY_WARNING, LoopLoad, LoopLoadMeter
-from ctu.rollout.records import TrajectoryRecord, episode_row, infrastructure_error, rollout_metrics
+from ctu.rollout.records import RolloutBatch, TrajectoryRecord, infrastructure_error, rollout_metrics
 from ctu.rollout.tokens import TokenAccount
 from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
 from tau_bench_env.env import TauBenchEnv
@@ -46,8 +44,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class TauGenerator(GeneratorInterface):
-    """Multi-turn tau-bench rollouts for SkyRL (see the module docstring); a `Rollout`."""
+class TauGenerator:
+    """Multi-turn tau-bench rollouts (see the module docstring): ctu's `Rollout`."""
 
     processes = 1
     """Event loops a batch's episodes are spread over, one per process (`ctu.rollout.processes.ProcessRollout`
@@ -56,67 +54,33 @@ class TauGenerator(GeneratorInterface):
     def __init__(self, setup: RolloutSetup) -> None:
         self.setup = setup
         self.account = TokenAccount(setup.chat_template, setup.tokenizer)
-        self.last_records: list[TrajectoryRecord] = []
-        self.eval_records: list[TrajectoryRecord] = []
-        """Every evaluation record since the last `pop_eval_records()` (SkyRL evaluates in several batches)."""
-        self._warned_no_phase = False
         self.loop_loads: list[LoopLoad] = []
         """The last batch's load on each event loop that ran its episodes (`batch_records`)."""
         self._warned_busy = False
         self._batches = 0
 
-    def pop_eval_records(self) -> list[TrajectoryRecord]:
-        """The evaluation records gathered since the last call, and forget them."""
-        records, self.eval_records = self.eval_records, []
-        return records
+    async def run_batch(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
+                        phase: Phase, step: int) -> RolloutBatch:
+        """One episode per prompt, concurrently, records in input order (`Rollout.run_batch`). Never raises for
+        an episode's failure: a failed episode yields an empty, zero-reward record that is an infrastructure error,
+        counted in `generation/episode_errors`. Calls `setup.on_episode(len(prompts), False)` first and
+        `setup.on_records(records, phase, step)` last.
 
-    def _phase(self, input_batch: GeneratorInput) -> tuple[Phase, int]:
-        metadata = input_batch.get("batch_metadata")
-        if metadata is None:
-            if not self._warned_no_phase:
-                logger.warning("generate() got no batch_metadata: treating the batch as evaluation (no training-only rewards)")
-                self._warned_no_phase = True
-            return "eval", 0
-        phase = metadata.training_phase
-        return ("eval" if phase == "eval" else "train"), int(metadata.global_step or 0)
-
-    async def generate(self, input_batch: GeneratorInput) -> GeneratorOutput:
-        """Run one episode per prompt, concurrently; outputs in input order. Never raises for an episode's
-        failure: a failed episode yields an empty, zero-reward trajectory, counted in `generation/episode_errors`."""
+        Raises:
+            ValueError: `prompts` and `extras` differ in length.
+        """
+        if len(prompts) != len(extras):
+            raise ValueError(f"a batch of {len(prompts)} prompts and {len(extras)} tasks' extras: one of each an episode")
         started = time.perf_counter()
-        phase, step = self._phase(input_batch)
-        prompts = list(input_batch.get("prompts") or [])
-        extras = list(input_batch.get("env_extras") or [{} for _ in prompts])
         if self.setup.on_episode is not None:
             self.setup.on_episode(len(prompts), False)
         records = await self.batch_records(prompts, extras, phase)
-        self.last_records = records
-        if phase == "eval":
-            self.eval_records += records
         if self.setup.on_records is not None:
             self.setup.on_records(records, phase, step)
         metrics = rollout_metrics(records)
         metrics[metric(TIMING, "generate")] = time.perf_counter() - started
         metrics.update(self._loop_metrics())
-        logprobs = [r.logprobs for r in records]
-        return GeneratorOutput(
-            prompt_token_ids=[r.prompt_ids for r in records],
-            response_ids=[r.response_ids for r in records],
-            rewards=[r.reward for r in records],
-            loss_masks=[r.loss_mask for r in records],
-            stop_reasons=[r.stop_reason for r in records],
-            rollout_metrics=metrics,
-            rollout_logprobs=logprobs if records and all(len(p) == len(r.response_ids) for p, r in zip(logprobs, records)) else None,
-            trajectory_ids=input_batch.get("trajectory_ids"),
-            trajectory_generation_times=[r.seconds for r in records],
-            trajectory_time_splits=None,
-            rollout_expert_indices=None,
-            rollout_sample_support=None,
-            is_last_step=None,
-            env_metrics=[episode_row(r) for r in records],
-            pixel_values=None,
-            image_grid_thw=None,
-        )
+        return RolloutBatch(records, metrics)
 
     def _loop_metrics(self) -> dict[str, float]:
         """``timing/rollout_loop_busy`` of the last batch, the most loaded loop's (`ctu.rollout.loop_load`); warns

@@ -20,8 +20,8 @@ version it was pickled with). A GRPO group (a task's samples) stays in one worke
 (`ctu.rollout.tokens`) keeps its hits, and each sample keeps its repetition number. Each record comes back
 through the pipe as its episode ends (so this process unpickles records while the rest run, not all at the
 batch's end; `TrajectoryRecord` packs its token lists, and `EpisodeResult` sends its messages as bytes unpickled
-only when read), with the progress (`on_episode`); everything else (`last_records` in input order, evaluation
-records, `on_records`, metrics, SkyRL's output) is `TauGenerator`'s, in this process. A worker that dies turns
+only when read), with the progress (`on_episode`); everything else (the batch's records in input order,
+`on_records`, metrics) is `TauGenerator.run_batch`'s, in this process. A worker that dies turns
 the episodes of its shard it had not sent into infrastructure errors, and the next batch starts a new one; a
 worker that cannot build its setup is a `ComponentError` on the first batch.
 """

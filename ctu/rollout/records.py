@@ -1,6 +1,7 @@
-"""A rollout's records and what is computed from them: `TrajectoryRecord` (one trajectory's tokens, reward and
-episode facts), `infrastructure_error`, the batch metrics (`rollout_metrics`) and SkyRL's per-trajectory rows
-(`episode_row`), and `Rollout`, the interface ctu's runners use of a built generator.
+"""ctu's rollout contract and its records: `Rollout` (a batch of tasks in, `TrajectoryRecord`s out, the interface
+every backend uses of a built generator), `RolloutBatch`, `TrajectoryRecord` (one trajectory's tokens, reward and
+episode facts), `infrastructure_error` and the batch metrics (`rollout_metrics`). No trainer's types: a backend
+turns records into its own (the SkyRL backend's adapter, `SkyRLGenerator`, in `ctu.runners`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
-
-from skyrl.train.generators.base import GeneratorInput, GeneratorOutput
 
 from ctu.components.rewards.base import Phase
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, USER, is_success, mean, metric
@@ -112,49 +111,48 @@ def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) 
     return None
 
 
-@runtime_checkable
-class Rollout(Protocol):
-    """What a built generator is to ctu's runners: the whole interface they use (`ctu.rollout.build.build_generator`
-    checks it). SkyRL's trainer calls `generate` (SkyRL's `GeneratorInterface`), whose output gives each trajectory
-    an ``env_metrics`` row (`episode_row`) with its ``infra_error``: ctu's SkyRL trainers read the flag there, since
-    SkyRL moves trajectories between batches (dynamic sampling, fully async training). The Tinker loop and `ctu
-    eval` read the records behind each batch (`last_records`), the SkyRL experiment gathers the evaluation records
-    of several batches (`pop_eval_records`), and `ctu eval` and the toy backend run single episodes
-    (`run_episode`). `TauGenerator` is ctu's; a generator component of one's own returns it wrapped, or another
-    object with this interface.
+@dataclass
+class RolloutBatch:
+    """One batch of episodes (`Rollout.run_batch`).
+
+    Attributes:
+        records: one per episode asked for, in input order (a failed episode's is an infrastructure error).
+        metrics: the batch's metrics: `rollout_metrics` of the records, ``timing/generate`` (seconds the batch
+            took) and ``timing/rollout_loop_busy`` (the most loaded event loop's busy fraction, 0-1) when measured.
     """
 
-    last_records: list[TrajectoryRecord]
-    """The records of the most recent `generate` batch, in its input order."""
+    records: list[TrajectoryRecord]
+    metrics: dict[str, float]
 
-    async def generate(self, input_batch: GeneratorInput) -> GeneratorOutput:
-        """One batch of episodes (SkyRL's `GeneratorInterface.generate`)."""
-        ...
 
-    def pop_eval_records(self) -> list[TrajectoryRecord]:
-        """The evaluation-phase records gathered since the last call, and forget them."""
+@runtime_checkable
+class Rollout(Protocol):
+    """ctu's rollout contract: what every backend uses of a built generator (`ctu.rollout.build.build_generator`
+    checks it). A batch of tasks in, one `TrajectoryRecord` per episode out; nothing of a trainer's types. The
+    Tinker loop and the toy backend call `run_batch` directly, SkyRL's trainer through its adapter
+    (`SkyRLGenerator`, the SkyRL backend's), `ctu eval` runs single episodes (`run_episode`).
+    `TauGenerator` is ctu's; a generator component of one's own returns it wrapped, or another object with these
+    two methods.
+    """
+
+    async def run_batch(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
+                        phase: Phase, step: int) -> RolloutBatch:
+        """One episode per prompt, concurrently; never raises for an episode's own failure.
+
+        Args:
+            prompts: each episode's prompt messages (None: the environment writes it), one per episode.
+            extras: each episode's task, at least ``domain`` and ``task_id``; the k-th episode of one task in the
+                batch is its sample k (a GRPO group's members, consecutive or not).
+            phase: ``train`` or ``eval``: which reward chain scores the episodes and which sampling params apply.
+            step: the global training step (0 before the first), for trajectory logs.
+        """
         ...
 
     async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase,
                           repetition: int = 0) -> TrajectoryRecord:
-        """One episode of the task `extras` names; never raises for the episode's own failure."""
+        """One episode of the task `extras` names, its sample `repetition`; never raises for the episode's own
+        failure."""
         ...
-
-
-def episode_row(record: TrajectoryRecord) -> dict[str, object]:
-    """The per-trajectory facts SkyRL carries with each trajectory (`env_metrics`): its eval dumps show them, and
-    ctu's SkyRL trainers read ``infra_error`` there (`ctu.runners.skyrl.exclusion`)."""
-    return {
-        "domain": record.result.domain,
-        "task_id": record.result.task_id,
-        "test_set": record.extras.get("test_set"),
-        "raw_reward": record.raw_reward,
-        "reward": record.reward,
-        "success": record.success,
-        "termination": record.result.termination,
-        "turns": record.result.turns,
-        "infra_error": record.infra_error,
-    }
 
 
 def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:

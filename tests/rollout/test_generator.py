@@ -8,13 +8,11 @@ import math
 from dataclasses import replace
 
 import pytest
-from skyrl.train.generators.base import BatchMetadata
 
 from ctu.composition import build_components
 from ctu.rollout.build import build_generator
 from ctu.rollout.sampling import SampleResult
 from ctu.spec import spec_from_dict
-from tau_bench_env.env import ENV_CLASS
 from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 from .conftest import ChatReplaySampler, ReplayScript, scripted_sampler
@@ -29,34 +27,27 @@ def components(minimal, **sections):
 
 
 def batch(task_ids, phase="train", samples=2, domain="retail"):
+    """`Rollout.run_batch`'s arguments for `samples` episodes of each task, at step 1."""
     prompts, extras = [], []
     for task_id in task_ids:
         for _ in range(samples):
             prompts.append([{"role": "system", "content": "replaced by the episode"}])
             extras.append({"domain": domain, "task_id": task_id})
-    return {
-        "prompts": prompts,
-        "env_classes": [ENV_CLASS] * len(prompts),
-        "env_extras": extras,
-        "sampling_params": None,
-        "trajectory_ids": None,
-        "batch_metadata": BatchMetadata(global_step=1, training_phase=phase),
-    }
+    return prompts, extras, phase, 1
 
 
-def run(generator, input_batch):
-    return asyncio.run(generator.generate(input_batch))
+def run(generator, episodes):
+    return asyncio.run(generator.run_batch(*episodes))
 
 
 def test_text_mode_replays_score_one_and_masks_cover_exactly_the_policy_tokens(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS)
     generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
     output = run(generator, batch(TASKS))
-    assert output["rewards"] == [1.0] * 6
-    assert output["stop_reasons"] == ["stop"] * 6
-    for prompt, response, mask, logprobs, record in zip(
-        output["prompt_token_ids"], output["response_ids"], output["loss_masks"], output["rollout_logprobs"], generator.last_records
-    ):
+    assert [r.reward for r in output.records] == [1.0] * 6
+    assert [r.stop_reason for r in output.records] == ["stop"] * 6
+    for record in output.records:
+        prompt, response, mask, logprobs = record.prompt_ids, record.response_ids, record.loss_mask, record.logprobs
         assert len(response) == len(mask) == len(logprobs)
         # mask 1 exactly on generated tokens: they decode to the policy's turns, each closed by <|im_end|>
         policy = [message["content"] for message in record.result.conversation if message["role"] == "assistant"][1:]
@@ -67,7 +58,7 @@ def test_text_mode_replays_score_one_and_masks_cover_exactly_the_policy_tokens(m
         # the whole sequence decodes back to the conversation, as the chat template renders it
         rendered = tokenizer.apply_chat_template(record.result.conversation, tokenize=False)
         assert tokenizer.decode(prompt + response) == rendered.rstrip("\n") or tokenizer.decode(prompt + response) + "\n" == rendered
-    metrics = output["rollout_metrics"]
+    metrics = output.metrics
     assert metrics["generation/avg_reward"] == 1.0 and metrics["generation/success_rate"] == 1.0
     assert metrics["reward/parse_failure_rate"] == 0.0 and metrics["environment/termination/user_stop"] == 1.0
     assert metrics["reward/tau_outcome/contribution"] == 1.0
@@ -79,7 +70,7 @@ def test_native_mode_on_a_token_sampler_renders_tools_in_the_template(minimal, t
     sampler = scripted_sampler(tokenizer, script)
     generator = build_generator(components(minimal, rollout={"native_tool_calling": True}, model={"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}), tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
-    assert output["rewards"] == [1.0]
+    assert [r.reward for r in output.records] == [1.0]
     first_prompt = tokenizer.decode(sampler.prompts[0])
     assert "<tools>" in first_prompt and '"get_order_details"' in first_prompt
     assert first_prompt.endswith("<think>\n\n</think>\n\n")  # thinking disabled in the template call
@@ -93,9 +84,9 @@ def test_native_mode_samples_token_in_token_out_on_a_sampler_that_can_also_chat(
     sampler.supports_chat = True  # its `chat` is never called: ScriptedSampler has none
     generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
-    assert output["rewards"] == [1.0] and len(sampler.prompts) == generator.last_records[0].policy_turns
-    assert output["rollout_metrics"]["generation/rerendered_turns"] == 0.0
-    record = generator.last_records[0]
+    assert [r.reward for r in output.records] == [1.0] and len(sampler.prompts) == output.records[0].policy_turns
+    assert output.metrics["generation/rerendered_turns"] == 0.0
+    record = output.records[0]
     for prompt in sampler.prompts:  # each turn was sampled from a prefix of the trained sequence
         assert (record.prompt_ids + record.response_ids)[: len(prompt)] == prompt
 
@@ -105,9 +96,9 @@ def test_native_mode_on_a_chat_sampler_retokenises_structured_calls(minimal, tok
     sampler = ChatReplaySampler(tokenizer, script)
     generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
-    assert output["rewards"] == [1.0]
+    assert [r.reward for r in output.records] == [1.0]
     assert sampler.requests[0]["tools"]
-    record = generator.last_records[0]
+    record = output.records[0]
     generated = tokenizer.decode([t for t, m in zip(record.response_ids, record.loss_mask) if m == 1])
     assert "<tool_call>\n{\"name\": \"find_user_id_by_name_zip\"" in generated
     calls = [m for m in record.result.conversation if m.get("tool_calls")]
@@ -125,13 +116,13 @@ def test_training_only_reward_never_reaches_evaluation(minimal, tokenizer):
         generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
         evaluation = run(generator, batch(TASKS[:1], phase="eval"))
         assert judge.requests == []
-        assert evaluation["rewards"] == [1.0, 1.0]
-        assert "reward/taxonomy_feedback/contribution" not in evaluation["rollout_metrics"]
+        assert [r.reward for r in evaluation.records] == [1.0, 1.0]
+        assert "reward/taxonomy_feedback/contribution" not in evaluation.metrics
         assert [name for name, _ in generator.setup.rewards["eval"].components] == ["tau_outcome"]
         training = run(generator, batch(TASKS[:1], phase="train"))
     assert len(judge.requests) == 2
-    assert training["rewards"] == [pytest.approx(1.0 - 0.5 * 0.3)] * 2
-    assert training["rollout_metrics"]["judge/failures"] == 0.0
+    assert [r.reward for r in training.records] == [pytest.approx(1.0 - 0.5 * 0.3)] * 2
+    assert training.metrics["judge/failures"] == 0.0
 
 
 def test_a_failing_judge_gives_no_bonus_and_is_counted(minimal, tokenizer):
@@ -140,8 +131,8 @@ def test_a_failing_judge_gives_no_bonus_and_is_counted(minimal, tokenizer):
         script = ReplayScript(tokenizer, "retail", TASKS[:1])
         generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
         output = run(generator, batch(TASKS[:1], samples=2))
-    assert output["rewards"] == [1.0, 1.0]
-    assert output["rollout_metrics"]["judge/failures"] == 2.0
+    assert [r.reward for r in output.records] == [1.0, 1.0]
+    assert output.metrics["judge/failures"] == 2.0
 
 
 def test_empty_responses_never_crash(minimal, tokenizer):
@@ -149,9 +140,9 @@ def test_empty_responses_never_crash(minimal, tokenizer):
                                 scripted_sampler(tokenizer, lambda ids, n: ""))
     for phase in ("eval", "train"):
         output = run(generator, batch(TASKS[:2], phase=phase))
-        assert output["rewards"] == [0.0] * 4
-        assert all(len(r) == len(m) > 0 for r, m in zip(output["response_ids"], output["loss_masks"]))
-        metrics = output["rollout_metrics"]
+        assert [r.reward for r in output.records] == [0.0] * 4
+        assert all(len(r) == len(m) > 0 for r, m in zip([r.response_ids for r in output.records], [r.loss_mask for r in output.records]))
+        metrics = output.metrics
         assert metrics["environment/termination/too_many_errors"] == 1.0
         assert metrics["reward/parse_failure_rate"] == 1.0  # every turn was empty
         assert not any(math.isnan(v) for v in metrics.values())
@@ -161,8 +152,8 @@ def test_an_empty_batch_returns_empty_outputs_and_zero_metrics(minimal, tokenize
     generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, lambda ids, n: "hi"))
     empty = batch([], phase="eval")
     output = run(generator, empty)
-    assert output["response_ids"] == [] and output["rewards"] == []
-    metrics = output["rollout_metrics"]
+    assert [r.response_ids for r in output.records] == [] and [r.reward for r in output.records] == []
+    metrics = output.metrics
     assert metrics["generation/avg_reward"] == 0.0 and metrics["generation/num_trajectories"] == 0.0
     assert not any(math.isnan(v) for v in metrics.values())
 
@@ -170,14 +161,14 @@ def test_an_empty_batch_returns_empty_outputs_and_zero_metrics(minimal, tokenize
 def test_context_limit_ends_the_episode_without_crashing(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     probe = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
-    prompt_length = len(run(probe, batch(TASKS[:1], samples=1))["prompt_token_ids"][0])
+    prompt_length = len(run(probe, batch(TASKS[:1], samples=1)).records[0].prompt_ids)
     small = components(minimal, model={"path": "builtin:tiny-qwen3", "max_model_len": prompt_length + 60})
     generator = build_generator(small, tokenizer, scripted_sampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=1))
-    record = generator.last_records[0]
-    assert record.result.termination == "context_limit" and output["rewards"] == [0.0]
-    assert output["stop_reasons"] == ["length"]
-    assert len(output["prompt_token_ids"][0]) + len(output["response_ids"][0]) <= prompt_length + 60
+    record = output.records[0]
+    assert record.result.termination == "context_limit" and [r.reward for r in output.records] == [0.0]
+    assert [r.stop_reason for r in output.records] == ["length"]
+    assert len(output.records[0].prompt_ids) + len(output.records[0].response_ids) <= prompt_length + 60
 
 
 def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, tokenizer):
@@ -185,15 +176,15 @@ def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, token
     native = {"native_tool_calling": True}
     probe = build_generator(components(minimal, rollout=native), tokenizer, ChatReplaySampler(tokenizer, script))
     full = run(probe, batch(TASKS[:1], samples=1))
-    prompt_length, response_length = len(full["prompt_token_ids"][0]), len(full["response_ids"][0])
+    prompt_length, response_length = len(full.records[0].prompt_ids), len(full.records[0].response_ids)
     limit = prompt_length + response_length // 2
     sampler = ChatReplaySampler(tokenizer, script)
     small = components(minimal, rollout=native, model={"path": "builtin:tiny-qwen3", "max_model_len": limit})
     generator = build_generator(small, tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
-    assert generator.last_records[0].result.termination == "context_limit" and output["stop_reasons"] == ["length"]
-    response, mask = output["response_ids"][0], output["loss_masks"][0]
-    assert response == full["response_ids"][0][: len(response)]  # the same turns, up to the cut
+    assert output.records[0].result.termination == "context_limit" and [r.stop_reason for r in output.records] == ["length"]
+    response, mask = output.records[0].response_ids, output.records[0].loss_mask
+    assert response == full.records[0].response_ids[: len(response)]  # the same turns, up to the cut
     # each request's max_tokens is what remained of the context then: the prompt and every earlier turn count
     starts = [i for i, m in enumerate(mask) if m == 1 and (i == 0 or mask[i - 1] == 0)]
     default = generator.setup.sampling["train"].max_tokens
@@ -205,27 +196,21 @@ def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, token
 def test_a_broken_episode_does_not_break_the_batch_and_is_an_infrastructure_error(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
-    bad = batch(TASKS[:1], samples=1)
-    bad["prompts"].append([{"role": "system", "content": "x"}])
-    bad["env_extras"].append({"domain": "retail", "task_id": "no-such-task"})
-    output = run(generator, bad)
-    assert output["rewards"] == [1.0, 0.0]
-    assert output["rollout_metrics"]["generation/episode_errors"] == 1.0
-    assert generator.last_records[0].infra_error is None
-    assert generator.last_records[1].infra_error.startswith("episode failed: ")
-    assert output["rollout_metrics"]["generation/success_rate"] == 1.0  # over the episode that ran
-    assert "no-such-task" in generator.last_records[1].error
+    prompts, extras, phase, step = batch(TASKS[:1], samples=1)
+    output = run(generator, (prompts + [[{"role": "system", "content": "x"}]], extras + [{"domain": "retail", "task_id": "no-such-task"}], phase, step))
+    assert [r.reward for r in output.records] == [1.0, 0.0]
+    assert output.metrics["generation/episode_errors"] == 1.0
+    assert output.records[0].infra_error is None
+    assert output.records[1].infra_error.startswith("episode failed: ")
+    assert output.metrics["generation/success_rate"] == 1.0  # over the episode that ran
+    assert "no-such-task" in output.records[1].error
 
 
-def test_missing_phase_is_treated_as_evaluation(minimal, tokenizer):
-    with ScriptedOpenAIServer(default=Answer.text('{"categories": ["no_error"]}')) as judge:
-        rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": {"type": "llm_taxonomy", "model": "j", "base_url": judge.base_url, "api_key_env": None}}]
-        script = ReplayScript(tokenizer, "retail", TASKS[:1])
-        generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
-        no_phase = batch(TASKS[:1], samples=1)
-        no_phase["batch_metadata"] = None
-        output = run(generator, no_phase)
-    assert judge.requests == [] and output["rewards"] == [1.0]
+def test_a_batch_of_mismatched_prompts_and_extras_is_refused(minimal, tokenizer):
+    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, lambda ids, n: "hi"))
+    prompts, extras, phase, step = batch(TASKS[:2], samples=1)
+    with pytest.raises(ValueError, match="a batch of 2 prompts and 1 tasks' extras"):
+        run(generator, (prompts, extras[:1], phase, step))
 
 
 def test_progress_callback_sees_each_batch_and_episode(minimal, tokenizer):
@@ -257,8 +242,8 @@ def test_each_episode_samples_under_one_session_of_its_own_and_ends_it(minimal, 
 
     failing = scripted_sampler(tokenizer, broken)
     generator = build_generator(components(minimal), tokenizer, failing)
-    run(generator, batch(TASKS[:1], samples=1))
-    assert generator.last_records[0].error and failing.ended == failing.sessions == [failing.sessions[0]]
+    output = run(generator, batch(TASKS[:1], samples=1))
+    assert output.records[0].error and failing.ended == failing.sessions == [failing.sessions[0]]
 
 
 def test_a_chat_samplers_episodes_are_sessions_too(minimal, tokenizer):
@@ -288,11 +273,11 @@ def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer)
         endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=server.base_url, api_key_env=None))
         generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, OpenAIChatSampler(endpoint))
         output = run(generator, batch(TASKS[:1], samples=1))
-    record = generator.last_records[0]
+    record = output.records[0]
     assert record.result.termination == "user_stop"
     tools = [m for m in record.result.conversation if m["role"] == "tool"]
     assert tools and tools[0]["content"] == "yusuf_rossi_9620"
-    assert server.requests[0]["tools"] and output["loss_masks"][0].count(1) > 0
+    assert server.requests[0]["tools"] and output.records[0].loss_mask.count(1) > 0
     sessions = {headers.get("x-session-id") for headers in server.request_headers}  # the episode's, on every turn
     assert len(server.request_headers) == 2 and len(sessions) == 1 and None not in sessions
 
@@ -336,23 +321,23 @@ def test_native_mode_trains_on_the_tokens_the_chat_server_sampled_with_their_log
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, SampledChatSampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=1))
-    assert output["rewards"] == [1.0]
-    record = generator.last_records[0]
+    assert [r.reward for r in output.records] == [1.0]
+    record = output.records[0]
     generated = tokenizer.decode([t for t, m in zip(record.response_ids, record.loss_mask) if m == 1])
     assert '"find_user_id_by_name_zip",  "arguments"' in generated  # the sampled spacing, not the template's
-    assert output["rollout_logprobs"] is not None
-    assert {lp for lp, m in zip(output["rollout_logprobs"][0], record.loss_mask) if m == 1} == {-0.5}
-    assert output["rollout_metrics"]["generation/rerendered_turns"] == 0.0
+    assert len(record.logprobs) == len(record.response_ids)
+    assert {lp for lp, m in zip(record.logprobs, record.loss_mask) if m == 1} == {-0.5}
+    assert output.metrics["generation/rerendered_turns"] == 0.0
 
 
 def test_native_mode_without_sampled_ids_reports_no_rollout_logprobs(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, ChatReplaySampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=2))
-    assert output["rewards"] == [1.0, 1.0]
-    assert output["rollout_logprobs"] is None  # not 0.0 for every token, which SkyRL would train against
-    turns = sum(record.policy_turns for record in generator.last_records)
-    assert turns > 0 and output["rollout_metrics"]["generation/rerendered_turns"] == turns
+    assert [r.reward for r in output.records] == [1.0, 1.0]
+    assert [record.logprobs for record in output.records] == [[], []]  # not 0.0 for every token, made up
+    turns = sum(record.policy_turns for record in output.records)
+    assert turns > 0 and output.metrics["generation/rerendered_turns"] == turns
 
 
 def test_the_fast_reward_rate_is_absent_when_no_episode_was_evaluated():
@@ -372,8 +357,7 @@ def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_run
     limit = len(tokenizer.encode(cancel, add_special_tokens=False)) - 3  # the closing braces and tag are cut
     generator = build_generator(components(minimal, rollout={"max_tokens_per_turn": limit}, environment={
         "user_simulator": {"type": "scripted"}, "max_turns": 1}), tokenizer, sampler)
-    run(generator, batch(TASKS[:1], samples=1))
-    record = generator.last_records[0]
+    record = run(generator, batch(TASKS[:1], samples=1)).records[0]
     assert record.stop_reason == "length" and record.result.parse_failures == 1
     assert record.result.tool_errors == 0
     assert not any(m["role"] == "tool" and "cancelled" in m["content"] for m in record.result.conversation)
@@ -396,7 +380,7 @@ def test_a_user_simulator_outage_is_an_infrastructure_error_left_out_of_rewards_
         generator = build_generator(components(minimal, environment={"user_simulator": user}, rewards=rewards), tokenizer,
                                     scripted_sampler(tokenizer, lambda ids, n: "Let me look at that order."))
         output = run(generator, batch(["1", "2"]))
-        records = list(generator.last_records)
+        records = list(output.records)
         assert len(judge.requests) == 2  # about task 1's two episodes only
         outage = run(generator, batch(["2"]))
         assert len(judge.requests) == 2
@@ -406,15 +390,15 @@ def test_a_user_simulator_outage_is_an_infrastructure_error_left_out_of_rewards_
 
     line = trajectory_line(records[2], "train", 1)
     assert line["infra_error"] == records[2].infra_error and line["reward"] == 0.0
-    assert output["rewards"][2:] == [0.0, 0.0] and records[2].reward_metrics == {}
-    metrics = output["rollout_metrics"]
+    assert [r.reward for r in output.records][2:] == [0.0, 0.0] and records[2].reward_metrics == {}
+    metrics = output.metrics
     assert metrics["environment/infra_errors"] == 2.0 and metrics["environment/infra_error_rate"] == 0.5
     assert metrics["user/errors"] == 2.0
-    assert metrics["generation/avg_reward"] == pytest.approx(sum(output["rewards"][:2]) / 2)
+    assert metrics["generation/avg_reward"] == pytest.approx(sum([r.reward for r in output.records][:2]) / 2)
     assert metrics["generation/success_rate"] == sum(r.success for r in records[:2]) / 2
     # a batch where every episode failed this way has no success rate or reward figure, not a 0
-    assert outage["rollout_metrics"]["environment/infra_error_rate"] == 1.0
-    assert not {"generation/success_rate", "generation/avg_reward", "reward/avg_final_reward"} & set(outage["rollout_metrics"])
+    assert outage.metrics["environment/infra_error_rate"] == 1.0
+    assert not {"generation/success_rate", "generation/avg_reward", "reward/avg_final_reward"} & set(outage.metrics)
 
 
 def test_a_judge_failure_is_an_infrastructure_error_only_where_the_spec_makes_it_fatal(minimal, tokenizer):
@@ -425,13 +409,13 @@ def test_a_judge_failure_is_an_infrastructure_error_only_where_the_spec_makes_it
             rewards = ["tau_outcome", {"type": "taxonomy_feedback", "judge": config, "judge_failure_is_fatal": fatal}]
             generator = build_generator(components(minimal, rewards=rewards), tokenizer, scripted_sampler(tokenizer, script))
             output = run(generator, batch(TASKS[:1], samples=2))
-            errors = [r.infra_error for r in generator.last_records]
-            assert output["rollout_metrics"]["judge/failures"] == 2.0
+            errors = [r.infra_error for r in output.records]
+            assert output.metrics["judge/failures"] == 2.0
             if fatal:
                 assert all(e.startswith("judge: ") for e in errors)
-                assert output["rollout_metrics"]["environment/infra_errors"] == 2.0
+                assert output.metrics["environment/infra_errors"] == 2.0
             else:
-                assert errors == [None, None] and output["rewards"] == [1.0, 1.0]
+                assert errors == [None, None] and [r.reward for r in output.records] == [1.0, 1.0]
 
 
 
@@ -448,11 +432,10 @@ def test_a_token_sampler_that_returns_no_logprobs_trains_nothing(minimal, tokeni
 
     sampler.sample = without_logprobs  # type: ignore[method-assign]
     generator = build_generator(components(minimal), tokenizer, sampler)
-    run(generator, batch(TASKS[:1], phase="train", samples=1))
-    [record] = generator.last_records
+    [record] = run(generator, batch(TASKS[:1], phase="train", samples=1)).records
     assert record.infra_error is not None and "no logprobs" in record.infra_error
     evaluated = run(generator, batch(TASKS[:1], phase="eval", samples=1))
-    assert evaluated["rewards"] == [1.0]
+    assert [r.reward for r in evaluated.records] == [1.0]
 
 
 def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, tokenizer, caplog):
@@ -479,13 +462,13 @@ def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, 
     waiting.sample = after_a_wait
     idle = build_generator(components(minimal), tokenizer, waiting)
     for _ in range(2):
-        metrics = run(idle, batch(TASKS[:2]))["rollout_metrics"]
+        metrics = run(idle, batch(TASKS[:2])).metrics
     assert metrics["timing/rollout_loop_busy"] < 0.5
     assert not [r for r in caplog.records if "rollout event loop" in r.getMessage()]
 
     busy = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, burning(ReplayScript(tokenizer, "retail", TASKS[:2]))))
     for n in range(3):
-        metrics = run(busy, batch(TASKS[:2]))["rollout_metrics"]
+        metrics = run(busy, batch(TASKS[:2])).metrics
         assert n == 0 or metrics["timing/rollout_loop_busy"] >= 0.8
     warnings = [r.getMessage() for r in caplog.records if "rollout event loop" in r.getMessage()]
     assert len(warnings) == 1 and "rollout.generator.processes, now 1" in warnings[0]
@@ -548,7 +531,7 @@ def test_a_customer_who_hangs_up_before_the_write_is_flagged_and_excluded_replay
                                                                  "action": action}})
         generator = build_generator(built, tokenizer, scripted_sampler(tokenizer, ConfirmingAgent(tokenizer)))
         output = run(generator, batch(["0"], samples=5))
-    records, metrics = generator.last_records, output["rollout_metrics"]
+    records, metrics = output.records, output.metrics
     flagged = [r for r in records if r.user_fault]
     if action == "retry":
         assert flagged == [] and sum(r.user_fault_retries for r in records) == 2 and metrics["user/fault_retries"] == 2

@@ -95,29 +95,29 @@ def test_a_batch_over_two_worker_processes_gives_one_event_loops_trajectories(mi
                              on_episode=lambda size, finished: progress.append((size, finished)))
     assert isinstance(spread, ProcessRollout)
     try:
-        expected = asyncio.run(one_loop.generate(batch(TASKS, samples=2)))
+        expected = asyncio.run(one_loop.run_batch(*batch(TASKS, samples=2)))
         calls = sampler.calls
-        got = asyncio.run(spread.generate(batch(TASKS, samples=2)))
-        for key in ("prompt_token_ids", "response_ids", "loss_masks", "rewards", "stop_reasons", "rollout_logprobs"):
-            assert got[key] == expected[key], key
-        assert got["rewards"] == [1.0] * 6
-        assert [r.extras["task_id"] for r in spread.last_records] == ["0", "0", "1", "1", "2", "2"]
+        got = asyncio.run(spread.run_batch(*batch(TASKS, samples=2)))
+        for key in ("prompt_ids", "response_ids", "loss_mask", "reward", "stop_reason", "logprobs", "extras"):
+            assert [getattr(r, key) for r in got.records] == [getattr(r, key) for r in expected.records], key
+        assert [r.reward for r in got.records] == [1.0] * 6
+        assert [r.extras["task_id"] for r in got.records] == ["0", "0", "1", "1", "2", "2"]
         assert progress == [(6, False)] + [(6, True)] * 6
         pids = spread.worker_pids
         assert len(set(pids)) == 2 and os.getpid() not in pids
         assert calls > 0 and sampler.calls == calls  # every turn was sampled in the workers, by their own copies
         assert len(spread.loop_loads) == 2  # each worker's loop, measured there
-        assert got["rollout_metrics"]["timing/rollout_loop_busy"] == max(load.busy for load in spread.loop_loads) > 0
+        assert got.metrics["timing/rollout_loop_busy"] == max(load.busy for load in spread.loop_loads) > 0
 
         os.kill(pids[1], signal.SIGKILL)  # the second worker (task 1's samples) dies between batches
-        broken = asyncio.run(spread.generate(batch(TASKS, samples=2)))
-        errors = [r.infra_error for r in spread.last_records]
+        broken = asyncio.run(spread.run_batch(*batch(TASKS, samples=2)))
+        errors = [r.infra_error for r in broken.records]
         assert errors[2:4] == [errors[2]] * 2 and "died" in errors[2] and f"process {pids[1]}" in errors[2]
-        assert errors[:2] == errors[4:] == [None, None] and broken["rewards"] == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
-        assert broken["rollout_metrics"]["environment/infra_errors"] == 2.0 and len(spread.loop_loads) == 1
+        assert errors[:2] == errors[4:] == [None, None] and [r.reward for r in broken.records] == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+        assert broken.metrics["environment/infra_errors"] == 2.0 and len(spread.loop_loads) == 1
 
-        again = asyncio.run(spread.generate(batch(TASKS, samples=2)))  # a new worker takes the dead one's place
-        assert again["rewards"] == [1.0] * 6
+        again = asyncio.run(spread.run_batch(*batch(TASKS, samples=2)))  # a new worker takes the dead one's place
+        assert [r.reward for r in again.records] == [1.0] * 6
         assert spread.worker_pids[0] == pids[0] and spread.worker_pids[1] not in pids
     finally:
         spread.close()
@@ -146,8 +146,8 @@ def test_workers_sample_with_the_parents_policy_version_of_each_batch(minimal, t
         said = []
         for version in (1, 4, None):
             sampler.policy_version = version
-            asyncio.run(spread.generate(batch(TASKS[:2], samples=1)))
-            said.append({r.result.conversation[-1]["content"] for r in spread.last_records})
+            records = asyncio.run(spread.run_batch(*batch(TASKS[:2], samples=1))).records
+            said.append({r.result.conversation[-1]["content"] for r in records})
         assert said == [{"policy version 1 ###STOP###"}, {"policy version 4 ###STOP###"}, {"policy version None ###STOP###"}]
     finally:
         spread.close()
@@ -167,7 +167,7 @@ def test_a_worker_that_cannot_build_its_setup_fails_the_first_batch_with_its_tra
     generator = build_generator(build_components(spec(minimal, 2)), tokenizer, replay_sampler(tokenizer))
     component.unlink()  # the workers load the spec again, and its import is gone
     with pytest.raises(ComponentError, match=r"(?s)could not build its setup.*my_rewards\.py"):
-        asyncio.run(generator.generate(batch(TASKS[:1], samples=2)))
+        asyncio.run(generator.run_batch(*batch(TASKS[:1], samples=2)))
     assert generator.worker_pids == []
 
 

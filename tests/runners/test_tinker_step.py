@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctu.rollout.records import TrajectoryRecord
+from ctu.rollout.records import RolloutBatch, TrajectoryRecord
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow
 from ctu.runners.tinker.batch import StepPlan
@@ -43,21 +43,21 @@ class RecordingTraining:
 
 
 class FixedGenerator:
-    """Batches of groups of two: each `generate` call takes the next rewards and infrastructure errors."""
+    """A rollout of groups of two: each `run_batch` call takes the next rewards and infrastructure errors."""
 
     def __init__(self, *batches: tuple[list[float], list[str | None]]) -> None:
         self.batches = list(batches)
         self.calls: list[list[str]] = []
-        self.last_records: list[TrajectoryRecord] = []
 
-    async def generate(self, input_batch):
+    async def run_batch(self, prompts, extras, phase, step):
         rewards, errors = self.batches.pop(0)
-        self.calls.append([str(extras["task_id"]) for extras in input_batch["env_extras"]])
-        self.last_records = [TrajectoryRecord([1, 2], [3, 4], [1, 1], [0.0, 0.0], reward, "stop", EpisodeResult("retail", "1"),
-                                              infra_error=error) for reward, error in zip(rewards, errors)]
-        n = len(rewards)
-        return {"prompt_token_ids": [[1, 2]] * n, "response_ids": [[3, 4]] * n, "loss_masks": [[1, 1]] * n,
-                "rewards": rewards, "rollout_logprobs": None, "rollout_metrics": {}}
+        self.calls.append([str(extra["task_id"]) for extra in extras])
+        records = [TrajectoryRecord([1, 2], [3, 4], [1, 1], [0.0, 0.0], reward, "stop", EpisodeResult("retail", "1"),
+                                    infra_error=error) for reward, error in zip(rewards, errors)]
+        return RolloutBatch(records, {})
+
+    async def run_episode(self, prompt, extras, phase, repetition=0):
+        raise AssertionError("the Tinker loop runs batches")
 
 
 ROWS = [TaskRow({"domain": "retail", "task_id": str(i)}) for i in range(6)]

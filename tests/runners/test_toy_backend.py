@@ -72,3 +72,10 @@ def test_a_backend_in_one_file_validates_plans_runs_resumes_and_is_evaluated(tmp
     assert missing.returncode == 2
     assert "has no checkpoint of step 7; it has steps 1, 2, 3" in missing.stderr
 
+
+
+def test_the_backend_guide_shows_the_toy_backends_training_loop_in_full():
+    """docs/extending.md's loop is the one the test above runs, character for character."""
+    source = (REPO / "tests" / "support" / "toy_backend.py").read_text()
+    loop = source[source.index("    async def _train("):source.index("    def policies(")].rstrip() + "\n"
+    assert f"```python\n{loop}```" in (REPO / "docs" / "extending.md").read_text()

@@ -22,7 +22,7 @@ from ctu.registry import ComponentParams, registry
 from ctu.runners.backend import LaunchPlan, PolicyHandle
 from ctu.runners.grpo import group_advantages
 from ctu.runners.rundir import RunDir, RunError
-from ctu.runners.task_rows import train_rows
+from ctu.runners.task_rows import episodes, train_rows
 from ctu.spec import Spec, SpecIssue, spec_to_dict
 from tests.support.scripted_sampler import ScriptedSampler
 
@@ -66,25 +66,26 @@ class ToyBackend:
         return asyncio.run(self._train(spec, run_dir, start, resume))
 
     async def _train(self, spec: Spec, run_dir: RunDir, start: int, resume: bool) -> int:
+        """ctu's rollout contract in a training loop: each step a batch of tasks through `Rollout.run_batch`, the
+        GRPO advantages of their rewards, the batch's metrics to the trackers, the step's policy and state saved."""
         from ctu.rollout.build import build_generator
 
         components = build_components(spec)
-        rows = train_rows(components)
-        samples, batch = spec.rollout.n_samples_per_prompt, spec.trainer.train_batch_size
+        rows, samples, size = train_rows(components), spec.rollout.n_samples_per_prompt, spec.trainer.train_batch_size
         run_dir.write_spec(spec)
         run_dir.checkpoints.mkdir(parents=True, exist_ok=True)
         components.trackers.start(run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
                                   resume_step=start if resume else None)
         step = start
         async with self.open_policy(spec, None, None, run_dir.path) as (sampler, tokenizer):
-            generator = build_generator(components, tokenizer, sampler)
+            rollout = build_generator(components, tokenizer, sampler)
             for step in range(start + 1, (spec.trainer.max_steps or 1) + 1):
-                chosen = [rows[(step * batch + i) % len(rows)] for i in range(batch)]
-                records = await asyncio.gather(*(generator.run_episode(row.prompt, dict(row.extras), "train", k)
-                                                 for row in chosen for k in range(samples)))
-                rewards = [record.reward for record in records]
-                advantages = group_advantages(rewards, samples)
-                components.trackers.log({"train/reward_mean": sum(rewards) / len(rewards),
+                chosen = [rows[(step * size + i) % len(rows)] for i in range(size)]
+                batch = await rollout.run_batch(*episodes(chosen, samples), "train", step)
+                rewards = [record.reward for record in batch.records]
+                excluded = [record.infra_error is not None for record in batch.records]  # never against the policy
+                advantages = group_advantages(rewards, samples, excluded=excluded)  # a real backend trains on these
+                components.trackers.log({**batch.metrics, "train/reward_mean": sum(rewards) / len(rewards),
                                          "train/advantage_abs_max": max(map(abs, advantages))}, step)
                 (run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": f"{TOY}{step}"}))
                 run_dir.write_state({"backend": "toy", "step": step})

@@ -10,7 +10,7 @@ class LoopSetup(Protocol):
     the loop it offers (so `ctu.components` never imports `ctu.rollout`)."""
 
     def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int | Literal["auto"] = 1) -> Any:
-        """ctu's agent loop, a SkyRL `GeneratorInterface`, over the setup: on this process's event loop, or
+        """ctu's agent loop, a `ctu.rollout.records.Rollout`, over the setup: on this process's event loop, or
         each batch spread over `processes` worker processes (``"auto"``: as many as the episodes and the
         machine's cores call for)."""
         ...
@@ -20,7 +20,7 @@ class GeneratorComponent(Protocol):
     """A built generator component (the `generators` kind's contract)."""
 
     def build(self, setup: LoopSetup) -> object:
-        """A generator over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own): SkyRL's
-        `GeneratorInterface` with what ctu's runners use besides, `ctu.rollout.records.Rollout` (checked by
+        """A generator over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own) with
+        ctu's rollout contract, `ctu.rollout.records.Rollout` (`run_batch`, `run_episode`; checked by
         `ctu.rollout.build.build_generator`)."""
         ...

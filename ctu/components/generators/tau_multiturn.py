@@ -14,14 +14,14 @@ from ctu.registry import ComponentParams, registry
 class TauMultiTurnGenerator:
     """Multi-turn tau-bench rollouts: policy turns, tool calls and user replies until the episode ends.
 
-    Builds ctu's agent loop (`ctu.rollout.generator.TauGenerator`, SkyRL's `GeneratorInterface`), written once
+    Builds ctu's agent loop (`ctu.rollout.generator.TauGenerator`, a `ctu.rollout.records.Rollout`), written once
     over a sampler protocol (a SkyRL inference client, a Tinker sampling client, or a scripted sampler in
     tests), through `setup.agent_loop`.
     """
 
     class Params(ComponentParams):
         max_concurrent_episodes: int = Field(256, gt=0)
-        """Episodes run concurrently within one `generate` call (over all its processes)."""
+        """Episodes run concurrently within one batch (`Rollout.run_batch`, over all its processes)."""
         processes: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = "auto"
         """Worker processes a batch's episodes are spread over, each with an event loop of its own
         (`ctu.rollout.processes`); 1 runs them all on the runner's. One event loop spends about 0.3-0.5 ms of CPU
@@ -37,5 +37,5 @@ class TauMultiTurnGenerator:
         self.params = params
 
     def build(self, setup: LoopSetup) -> object:
-        """The SkyRL generator over `setup` (a `ctu.rollout.setup.RolloutSetup`); imports skyrl and torch."""
+        """ctu's agent loop over `setup` (a `ctu.rollout.setup.RolloutSetup`)."""
         return setup.agent_loop(max_concurrent_episodes=self.params.max_concurrent_episodes, processes=self.params.processes)

@@ -24,7 +24,7 @@ class RewardContext:
         result: the finished episode (conversation, termination, errors, tau2's reward).
         task: the tau2 task.
         write_tools: the domain's write tools.
-        phase: ``train`` or ``eval`` (from SkyRL's `batch_metadata.training_phase`).
+        phase: ``train`` or ``eval``, the batch's (`ctu.rollout.records.Rollout.run_batch`).
         stop_reason: how the policy's last turn ended (``stop`` or ``length``).
         metrics: components add per-episode numbers here (``judge/failures`` ...).
         fatal_error: a component sets it when a failure it cannot score around makes the episode an

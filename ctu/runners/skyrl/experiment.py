@@ -20,6 +20,7 @@ from ctu.rollout.build import build_generator
 from ctu.rollout.trajectories import TrajectoryLogger
 from ctu.runners.console import route_library_logs
 from ctu.runners.rundir import RunDir
+from ctu.runners.skyrl.generator import SkyRLGenerator
 from ctu.runners.skyrl.sampler import SkyRLSampler
 from ctu.spec import Spec, spec_from_dict, spec_to_dict
 
@@ -152,7 +153,7 @@ class CtuPPOExp(BasePPOExp):
         sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), cache_salt=bool(cfg.generator.use_cache_salt))
         trajectories = self.spec.tracking.trajectories
         logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
-        return build_generator(self.components, tokenizer, sampler, on_records=logger)
+        return SkyRLGenerator(build_generator(self.components, tokenizer, sampler, on_records=logger))
 
     def get_tracker(self) -> CtuTracking:
         combined = self.components.trackers

@@ -1,20 +1,18 @@
-"""What one step of the Tinker loop samples and trains on: the tasks of each step (`StepPlan`), the generator's
-input for them, and the trajectories sampled over dynamic sampling's rounds (`SampledBatch`)."""
+"""What one step of the Tinker loop samples and trains on: the tasks of each step (`StepPlan`) and the
+trajectories sampled over dynamic sampling's rounds (`SampledBatch`)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ctu.metrics import TIMING, TRAIN, metric
 from ctu.rollout.records import rollout_metrics
 from ctu.runners.grpo import groups_without_spread
-from ctu.runners.task_rows import TaskRow
 
 if TYPE_CHECKING:
-    from ctu.rollout.records import TrajectoryRecord
+    from ctu.rollout.records import RolloutBatch, TrajectoryRecord
 
 
 @dataclass
@@ -49,7 +47,7 @@ class StepPlan:
 
 
 TRAINED_KEYS = ("prompt_token_ids", "response_ids", "loss_masks", "rewards", "rollout_logprobs")
-"""What a training step reads of the generator's output, one entry per trajectory."""
+"""What a training step reads of the sampled trajectories, one entry per trajectory."""
 
 
 @dataclass
@@ -72,14 +70,19 @@ class SampledBatch:
     dropped: int = 0
     generate_seconds: float = 0.0
 
-    def add(self, output: Mapping[str, Any], records: list[TrajectoryRecord]) -> None:
-        """Append one `generate` call's trajectories and records."""
-        logprobs = output["rollout_logprobs"] or [[0.0] * len(ids) for ids in output["response_ids"]]
-        for key in TRAINED_KEYS:
-            self.output[key] += logprobs if key == "rollout_logprobs" else output[key]
+    def add(self, batch: RolloutBatch) -> None:
+        """Append one `Rollout.run_batch` call's trajectories; their logprobs are 0 unless every one of the
+        batch's trajectories has one for each response token (as SkyRL's output would have them)."""
+        records = batch.records
+        complete = all(len(r.logprobs) == len(r.response_ids) for r in records)
+        self.output["prompt_token_ids"] += [r.prompt_ids for r in records]
+        self.output["response_ids"] += [r.response_ids for r in records]
+        self.output["loss_masks"] += [r.loss_mask for r in records]
+        self.output["rewards"] += [r.reward for r in records]
+        self.output["rollout_logprobs"] += [r.logprobs if complete else [0.0] * len(r.response_ids) for r in records]
         self.records += records
         self.sampled += records
-        self.generate_seconds += float((output["rollout_metrics"] or {}).get(metric(TIMING, "generate"), 0.0))
+        self.generate_seconds += batch.metrics.get(metric(TIMING, "generate"), 0.0)
 
     def zero_variance(self, start: int, size: int) -> bool:
         """Whether the group of trajectories ``start .. start + size - 1`` has no reward spread."""
@@ -101,20 +104,3 @@ class SampledBatch:
         metrics[metric(TRAIN, "zero_variance_groups")] = float(self.dropped)
         metrics[metric(TRAIN, "sampling_rounds")] = float(self.rounds)
         return metrics
-
-
-def generator_input(rows: list[TaskRow], samples: int, phase: str, step: int) -> dict[str, object]:
-    """A SkyRL `GeneratorInput` with each row repeated `samples` times, consecutively (one GRPO group)."""
-    from skyrl.train.generators.base import BatchMetadata
-
-    from tau_bench_env.env import ENV_CLASS
-
-    repeated = [row for row in rows for _ in range(samples)]
-    return {
-        "prompts": [row.prompt for row in repeated],
-        "env_classes": [ENV_CLASS] * len(repeated),
-        "env_extras": [dict(row.extras) for row in repeated],
-        "sampling_params": None,
-        "trajectory_ids": None,
-        "batch_metadata": BatchMetadata(global_step=step, training_phase=phase),
-    }

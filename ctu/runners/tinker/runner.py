@@ -36,8 +36,8 @@ from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.backend import backend_params
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir, RunState
-from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
-from ctu.runners.tinker.batch import SampledBatch, StepPlan, generator_input
+from ctu.runners.task_rows import TaskRow, episodes, evaluation_rows, train_rows
+from ctu.runners.tinker.batch import SampledBatch, StepPlan
 from ctu.runners.tinker.export import export_policy
 from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
@@ -195,19 +195,18 @@ class TinkerRunner:
         samples = self.spec.rollout.eval_n_samples_per_prompt
         metrics: dict[str, float] = {}
         all_records: list[TrajectoryRecord] = []
-        episodes = 0
+        evaluated = 0
         for name, rows in tests.items():
             records: list[TrajectoryRecord] = []
             for start in range(0, len(rows), self.spec.trainer.eval_batch_size):
                 chunk = rows[start : start + self.spec.trainer.eval_batch_size]
-                await generator.generate(generator_input(chunk, samples, "eval", step))
-                records += generator.last_records
+                records += (await generator.run_batch(*episodes(chunk, samples), "eval", step)).records
             metrics.update(evaluation_metrics(name, records, samples))
-            episodes += len(records)
+            evaluated += len(records)
             if name != VALIDATION:  # `test-all` pools the test sets only
                 all_records += records
         metrics.update(evaluation_metrics("all", all_records, samples) if len(set(tests) - {VALIDATION}) > 1 else {})
-        metrics[metric(EVAL, "num_episodes")] = float(episodes)
+        metrics[metric(EVAL, "num_episodes")] = float(evaluated)
         return metrics
 
     async def _train_step(self, generator: Rollout, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
@@ -327,9 +326,8 @@ class TinkerRunner:
         batch = SampledBatch()
         while True:
             batch.rounds += 1
-            output = await generator.generate(generator_input(rows, samples, "train", step))
             first = len(batch.records)
-            batch.add(output, generator.last_records)
+            batch.add(await generator.run_batch(*episodes(rows, samples), "train", step))
             for group in range(first, len(batch.records), samples):
                 spread = not batch.zero_variance(group, samples)
                 batch.dropped += not spread

@@ -1,0 +1,91 @@
+"""SkyRL's adapter over ctu's rollout contract (`ctu.runners.skyrl.generator`): what SkyRL's trainer hands the
+generator reaches `Rollout.run_batch` as ctu's arguments, and the records come back as SkyRL's `GeneratorOutput`.
+The rollout here returns records made in the test: the agent loop itself is tests/rollout/test_generator.py's."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from skyrl.train.generators.base import BatchMetadata
+
+from ctu.rollout.records import RolloutBatch, TrajectoryRecord, rollout_metrics
+from ctu.runners.skyrl.generator import SkyRLGenerator
+from tau_bench_env.env import ENV_CLASS
+from tau_bench_env.outcome import EpisodeResult
+
+
+def record(task: str, reward: float, logprobs: list[float], infra_error: str | None = None) -> TrajectoryRecord:
+    result = EpisodeResult("retail", task, turns=2, termination="user_stop", reward=reward)
+    return TrajectoryRecord([1, 2], [3, 4], [1, 0], logprobs, reward, "stop", result,
+                            extras={"domain": "retail", "task_id": task, "test_set": "retail"}, infra_error=infra_error)
+
+
+class Recorded:
+    """A rollout that returns one record per episode asked for (task ids from the extras), noting each call."""
+
+    def __init__(self, logprobs: list[float]) -> None:
+        self.logprobs = logprobs
+        self.calls: list[tuple[int, str, int]] = []
+
+    async def run_batch(self, prompts, extras, phase, step):
+        self.calls.append((len(prompts), phase, step))
+        records = [record(str(extra["task_id"]), 1.0 if n else 0.0, self.logprobs, None if n else "user simulator: 503")
+                   for n, extra in enumerate(extras)]
+        return RolloutBatch(records, {**rollout_metrics(records), "timing/generate": 0.5})
+
+    async def run_episode(self, prompt, extras, phase, repetition=0):
+        raise AssertionError("SkyRL's adapter runs batches")
+
+
+def skyrl_input(tasks: list[str], phase: str | None, step: int = 3) -> dict:
+    return {
+        "prompts": [[{"role": "system", "content": "x"}] for _ in tasks],
+        "env_classes": [ENV_CLASS] * len(tasks),
+        "env_extras": [{"domain": "retail", "task_id": task} for task in tasks],
+        "sampling_params": None,
+        "trajectory_ids": None,
+        "batch_metadata": None if phase is None else BatchMetadata(global_step=step, training_phase=phase),
+    }
+
+
+def test_the_adapter_runs_skyrls_batch_through_run_batch_and_returns_skyrls_output():
+    rollout = Recorded(logprobs=[-0.5, 0.0])
+    generator = SkyRLGenerator(rollout)
+    output = asyncio.run(generator.generate(skyrl_input(["1", "2"], "train")))
+    assert rollout.calls == [(2, "train", 3)]
+    assert output["prompt_token_ids"] == [[1, 2]] * 2 and output["response_ids"] == [[3, 4]] * 2
+    assert output["loss_masks"] == [[1, 0]] * 2 and output["rewards"] == [0.0, 1.0] and output["stop_reasons"] == ["stop"] * 2
+    assert output["rollout_logprobs"] == [[-0.5, 0.0]] * 2
+    assert output["rollout_metrics"]["timing/generate"] == 0.5
+    assert output["rollout_metrics"]["environment/infra_errors"] == 1.0
+    # each trajectory carries its infrastructure-error flag, which ctu's SkyRL trainers read (`exclusion`)
+    assert [row["infra_error"] for row in output["env_metrics"]] == ["user simulator: 503", None]
+    assert [row["task_id"] for row in output["env_metrics"]] == ["1", "2"]
+    assert generator.pop_eval_records() == []  # a training batch is no evaluation
+
+
+def test_evaluation_records_are_gathered_over_skyrls_batches_until_popped():
+    generator = SkyRLGenerator(Recorded(logprobs=[-0.5, 0.0]))
+    asyncio.run(generator.generate(skyrl_input(["1"], "eval")))
+    asyncio.run(generator.generate(skyrl_input(["2", "3"], "eval")))
+    assert [r.result.task_id for r in generator.pop_eval_records()] == ["1", "2", "3"]
+    assert generator.pop_eval_records() == []
+
+
+def test_a_trajectory_without_sampled_logprobs_gives_skyrl_none_for_the_batch():
+    """SkyRL takes rollout logprobs for every trajectory or none: 0.0 for every token would be trained against."""
+    output = asyncio.run(SkyRLGenerator(Recorded(logprobs=[])).generate(skyrl_input(["1", "2"], "train")))
+    assert output["rollout_logprobs"] is None and output["rewards"] == [0.0, 1.0]
+
+
+def test_a_batch_without_its_phase_is_evaluation_said_once(caplog):
+    """No training-only reward may reach a batch whose phase is unknown."""
+    rollout = Recorded(logprobs=[-0.5, 0.0])
+    generator = SkyRLGenerator(rollout)
+    with caplog.at_level(logging.WARNING, logger="ctu.runners.skyrl.generator"):
+        asyncio.run(generator.generate(skyrl_input(["1"], None)))
+        asyncio.run(generator.generate(skyrl_input(["2"], None)))
+    assert rollout.calls == [(1, "eval", 0), (1, "eval", 0)]
+    assert sum("no batch_metadata" in message for message in caplog.messages) == 1
+    assert len(generator.pop_eval_records()) == 2
