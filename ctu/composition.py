@@ -44,7 +44,8 @@ class Components:
         native_parser: the model family's own tool-call parser, for native tool calling on token samplers.
         user_simulator: the simulated customer.
         rewards: the reward chain of each phase, judges bound.
-        generator: the generator component (`rollout.generator`); its `build(setup)` makes the SkyRL generator.
+        generator: the generator component (`rollout.generator`): how ctu's agent loop runs (`loop_settings()`)
+            and what is made of it (`build(loop)`).
         trackers: the spec's trackers, not started (plus a `jsonl` one writing `metrics.jsonl` when none does).
         project: the trackers' project (`tracking_project`).
         domains: every domain of the spec's data sources (training, validation, test sets), one object per name

@@ -36,19 +36,48 @@ def test_every_run_gets_a_metrics_file_tracker(minimal):
     assert isinstance(trackers[-1], JsonlTracker) and trackers[-1].params.filename == "metrics.jsonl"
 
 
-def test_a_generator_component_must_build_what_the_runners_use(minimal):
-    """`build_generator` checks the built object against `Rollout`: ctu's own loop passes, a bare SkyRL-style
-    generator (only `generate`) is refused naming what it lacks."""
+def test_a_generator_component_sets_the_loop_and_wraps_it_and_must_keep_the_contract(minimal):
+    """`build_generator` builds ctu's loop as the component's `loop_settings()` say and hands it to `build`: a
+    wrapper that keeps the contract is what the runners get, a bare SkyRL-style generator (only `generate`) is
+    refused naming what it lacks."""
     import pytest
 
+    from ctu.components.generators.base import LoopSettings
     from ctu.errors import ComponentError
     from ctu.registry import registry
     from ctu.rollout.build import build_generator
+    from ctu.rollout.generator import TauGenerator
     from ctu.rollout.records import Rollout
 
     class OnlyGenerate:
         async def generate(self, input_batch):
             return {}
+
+    class Counting:
+        """Counts the batches it passes to ctu's loop."""
+
+        def __init__(self, loop):
+            self.loop, self.batches = loop, 0
+
+        async def run_batch(self, prompts, extras, phase, step):
+            self.batches += 1
+            return await self.loop.run_batch(prompts, extras, phase, step)
+
+        async def run_episode(self, prompt, extras, phase, repetition=0):
+            return await self.loop.run_episode(prompt, extras, phase, repetition)
+
+    @registry.generators.register("counting_test")
+    class CountingComponent:
+        """ctu's loop, 3 episodes at a time on this process's event loop, its batches counted."""
+
+        def __init__(self, params):
+            self.params = params
+
+        def loop_settings(self):
+            return LoopSettings(max_concurrent_episodes=3, processes=1)
+
+        def build(self, loop):
+            return Counting(loop)
 
     @registry.generators.register("only_generate_test")
     class OnlyGenerateComponent:
@@ -57,7 +86,10 @@ def test_a_generator_component_must_build_what_the_runners_use(minimal):
         def __init__(self, params):
             self.params = params
 
-        def build(self, setup):
+        def loop_settings(self):
+            return LoopSettings()
+
+        def build(self, loop):
             return OnlyGenerate()
 
     from transformers import AutoTokenizer
@@ -68,9 +100,14 @@ def test_a_generator_component_must_build_what_the_runners_use(minimal):
     try:
         own = build_components(spec_from_dict(minimal).spec)
         assert isinstance(build_generator(own, tokenizer, sampler=None), Rollout)
+        minimal["rollout"] = {"generator": "counting_test"}
+        wrapped = build_generator(build_components(spec_from_dict(minimal).spec), tokenizer, sampler=None)
+        assert isinstance(wrapped, Counting) and isinstance(wrapped.loop, TauGenerator)
+        assert wrapped.loop.setup.max_concurrent_episodes == 3
         minimal["rollout"] = {"generator": "only_generate_test"}
         components = build_components(spec_from_dict(minimal).spec)
         with pytest.raises(ComponentError, match=r"lacks ctu's rollout contract.*: run_batch, run_episode"):
             build_generator(components, tokenizer, sampler=None)
     finally:
         registry.generators.unregister("only_generate_test")
+        registry.generators.unregister("counting_test")

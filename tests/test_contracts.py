@@ -18,7 +18,7 @@ class Nothing:
 
 
 MISSING = {
-    "generators": ["no method build(setup)"],
+    "generators": ["no method loop_settings()", "no method build(loop)"],
     "parsers": ["no method parse(text)", "no method render_tools(tools)"],
     "rewards": ["no method async apply(reward, context)", "no class attribute `training_only` (bool)",
                 "no class attribute `needs_judge` (bool)"],

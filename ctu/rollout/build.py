@@ -101,7 +101,8 @@ def build_generator(
     on_records: Callable[..., object] | None = None,
     on_episode: Callable[[int, bool], None] | None = None,
 ) -> Rollout:
-    """The generator of `components` (the spec's `rollout.generator`) over `sampler` and `tokenizer`.
+    """The generator of `components` (the spec's `rollout.generator`) over `sampler` and `tokenizer`: ctu's agent
+    loop built with the component's `loop_settings()`, handed to its `build` to return or wrap.
 
     Raises:
         ComponentError: the generator component built something without the `Rollout` interface, or could not
@@ -109,7 +110,7 @@ def build_generator(
     """
     spec = components.spec
     setup = rollout_setup(components, tokenizer, sampler, on_records, on_episode)
-    built = components.generator.build(setup)
+    built = components.generator.build(setup.agent_loop(components.generator.loop_settings()))
     if not isinstance(built, Rollout):
         missing = [name for name in ("run_batch", "run_episode") if not hasattr(built, name)]
         raise ComponentError(f"generator component {spec.rollout.generator.type!r} built a {type(built).__name__}, which "

@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from ctu.components.chat_templates.base import ChatTemplate
+from ctu.components.generators.base import LoopSettings
 from ctu.components.parsers.base import Parser
 from ctu.components.rewards.base import Phase
 from ctu.components.rewards.chain import RewardChain
@@ -63,23 +64,21 @@ class RolloutSetup:
     on_episode: Callable[[int, bool], None] | None = None
     in_worker: Callable[[], RolloutSetup] | None = None
 
-    def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int | Literal["auto"] = 1) -> TauGenerator | ProcessRollout:
-        """ctu's agent loop over this setup: what a generator component builds unless it brings a loop of its
-        own. The setup hands the loop to the component, so `ctu.components` never imports the rollout layer.
+    def agent_loop(self, settings: LoopSettings) -> TauGenerator | ProcessRollout:
+        """ctu's agent loop over this setup, run as `settings` say (a generator component's `loop_settings()`).
 
-        Args:
-            max_concurrent_episodes: episodes in flight at once; None keeps the setup's.
-            processes: 1 runs every episode on this process's event loop (`TauGenerator`); more spread each
-                batch over as many worker processes, each with its own event loop (`ProcessRollout`); ``"auto"``
-                as many as `ctu.rollout.processes.auto_processes` gives for the episodes and this process's cores
-                (at most `EPISODES_PER_LOOP` episodes a loop), or 1 when the setup cannot go to a worker
-                (the Tinker training loop's sampler). The choice is logged.
+        `settings.processes` 1 runs every episode on this process's event loop (`TauGenerator`); more spread each
+        batch over as many worker processes, each with its own event loop (`ProcessRollout`); ``"auto"`` as many
+        as `ctu.rollout.processes.auto_processes` gives for the episodes and this process's cores (at most
+        `EPISODES_PER_LOOP` episodes a loop), or 1 when the setup cannot go to a worker (the Tinker training
+        loop's sampler). The choice is logged.
 
         Raises:
             ComponentError: `processes` > 1 and the setup cannot be rebuilt in a worker process (no
                 `in_worker`, or a sampler that cannot be sent to another process).
         """
-        setup = self if max_concurrent_episodes is None else replace(self, max_concurrent_episodes=max_concurrent_episodes)
+        setup = replace(self, max_concurrent_episodes=settings.max_concurrent_episodes)
+        processes = settings.processes
         if processes == "auto":
             processes = self._auto_processes(setup.max_concurrent_episodes)
         if processes > 1:

@@ -1,26 +1,38 @@
-"""The generator seam: what a generator component is handed and what it builds."""
+"""The generator seam: how ctu's agent loop is to run (`LoopSettings`) and what a generator component makes of the
+loop the rollout layer built so (`GeneratorComponent`). Data flows one way: the component hands settings down, the
+rollout layer builds the loop and hands it back to be returned or wrapped; `ctu.components` never imports
+`ctu.rollout`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 
-class LoopSetup(Protocol):
-    """What a generator component is handed: the rollout layer's `RolloutSetup`, seen from here only through
-    the loop it offers (so `ctu.components` never imports `ctu.rollout`)."""
+@dataclass(frozen=True)
+class LoopSettings:
+    """How ctu's agent loop runs a batch.
 
-    def agent_loop(self, max_concurrent_episodes: int | None = None, processes: int | Literal["auto"] = 1) -> Any:
-        """ctu's agent loop, a `ctu.rollout.records.Rollout`, over the setup: on this process's event loop, or
-        each batch spread over `processes` worker processes (``"auto"``: as many as the episodes and the
-        machine's cores call for)."""
-        ...
+    Attributes:
+        max_concurrent_episodes: episodes in flight at once, over every process.
+        processes: 1 runs every episode on the runner's event loop; more spread each batch over as many worker
+            processes, each with its own event loop; ``"auto"`` as many as the batch and the machine's cores call
+            for (`ctu.rollout.processes.auto_processes`).
+    """
+
+    max_concurrent_episodes: int = 256
+    processes: int | Literal["auto"] = 1
 
 
 class GeneratorComponent(Protocol):
     """A built generator component (the `generators` kind's contract)."""
 
-    def build(self, setup: LoopSetup) -> object:
-        """A generator over `setup` (ctu's loop, `setup.agent_loop()`, or one of its own) with
-        ctu's rollout contract, `ctu.rollout.records.Rollout` (`run_batch`, `run_episode`; checked by
+    def loop_settings(self) -> LoopSettings:
+        """How ctu's agent loop is to run for this generator (`ctu.rollout.build.build_generator` builds it so)."""
+        ...
+
+    def build(self, loop: Any) -> Any:
+        """The generator over `loop`, ctu's agent loop built with `loop_settings()` (a `ctu.rollout.records.Rollout`):
+        `loop` itself, or an object wrapping it that keeps the contract (`run_batch`, `run_episode`; checked by
         `ctu.rollout.build.build_generator`)."""
         ...

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ctu.components.generators.base import LoopSetup
+from ctu.components.generators.base import LoopSettings
 from ctu.registry import ComponentParams, registry
 
 
@@ -14,9 +14,9 @@ from ctu.registry import ComponentParams, registry
 class TauMultiTurnGenerator:
     """Multi-turn tau-bench rollouts: policy turns, tool calls and user replies until the episode ends.
 
-    Builds ctu's agent loop (`ctu.rollout.generator.TauGenerator`, a `ctu.rollout.records.Rollout`), written once
+    ctu's agent loop itself (`ctu.rollout.generator.TauGenerator`, a `ctu.rollout.records.Rollout`), written once
     over a sampler protocol (a SkyRL inference client, a Tinker sampling client, or a scripted sampler in
-    tests), through `setup.agent_loop`.
+    tests), run as its params say.
     """
 
     class Params(ComponentParams):
@@ -36,6 +36,10 @@ class TauMultiTurnGenerator:
     def __init__(self, params: Params) -> None:
         self.params = params
 
-    def build(self, setup: LoopSetup) -> object:
-        """ctu's agent loop over `setup` (a `ctu.rollout.setup.RolloutSetup`)."""
-        return setup.agent_loop(max_concurrent_episodes=self.params.max_concurrent_episodes, processes=self.params.processes)
+    def loop_settings(self) -> LoopSettings:
+        """The loop's concurrency and processes, from the params."""
+        return LoopSettings(self.params.max_concurrent_episodes, self.params.processes)
+
+    def build(self, loop: Any) -> Any:
+        """ctu's agent loop, unchanged."""
+        return loop
