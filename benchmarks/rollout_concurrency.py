@@ -612,7 +612,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
     if tokens:
         from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient
 
-        from ctu.runners.skyrl.sampler import SkyRLSampler
+        from ctu.backends.skyrl.sampler import SkyRLSampler
 
         root = base_url.removesuffix("/v1")
         from skyrl.env_vars import SKYRL_GENERATE_CONCURRENCY_PER_ENGINE as per_engine

@@ -61,8 +61,8 @@ def test_run_prints_the_specs_warnings_as_validate_does():
 
 def test_a_local_tinker_server_that_exits_is_a_ctu_error_naming_its_log(tmp_path: Path):
     """A CtuError, so `ctu run` prints it in a line instead of a traceback."""
+    from ctu.backends.tinker.server import LocalTinkerServer, TinkerServerError
     from ctu.errors import CtuError
-    from ctu.runners.tinker.server import LocalTinkerServer, TinkerServerError
 
     class Exiting(LocalTinkerServer):
         def command(self) -> list[str]:

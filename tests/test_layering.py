@@ -53,6 +53,15 @@ def test_components_do_not_import_the_rollout_layer_or_the_runners() -> None:
         assert not {k: v for k, v in graph[lower].items() if k in upward}, lower
 
 
+def test_no_backend_neutral_layer_imports_a_backend() -> None:
+    """The built-in backends sit on top: the backend-neutral layers (the runners' commands and shared parts, the
+    evaluation, the rollout, the components, the registry and the spec) reach a backend only through the registry."""
+    graph = _import_graph()
+    for lower in ("ctu.runners", "ctu.evaluation", "ctu.rollout", "ctu.components", "ctu.registry", "ctu.spec",
+                  "ctu.composition", "ctu.tasks", "ctu.sft", "ctu.models", "tau_bench_env"):
+        assert "ctu.backends" not in graph[lower], (lower, graph[lower].get("ctu.backends"))
+
+
 def test_no_cycle_between_packages() -> None:
     graph = _import_graph()
 
@@ -73,7 +82,7 @@ def test_no_cycle_between_packages() -> None:
 
 def test_the_rollout_contract_imports_no_trainer() -> None:
     """ctu's rollout layer (its contract, the agent loop, its records) names no trainer's module, lazily or not:
-    SkyRL's types stay in its backend's adapter (`ctu/runners/skyrl/generator.py`)."""
+    SkyRL's types stay in its backend's adapter (`ctu/backends/skyrl/generator.py`)."""
     trainers = {"skyrl", "skyrl_gym", "tinker", "ray", "torch", "vllm"}
     found = {}
     for path in sorted(ROOT.glob("ctu/rollout/**/*.py")):

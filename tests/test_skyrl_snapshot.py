@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ctu.backends.skyrl.config import skyrl_overrides
 from ctu.composition import build_components
-from ctu.runners.skyrl.config import skyrl_overrides
 from ctu.spec import load_spec
 
 from .conftest import REPO

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ctu.runners.skyrl.params import SkyRLParams
-from ctu.runners.tinker.params import TinkerParams
+from ctu.backends.skyrl.params import SkyRLParams
+from ctu.backends.tinker.params import TinkerParams
 from ctu.spec import SpecError, dump_spec, load_spec, spec_from_dict, spec_hash
 
 from .conftest import REPO, SPECS

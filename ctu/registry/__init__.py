@@ -336,8 +336,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "ctu.components.user_fault_detectors",
     "ctu.components.domains",
     "ctu.components.task_generators",
-    "ctu.runners.skyrl.backend",
-    "ctu.runners.tinker.backend",
+    "ctu.backends.skyrl.backend",
+    "ctu.backends.tinker.backend",
 )
 """Modules whose import registers the built-in components (the backends' registrations live with their runners).
 Each must import without torch, ray or skyrl."""

@@ -1,2 +1,3 @@
-"""Runners: a validated spec in, a training run out. `skyrl` (GPU clusters) and `tinker` (any Tinker API
-server; SkyRL's local JAX server on CPU) share the generator, environment, rewards, judges and trackers."""
+"""Runners: what every backend shares: the `Backend` interface and the commands that reach a backend only through
+it (`ctu run`, `ctu eval`'s policies), the run directory, GRPO's arithmetic, the console and the watchdogs. The
+built-in backends themselves are `ctu.backends.skyrl` and `ctu.backends.tinker`."""

@@ -14,7 +14,7 @@ with its `Params` as the rest of the spec's ``backend`` section, built as ``cls(
         def __init__(self, params: Params) -> None: ...
         # ...the methods of `Backend`
 
-ctu ships `skyrl` (`ctu.runners.skyrl.backend`) and `tinker` (`ctu.runners.tinker.backend`); docs/extending.md's "Add a
+ctu ships `skyrl` (`ctu.backends.skyrl.backend`) and `tinker` (`ctu.backends.tinker.backend`); docs/extending.md's "Add a
 backend" walks through a toy one (`tests/support/toy_backend.py`). The split follows what a user does with a spec:
 check it, see what it would launch, launch or resume it, and evaluate what it trained.
 """

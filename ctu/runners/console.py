@@ -36,7 +36,7 @@ LOG_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{
 
 def silence_progress_bars() -> None:
     """Turn off every library's progress bars in this process and the processes it starts (`PROGRESS_OFF`; ctu's
-    own are rich's); a `skyrl` run's Ray workers get the same (`ctu.runners.skyrl.cluster.runtime_env`)."""
+    own are rich's); a `skyrl` run's Ray workers get the same (`ctu.backends.skyrl.cluster.runtime_env`)."""
     os.environ.update(PROGRESS_OFF)
 
 
@@ -63,7 +63,7 @@ def route_stderr(log_file: str) -> bool:
     default sink write) at `log_file`, appended to and created with its folder, for good; ctu's console is then
     standard output (`_console_handler`). False, changing nothing, when the file cannot be opened (a node that does
     not hold the run directory). For a process that prints nothing of ctu's to its standard error again (a Ray
-    worker: `ctu.runners.skyrl.worker_setup`)."""
+    worker: `ctu.backends.skyrl.worker_setup`)."""
     global _stderr_routed
     saved = _swap_stderr(log_file)
     if saved is None:

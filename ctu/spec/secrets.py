@@ -3,7 +3,7 @@ in fields whose names end in ``_env`` (`ctu.components.endpoint.OpenAIEndpointPa
 tracker's, the Tinker backend's).
 
 A run reads their values where it starts (`secret_values`) and hands them, in memory, to the processes that call
-the endpoints (on the `skyrl` backend, the Ray task that runs the rollouts: `ctu.runners.skyrl.experiment`); no
+the endpoints (on the `skyrl` backend, the Ray task that runs the rollouts: `ctu.backends.skyrl.experiment`); no
 value is written to the run directory, a log or Ray's runtime environment (whose agent logs it on every node).
 """
 

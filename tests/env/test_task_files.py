@@ -63,9 +63,9 @@ def test_tasks_come_from_the_files_and_tau2_scores_the_revised_task(task_files):
 def test_specs_name_task_files_and_the_rows_of_both_backends_carry_them(task_files, minimal, tmp_path: Path):
     import pyarrow.parquet as pq
 
+    from ctu.backends.skyrl.config import prepare_data
     from ctu.composition import build_components
     from ctu.rollout.build import env_setup
-    from ctu.runners.skyrl.config import prepare_data
     from ctu.runners.task_rows import train_rows
     from tau_bench_env.env import TauBenchEnv
 

@@ -207,7 +207,7 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     assert "pass^4" in done.stdout and "12 episode(s) run" in done.stdout
     assert ctu("eval", str(spec_file), "--test-set", "airline").returncode == 2
     # a policy endpoint where nothing listens: a line per episode and a summary, the tracebacks in eval.log
-    from ctu.runners.tinker.server import free_port
+    from ctu.backends.tinker.server import free_port
 
     down = ctu("eval", str(spec_file), "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "--model", "gold", "--limit", "1",
                "--no-progress", "--out", str(tmp_path / "down"))

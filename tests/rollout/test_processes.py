@@ -182,7 +182,7 @@ def test_processes_auto_gives_a_loop_at_most_its_share_of_episodes_and_leaves_th
 def test_processes_auto_spreads_a_large_batch_where_the_cores_and_the_sampler_allow(minimal, tokenizer, monkeypatch, caplog):
     """The machine's cores are a stand-in here (8: CI's machine has 2, where `auto` keeps one loop); what `auto`
     builds is checked, and the workers it starts are those the tests above run with an explicit count."""
-    from ctu.runners.tinker.sampler import TinkerSampler
+    from ctu.backends.tinker.sampler import TinkerSampler
 
     assert spec(dict(minimal), "auto").rollout.generator.params.processes == "auto"
     assert "rollout" not in minimal

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ctu.backends.skyrl.sampler import SkyRLSampler
 from ctu.rollout.sampling import SamplingParams
-from ctu.runners.skyrl.sampler import SkyRLSampler
 
 
 class RecordingClient:
@@ -180,7 +180,7 @@ def test_turns_reach_the_router_as_orjson_bodies_and_the_ids_come_back_undecoded
 
 
 def test_in_flight_turns_are_capped_as_skyrls_client_caps_them():
-    from ctu.runners.skyrl.generate_client import TokenGenerateClient
+    from ctu.backends.skyrl.generate_client import TokenGenerateClient
 
     server = GenerateServer(delay=0.05)
 

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
+from ctu.backends.tinker.batch import StepPlan
 from ctu.metrics import evaluation_metrics
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
 from ctu.runners.task_rows import TaskRow
-from ctu.runners.tinker.batch import StepPlan
 
 
 def test_group_advantages_are_centred_and_scaled_per_group():

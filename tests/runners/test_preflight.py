@@ -6,8 +6,8 @@ import tomllib
 
 import pytest
 
-from ctu.runners.skyrl.params import SkyRLParams
-from ctu.runners.skyrl.preflight import (
+from ctu.backends.skyrl.params import SkyRLParams
+from ctu.backends.skyrl.preflight import (
     GPU_MODULES,
     PreflightError,
     check_skyrl_run,
@@ -17,7 +17,7 @@ from ctu.runners.skyrl.preflight import (
     preflight_problems,
     required_modules,
 )
-from ctu.runners.tinker.server import free_port
+from ctu.backends.tinker.server import free_port
 from ctu.spec import load_spec
 from tests.support.openai_server import ScriptedOpenAIServer
 
@@ -98,7 +98,7 @@ def test_the_skyrl_entrypoint_takes_the_drivers_keys_and_probes_the_endpoints_fr
     its node's environment, so the keys come as its argument; a key that does not arrive fails there, named."""
     import os
 
-    from ctu.runners.skyrl.experiment import skyrl_entrypoint
+    from ctu.backends.skyrl.experiment import skyrl_entrypoint
 
     monkeypatch.setenv("OPENAI_API_KEY", "")  # unset as far as ctu reads it, and restored after the test
     with ScriptedOpenAIServer(api_key="sk-right") as server:

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ctu.runners.skyrl.cluster import driver_environment, joining_cluster, runtime_env
-from ctu.runners.skyrl.params import RayRuntimeEnv, SkyRLParams
+from ctu.backends.skyrl.cluster import driver_environment, joining_cluster, runtime_env
+from ctu.backends.skyrl.params import RayRuntimeEnv, SkyRLParams
 
 
 def test_workers_launched_by_rays_uv_hook_get_the_drivers_environment_unsynced():
@@ -23,19 +23,19 @@ def test_the_specs_variables_come_last_and_its_setup_hook_runs_after_ctus(tmp_pa
     backend = SkyRLParams(runtime_env=RayRuntimeEnv(env_vars={"NCCL_DEBUG": "INFO", "UV_NO_SYNC": "0"},
                                                      worker_process_setup_hook="my_pkg.setup.configure"))
     env = runtime_env(SkyRLTrainConfig(), backend, tmp_path / "skyrl.log")
-    assert env["worker_process_setup_hook"] == "ctu.runners.skyrl.worker_setup.setup"
+    assert env["worker_process_setup_hook"] == "ctu.backends.skyrl.worker_setup.setup"
     assert env["env_vars"]["CTU_USER_WORKER_SETUP_HOOK"] == "my_pkg.setup.configure"
     assert env["env_vars"]["CTU_WORKER_LOG"] == str(tmp_path / "skyrl.log") and env["env_vars"]["VLLM_LOGGING_STREAM"] == "ext://sys.stderr"
     assert env["env_vars"]["NCCL_DEBUG"] == "INFO" and env["env_vars"]["UV_NO_SYNC"] == "0"
     assert env["env_vars"]["UV_PROJECT_ENVIRONMENT"] == sys.prefix
     verbose = runtime_env(SkyRLTrainConfig(), SkyRLParams())  # the workers' output stays on the console
-    assert verbose["worker_process_setup_hook"] == "ctu.runners.skyrl.worker_setup.setup"
+    assert verbose["worker_process_setup_hook"] == "ctu.backends.skyrl.worker_setup.setup"
     assert not {"CTU_WORKER_LOG", "CTU_USER_WORKER_SETUP_HOOK", "VLLM_LOGGING_STREAM"} & set(verbose["env_vars"])
 
 
 WORKER = """
 import logging, sys, warnings
-from ctu.runners.skyrl.worker_setup import setup
+from ctu.backends.skyrl.worker_setup import setup
 setup()
 print("a library's print", flush=True)
 sys.stderr.write("a C++ library's line\\n"); sys.stderr.flush()
@@ -72,7 +72,7 @@ def test_a_run_joins_the_cluster_named_by_ray_address(monkeypatch):
 def test_a_cluster_without_a_gpu_node_is_a_problem_named_not_a_crash():
     import ray
 
-    from ctu.runners.skyrl.cluster import check_nodes
+    from ctu.backends.skyrl.cluster import check_nodes
 
     ray.init(address="local", num_cpus=1, num_gpus=0, include_dashboard=False)  # this test's own cluster
     try:

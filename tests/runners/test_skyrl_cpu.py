@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ctu.runners.tinker.server import free_port
+from ctu.backends.tinker.server import free_port
 from ctu.spec import load_spec
 from tests.skyrl_cpu.cluster import RayCluster, ctu_run
 from tests.support.openai_server import Answer, ScriptedOpenAIServer

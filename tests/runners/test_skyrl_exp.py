@@ -13,7 +13,7 @@ from ctu.components.trackers.combined import Trackers
 def test_skyrl_sample_logging_passes_over_ctus_tracker(tmp_path: Path):
     from skyrl.train.utils.trajectory_logging import TrajectoryLogger
 
-    from ctu.runners.skyrl.experiment import CtuTracking
+    from ctu.backends.skyrl.experiment import CtuTracking
     from ctu.spec.models import Tracking
 
     trackers = Trackers.with_metrics_file([config.build() for config in Tracking(trackers=["jsonl"]).trackers])
@@ -45,7 +45,7 @@ def test_eval_all_metrics_are_computed_over_every_eval_trajectory(monkeypatch):
 
     from skyrl.train.trainer import RayPPOTrainer
 
-    from ctu.runners.skyrl.trainer import CtuPPOTrainer
+    from ctu.backends.skyrl.trainer import CtuPPOTrainer
 
     batches = [[record(1.0, "user_stop", "retail", "1"), record(1.0, "user_stop", "retail", "2")],
                [record(0.0, "max_turns", "airline", "3"), record(1.0, "user_stop", "airline", "4")]]
@@ -76,7 +76,7 @@ def training_batch(rewards: list[float], uids: list[str], pad: int = 0, errors: 
     import torch
     from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch, pad_training_input_batch
 
-    from ctu.runners.skyrl.trainer import EXCLUDED_KEY
+    from ctu.backends.skyrl.trainer import EXCLUDED_KEY
 
     rows, length = len(rewards), 3
     token_rewards = torch.zeros(rows, length)
@@ -97,7 +97,7 @@ def skyrl_trainer(infra_errors: list[str | None], max_rate: float = 0.5):
 
     from skyrl.train.config import SkyRLTrainConfig
 
-    from ctu.runners.skyrl.trainer import CtuPPOTrainer
+    from ctu.backends.skyrl.trainer import CtuPPOTrainer
 
     trainer = object.__new__(CtuPPOTrainer)
     trainer.cfg = SkyRLTrainConfig()
@@ -159,8 +159,8 @@ def test_small_datasets_are_filtered_in_process_and_one_short_of_a_batch_is_refu
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
 
+    from ctu.backends.skyrl.experiment import IN_PROCESS_FILTER_ROWS, CtuPPOExp, filter_workers
     from ctu.models.tiny_qwen3 import tokenizer_path
-    from ctu.runners.skyrl.experiment import IN_PROCESS_FILTER_ROWS, CtuPPOExp, filter_workers
 
     def parquet(name: str, rows: int) -> str:
         prompts = [[{"role": "user", "content": f"task {i}"}] for i in range(rows)]
@@ -193,7 +193,7 @@ def test_a_session_left_on_an_ended_event_loop_is_released_not_reported_unclosed
     import aiohttp
     from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient
 
-    from ctu.runners.skyrl.generate_client import release_ended_loop_sessions
+    from ctu.backends.skyrl.generate_client import release_ended_loop_sessions
     from tests.support.openai_server import ScriptedOpenAIServer
 
     async def request(client, url):

@@ -1,4 +1,4 @@
-"""Tied word embeddings on SkyRL (`ctu.runners.skyrl.exports`): an export's config is made to say what the export
+"""Tied word embeddings on SkyRL (`ctu.backends.skyrl.exports`): an export's config is made to say what the export
 holds (SkyRL's FSDP2 training unties them; a tied config would make vLLM, Tinker and older transformers drop the
 trained output projection), and `ctu validate` warns of a tied model in a SkyRL GRPO run, read offline."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ctu.runners.skyrl.exports import EMBEDDING, HEAD, untie_export_config
+from ctu.backends.skyrl.exports import EMBEDDING, HEAD, untie_export_config
 
 
 def export(folder: Path, tensors: dict[str, torch.Tensor], tied: bool = True, shards: int = 1) -> Path:
@@ -58,7 +58,7 @@ def test_a_tied_export_is_left_as_it_is(tmp_path: Path) -> None:
 
 
 def test_tied_embeddings_are_read_from_a_folder_or_the_hugging_face_cache_offline(tmp_path: Path, monkeypatch):
-    from ctu.runners.skyrl.exports import tied_embeddings
+    from ctu.backends.skyrl.exports import tied_embeddings
 
     for name, tie in (("tied", True), ("untied", False)):
         (tmp_path / name).mkdir()

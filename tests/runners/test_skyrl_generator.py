@@ -1,4 +1,4 @@
-"""SkyRL's adapter over ctu's rollout contract (`ctu.runners.skyrl.generator`): what SkyRL's trainer hands the
+"""SkyRL's adapter over ctu's rollout contract (`ctu.backends.skyrl.generator`): what SkyRL's trainer hands the
 generator reaches `Rollout.run_batch` as ctu's arguments, and the records come back as SkyRL's `GeneratorOutput`.
 The rollout here returns records made in the test: the agent loop itself is tests/rollout/test_generator.py's."""
 
@@ -9,8 +9,8 @@ import logging
 
 from skyrl.train.generators.base import BatchMetadata
 
+from ctu.backends.skyrl.generator import SkyRLGenerator
 from ctu.rollout.records import RolloutBatch, TrajectoryRecord, rollout_metrics
-from ctu.runners.skyrl.generator import SkyRLGenerator
 from tau_bench_env.env import ENV_CLASS
 from tau_bench_env.outcome import EpisodeResult
 
@@ -83,7 +83,7 @@ def test_a_batch_without_its_phase_is_evaluation_said_once(caplog):
     """No training-only reward may reach a batch whose phase is unknown."""
     rollout = Recorded(logprobs=[-0.5, 0.0])
     generator = SkyRLGenerator(rollout)
-    with caplog.at_level(logging.WARNING, logger="ctu.runners.skyrl.generator"):
+    with caplog.at_level(logging.WARNING, logger="ctu.backends.skyrl.generator"):
         asyncio.run(generator.generate(skyrl_input(["1"], None)))
         asyncio.run(generator.generate(skyrl_input(["2"], None)))
     assert rollout.calls == [(1, "eval", 0), (1, "eval", 0)]

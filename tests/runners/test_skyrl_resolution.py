@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ctu.backends.skyrl.config import resolve_skyrl_config, skyrl_overrides
 from ctu.composition import build_components
-from ctu.runners.skyrl.config import resolve_skyrl_config, skyrl_overrides
 from ctu.runners.smoke import smoke_spec
 from ctu.spec import load_spec
 
@@ -106,8 +106,8 @@ def test_explain_skyrl_and_validate_deep():
 def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
     import pyarrow.parquet as pq
 
+    from ctu.backends.skyrl.config import prepare_data
     from ctu.composition import build_components
-    from ctu.runners.skyrl.config import prepare_data
 
     spec = load_spec(REPO / "specs" / "multi_domain.yaml", ["data.train.0.max_tasks=3", "data.test_sets.retail.max_tasks=2",
                                                            "data.test_sets.airline.max_tasks=2", "data.test_sets.telecom.max_tasks=2",
@@ -125,7 +125,7 @@ def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
 
 def test_zero_intervals_keep_their_meaning_in_skyrl(tmp_path: Path):
     """SkyRL reads 0 as "off" (no checkpoint, no eval set, no eval before training); ctu's 0 is "only at the end"."""
-    from ctu.runners.skyrl.config import NEVER
+    from ctu.backends.skyrl.config import NEVER
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=0", "trainer.ckpt_interval=0",
                                                          "trainer.eval_before_train=true"]).spec
@@ -149,8 +149,8 @@ def test_skyrl_resumes_only_when_asked(tmp_path: Path):
 
 
 def test_resuming_a_skyrl_run_without_a_checkpoint_is_a_run_error(tmp_path: Path):
+    from ctu.backends.skyrl.config import run_skyrl
     from ctu.runners.rundir import RunError
-    from ctu.runners.skyrl.config import run_skyrl
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml").spec
     with pytest.raises(RunError, match="no checkpoint"):
@@ -167,7 +167,7 @@ def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path, wo
     import torch
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from ctu.runners.skyrl.config import restart_finished_epoch
+    from ctu.backends.skyrl.config import restart_finished_epoch
 
     train = tmp_path / "train.parquet"
     pq.write_table(pa.table({"task_id": [str(i) for i in range(9)]}), train)  # 2 batches of 4 an epoch (one row dropped)
@@ -194,8 +194,8 @@ def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path, wo
 def test_reference_model_offload_and_penalties_reach_skyrl_and_the_sampler(tmp_path: Path):
     """CTU-Agent-v0's 3B scripts: an SFT checkpoint trained against the base Instruct model, offload to CPU, and
     (repetition_fix) frequency and presence penalties, which reach vLLM through ctu's own sampler."""
+    from ctu.backends.skyrl.sampler import SkyRLSampler
     from ctu.rollout.build import sampling_params
-    from ctu.runners.skyrl.sampler import SkyRLSampler
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", [
         "model.path=mcemri/qwen2.5_3b_alldata_sft_v0", "model.reference_path=Qwen/Qwen2.5-3B-Instruct",
@@ -238,7 +238,7 @@ def test_an_sft_spec_resolves_to_skyrls_sft_config_with_absolute_paths_resuming_
     """An SFT spec on the skyrl backend (the CPU backend's overrides) becomes SkyRL's `SFTConfig`, accepted by its
     `validate_sft_cfg`: the spec's batches, steps, optimizer and folders, the policy worker's overrides applied to
     the config the workers get, pretokenized rows, and `resume_from` only on a resume."""
-    from ctu.runners.skyrl.sft import resolve_sft_config
+    from ctu.backends.skyrl.sft import resolve_sft_config
 
     monkeypatch.chdir(tmp_path)
     spec = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", ["trainer.optimizer.lr=0.002"]).spec

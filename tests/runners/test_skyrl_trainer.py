@@ -1,4 +1,4 @@
-"""ctu's SkyRL trainers (`ctu.runners.skyrl.trainer`) on SkyRL's own code paths, with batches made here: dynamic
+"""ctu's SkyRL trainers (`ctu.backends.skyrl.trainer`) on SkyRL's own code paths, with batches made here: dynamic
 sampling, zero-variance filtering, the async trainer's group check and the advantages each keep infrastructure
 errors out, the flag travelling with each trajectory. No Ray and no model: the trainer methods under test are
 SkyRL's, reached through ctu's overrides."""
@@ -13,8 +13,8 @@ from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch  # noqa
 from skyrl.train.config import SkyRLTrainConfig  # noqa: E402
 from skyrl.train.fully_async_trainer import GeneratedOutputGroup  # noqa: E402
 
+from ctu.backends.skyrl.trainer import EXCLUDED_KEY, CtuFullyAsyncTrainer, CtuPPOTrainer  # noqa: E402
 from ctu.runners.grpo import group_advantages  # noqa: E402
-from ctu.runners.skyrl.trainer import EXCLUDED_KEY, CtuFullyAsyncTrainer, CtuPPOTrainer  # noqa: E402
 
 INFRA = "user simulator: 503"
 
@@ -230,7 +230,7 @@ def test_a_run_that_trains_every_step_ends_without_a_warning(monkeypatch, caplog
 
 def test_uncommitted_metrics_join_the_committed_line_of_their_step():
     """SkyRL's async loop logs a step's metrics uncommitted, then its timings committed: one line a step."""
-    from ctu.runners.skyrl.experiment import CtuTracking
+    from ctu.backends.skyrl.experiment import CtuTracking
 
     lines: list[tuple[int, dict]] = []
 

@@ -168,9 +168,9 @@ def test_the_trained_policy_is_exported_as_a_hugging_face_model_that_computes_wh
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from ctu.backends.tinker.server import LocalTinkerServer
+    from ctu.backends.tinker.service import tinker_service
     from ctu.models import tiny_qwen3
-    from ctu.runners.tinker.server import LocalTinkerServer
-    from ctu.runners.tinker.service import tinker_service
 
     assert [p.relative_to(smoke_run).as_posix() for p in (smoke_run / "exports").glob("*/policy")] == ["exports/global_step_2/policy"]
     export = smoke_run / "exports" / "global_step_2" / "policy"
@@ -350,7 +350,7 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
     assert json.loads((runs / "sft_skyrl" / "state.json").read_text()) == {"backend": "skyrl", "step": 2}
     assert (runs / "sft_skyrl" / "checkpoints" / "global_step_2" / "trainer_state.pt").exists()
     # SkyRL's FSDP2 training unties the built-in model's tied embeddings: the export's config says so, or Tinker
-    # would serve the embedding as the output projection (ctu.runners.skyrl.exports)
+    # would serve the embedding as the output projection (ctu.backends.skyrl.exports)
     exported = json.loads((runs / "sft_skyrl" / "exports" / "global_step_2" / "policy" / "config.json").read_text())
     assert exported["tie_word_embeddings"] is False
     ctu("eval", "--run-dir", "runs/cpu_recipe/sft_skyrl", "--limit", "1")  # its Hugging Face export, served

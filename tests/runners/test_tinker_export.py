@@ -1,4 +1,4 @@
-"""A Tinker run's LoRA adapter merged into its base model (`ctu.runners.tinker.export.merge_adapter`), on the
+"""A Tinker run's LoRA adapter merged into its base model (`ctu.backends.tinker.export.merge_adapter`), on the
 built-in model: the merged model computes what the adapted one does, and an adapter that does not fit is an error.
 The archive route itself (SkyRL's Tinker server, its JAX backend's adapter) runs in `test_smoke_run.py`."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ctu.backends.tinker.export import ExportError, merge_adapter
 from ctu.models import tiny_qwen3
-from ctu.runners.tinker.export import ExportError, merge_adapter
 
 MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -67,7 +67,7 @@ def test_an_adapter_that_does_not_fit_the_base_model_is_an_export_error(tmp_path
 
 
 def test_a_sampler_checkpoints_path_names_its_archive_in_either_servers_form():
-    from ctu.runners.tinker.export import archive_ids
+    from ctu.backends.tinker.export import archive_ids
 
     assert archive_ids("tinker://model_8acf/hf_step_000002") == ("model_8acf", "hf_step_000002")  # SkyRL's server
     assert archive_ids("tinker://run-1/sampler_weights/final") == ("run-1", "sampler_weights/final")  # Tinker's

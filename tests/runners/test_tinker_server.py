@@ -14,7 +14,7 @@ from ..conftest import REPO
 RUN = """
 import sys, time
 from pathlib import Path
-from ctu.runners.tinker.server import LocalTinkerServer
+from ctu.backends.tinker.server import LocalTinkerServer
 
 class Sleeper(LocalTinkerServer):  # stands for the server: a process group that would live on
     def command(self):

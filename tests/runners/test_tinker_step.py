@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from ctu.backends.tinker.batch import StepPlan
+from ctu.backends.tinker.runner import TinkerRunner
 from ctu.rollout.records import RolloutBatch, TrajectoryRecord
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow
-from ctu.runners.tinker.batch import StepPlan
-from ctu.runners.tinker.runner import TinkerRunner
 from ctu.spec import spec_from_dict
 from tau_bench_env.outcome import EpisodeResult
 

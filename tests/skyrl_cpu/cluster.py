@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import IO, Self
 
-from ctu.runners.tinker.server import free_port
+from ctu.backends.tinker.server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -73,7 +73,7 @@ def install() -> None:
     device_mesh.init_device_mesh = cpu_device_mesh
     torch.distributed.init_device_mesh = cpu_device_mesh  # type: ignore[attr-defined]
     # the preflight's question "does CUDA see a GPU here" answered as for the logical GPU Ray schedules on
-    after_import("ctu.runners.skyrl.preflight", lambda module: setattr(module, "cuda_devices", torch.cuda.device_count))
+    after_import("ctu.backends.skyrl.preflight", lambda module: setattr(module, "cuda_devices", torch.cuda.device_count))
     if os.environ.get("CTU_WEIGHT_SYNC_DIR"):
         after_import("skyrl.backends.skyrl_train.workers.worker_dispatch",
                      lambda module: install_weight_sync(module.WorkerDispatch, Path(os.environ["CTU_WEIGHT_SYNC_DIR"])))

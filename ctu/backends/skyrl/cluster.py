@@ -19,8 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ctu.runners.skyrl.params import SkyRLParams
-from ctu.runners.skyrl.preflight import INSTALL_GPU, gpus_needed
+from ctu.backends.skyrl.params import SkyRLParams
+from ctu.backends.skyrl.preflight import INSTALL_GPU, gpus_needed
 
 NODE_CHECK_TIMEOUT_S = 600.0
 """How long the checks on the nodes may take (a node's first worker imports torch and vLLM)."""
@@ -59,14 +59,14 @@ def runtime_env(config: Any, backend: SkyRLParams, worker_log: Path | None = Non
     """Ray's job-wide runtime env for a run: SkyRL's own variables (`prepare_runtime_environment`), then
     `driver_environment` and the libraries' progress bars off (`ctu.runners.console.PROGRESS_OFF`: the workers'
     bars are SkyRL's and the libraries', not ctu's), then the spec's `backend.runtime_env` variables (last). Every
-    worker starts in ctu's setup hook (`ctu.runners.skyrl.worker_setup`), which appends its standard error to
+    worker starts in ctu's setup hook (`ctu.backends.skyrl.worker_setup`), which appends its standard error to
     `worker_log` (vLLM's logs written there too: ``VLLM_LOGGING_STREAM``; None: a verbose run, the workers' output
     stays on the console) and then calls the spec's own hook. Never a secret: Ray's runtime-env agent logs the
     whole env on every node (keys go to the entrypoint, `run_skyrl`)."""
     from skyrl.train.utils.utils import prepare_runtime_environment
 
+    from ctu.backends.skyrl import worker_setup
     from ctu.runners.console import PROGRESS_OFF
-    from ctu.runners.skyrl import worker_setup
 
     quiet = {} if worker_log is None else {worker_setup.LOG_ENV: str(worker_log), "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
     env_vars: dict[str, str] = {**prepare_runtime_environment(config), **driver_environment(), **PROGRESS_OFF, **quiet,
@@ -83,7 +83,7 @@ def init_ray(config: Any, backend: SkyRLParams, worker_log: Path | None = None) 
     ``<trainer.log_path>/infra-<time>.log`` unless ``SKYRL_DUMP_INFRA_LOG_TO_STDOUT=1`` (Ray's own C++ logs stay
     in its session's log folder: unlike SkyRL, ctu does not set ``RAY_BACKEND_LOG_LEVEL``, whose very setting is a
     line on the console). With `worker_log`, the job has Ray's logging config, so the workers' lines Ray streams
-    to the console (ctu's own, `ctu.runners.skyrl.worker_setup`) carry no ``(task pid=...)`` prefix; it resets
+    to the console (ctu's own, `ctu.backends.skyrl.worker_setup`) carry no ``(task pid=...)`` prefix; it resets
     the root logger of this process, which `ctu.runners.console.route_driver_logs` sets again afterwards."""
     import ray
     from skyrl.backends.skyrl_train.utils.ppo_utils import sync_registries
@@ -108,7 +108,7 @@ def node_report(modules: tuple[str, ...]) -> NodeReport:
 
     import torch
 
-    from ctu.runners.skyrl import preflight
+    from ctu.backends.skyrl import preflight
 
     errors = {name: error for name in modules if (error := preflight.import_error(name)) is not None}
     return {"host": socket.gethostname(), "python": sys.executable, "import_errors": errors,

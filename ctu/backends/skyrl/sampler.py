@@ -121,7 +121,7 @@ class SkyRLSampler:
             client = self.client
             if (isinstance(client, RemoteInferenceClient) and not client.enable_return_routed_experts
                     and (self.model or not client.uses_lora_weight_sync)):
-                from ctu.runners.skyrl.generate_client import TokenGenerateClient
+                from ctu.backends.skyrl.generate_client import TokenGenerateClient
 
                 self._direct = TokenGenerateClient.for_engines(client.proxy_url, len(client.server_urls))
         return self._direct

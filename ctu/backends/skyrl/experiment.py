@@ -1,5 +1,5 @@
 """The SkyRL experiment ctu runs on Ray: `BasePPOExp` with ctu's generator, trackers and trainer
-(`ctu.runners.skyrl.trainer`).
+(`ctu.backends.skyrl.trainer`).
 
 Imported only inside the launch (it imports ray, torch and skyrl's trainer).
 """
@@ -13,6 +13,8 @@ from typing import Any
 import ray
 from skyrl.train.entrypoints.main_base import BasePPOExp
 
+from ctu.backends.skyrl.generator import SkyRLGenerator
+from ctu.backends.skyrl.sampler import SkyRLSampler
 from ctu.components.trackers.combined import Trackers
 from ctu.composition import build_components
 from ctu.registry import populate_registry
@@ -20,8 +22,6 @@ from ctu.rollout.build import build_generator
 from ctu.rollout.trajectories import TrajectoryLogger
 from ctu.runners.console import route_library_logs
 from ctu.runners.rundir import RunDir
-from ctu.runners.skyrl.generator import SkyRLGenerator
-from ctu.runners.skyrl.sampler import SkyRLSampler
 from ctu.spec import Spec, spec_from_dict, spec_to_dict
 
 logger = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class CtuPPOExp(BasePPOExp):
         """SkyRL's client, its vLLM servers and router started; the router (a `multiprocessing` child of this
         process, which would outlive it if it were killed) gets a watchdog (`ctu.runners.watchdog`); the session
         the start-up left on an ended event loop is released (`release_ended_loop_sessions`)."""
-        from ctu.runners.skyrl.generate_client import release_ended_loop_sessions
+        from ctu.backends.skyrl.generate_client import release_ended_loop_sessions
         from ctu.runners.watchdog import watch
 
         client = super().get_inference_client()
@@ -162,7 +162,7 @@ class CtuPPOExp(BasePPOExp):
         return CtuTracking(combined)
 
     def get_trainer(self, cfg, tracker, tokenizer, train_dataset, eval_dataset, inference_engine_client, generator, colocate_pg):
-        from ctu.runners.skyrl.trainer import CtuFullyAsyncTrainer, CtuPPOTrainer
+        from ctu.backends.skyrl.trainer import CtuFullyAsyncTrainer, CtuPPOTrainer
 
         kind = CtuFullyAsyncTrainer if cfg.trainer.fully_async.enabled else CtuPPOTrainer
         trainer = kind(
@@ -185,7 +185,7 @@ def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resum
     `secrets` are the values of the variables the spec names (`ctu.spec.secrets.secret_values`, read where `ctu run`
     started), set in this process's environment first: this process and the rollout workers it starts call the user
     simulator's and judges' endpoints, and a worker that `ray start` launched has the node's environment, not the
-    driver's. The endpoints are then probed from here, with those keys (`ctu.runners.skyrl.preflight.endpoint_problems`).
+    driver's. The endpoints are then probed from here, with those keys (`ctu.backends.skyrl.preflight.endpoint_problems`).
 
     Raises:
         PreflightError: an endpoint does not answer from this node, or refuses the key.
@@ -193,7 +193,7 @@ def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resum
     import os
     import socket
 
-    from ctu.runners.skyrl.preflight import endpoint_problems, raise_problems
+    from ctu.backends.skyrl.preflight import endpoint_problems, raise_problems
     from tau_bench_env.env import register_with_skyrl_gym
 
     os.environ.update(secrets or {})

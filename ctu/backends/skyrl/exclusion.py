@@ -3,12 +3,12 @@
 SkyRL's trainer moves trajectories between batches (dynamic sampling drops, replaces and re-samples groups; the
 fully async trainer trains on groups from many `generate` calls), so an episode's infrastructure error
 (`TrajectoryRecord.infra_error`) is read from the row itself: ctu's generator gives each trajectory an
-``env_metrics`` row (`ctu.runners.skyrl.generator.episode_row`), which SkyRL slices and concatenates with the batch.
+``env_metrics`` row (`ctu.backends.skyrl.generator.episode_row`), which SkyRL slices and concatenates with the batch.
 
 Where SkyRL looks at a group's spread (zero-variance filtering, dynamic sampling), an excluded episode carries its
 group's mean kept reward and loss mask 0 (`neutral`), so it adds none. For the advantages only, its uid is made its
 own (`mark_excluded`; SkyRL's mini-batches are cut by the real uids), so it is left out of its group's mean and
-standard deviation; `ctu.runners.skyrl.trainer.CtuTraining` then zeroes its advantage. SkyRL's own reward
+standard deviation; `ctu.backends.skyrl.trainer.CtuTraining` then zeroes its advantage. SkyRL's own reward
 figures of a batch are computed over the kept trajectories alone (`kept_only`). Pure functions over SkyRL's
 `GeneratorOutput` dict: no torch, no Ray.
 """

@@ -1,5 +1,5 @@
 """The `tinker` backend, as ctu's commands see it (`ctu.runners.backend.Backend`); the work is in `runner`.
-Importing this module imports neither tinker nor JAX."""
+Importing this module (as loading a spec naming the backend does) imports neither tinker nor JAX, nor `ctu.runners`."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ import json
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from ctu.backends.tinker.params import TinkerParams
 from ctu.registry import registry
-from ctu.runners.backend import LaunchPlan, PolicyHandle
-from ctu.runners.rundir import RunDir
-from ctu.runners.tinker.params import TinkerParams
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
+
+if TYPE_CHECKING:
+    from ctu.runners.backend import LaunchPlan, PolicyHandle
+    from ctu.runners.rundir import RunDir
 
 UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
 """Sampling settings Tinker's sampling params lack, with the value that means "off"."""
@@ -58,6 +60,7 @@ class TinkerBackend:
 
     def plan(self, spec: Spec, run_dir: RunDir) -> LaunchPlan:
         """The resolved spec (ctu's loop has no other config) and the launch steps."""
+        from ctu.runners.backend import LaunchPlan
         from ctu.spec import dump_spec
 
         params = self.params
@@ -77,13 +80,13 @@ class TinkerBackend:
         ])
 
     def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
-        """`ctu.runners.tinker.runner.TinkerRunner`'s GRPO loop; the libraries' standard-library logs (the Tinker
+        """`ctu.backends.tinker.runner.TinkerRunner`'s GRPO loop; the libraries' standard-library logs (the Tinker
         SDK's "Creating checkpoint archive" at the export, transformers') go to ``logs/tinker-<time>.log`` in the run
         directory (`ctu.runners.console.route_driver_logs`), ctu's own lines to the console."""
         from datetime import datetime
 
+        from ctu.backends.tinker.runner import TinkerRunner
         from ctu.runners.console import route_driver_logs
-        from ctu.runners.tinker.runner import TinkerRunner
 
         route_driver_logs(run_dir.path / "logs" / f"tinker-{datetime.now():%y%m%d_%H%M%S}.log", verbose)
         return TinkerRunner(spec, run_dir, resume=resume, progress=progress).run().get("step", 0)
@@ -98,11 +101,10 @@ class TinkerBackend:
     def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
                     work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
         """The policy sampled through the spec's Tinker server (a remote one when the spec names it), else a local
-        one (`ctu.runners.tinker.policy.serve_policy`)."""
-        from ctu.runners.tinker.policy import serve_policy
+        one (`ctu.backends.tinker.policy.serve_policy`)."""
+        from ctu.backends.tinker.policy import serve_policy
 
-        params = spec.backend.params
-        return serve_policy(spec, params if isinstance(params, TinkerParams) else None, policy, run_dir, work_dir)
+        return serve_policy(spec, self.params, policy, run_dir, work_dir)
 
 
 def _skyrl_only(spec: Spec) -> Iterator[SpecIssue]:

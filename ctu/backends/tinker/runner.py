@@ -30,6 +30,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ctu.backends.tinker.batch import SampledBatch, StepPlan
+from ctu.backends.tinker.export import export_policy
+from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
@@ -37,9 +40,6 @@ from ctu.runners.backend import backend_params
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.task_rows import TaskRow, episodes, evaluation_rows, train_rows
-from ctu.runners.tinker.batch import SampledBatch, StepPlan
-from ctu.runners.tinker.export import export_policy
-from ctu.runners.tinker.params import TinkerParams
 from ctu.spec import Spec, spec_to_dict
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class TinkerRunner:
         if not self.backend.local:
             yield lambda: str(self.backend.base_url)
             return
-        from ctu.runners.tinker.server import LocalTinkerServer
+        from ctu.backends.tinker.server import LocalTinkerServer
 
         with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
             yield server.wait_healthy
@@ -96,10 +96,10 @@ class TinkerRunner:
         with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
             from transformers import AutoTokenizer
 
+            from ctu.backends.tinker.sampler import TinkerSampler
+            from ctu.backends.tinker.service import tinker_service
             from ctu.rollout.build import build_generator
             from ctu.rollout.trajectories import TrajectoryLogger
-            from ctu.runners.tinker.sampler import TinkerSampler
-            from ctu.runners.tinker.service import tinker_service
 
             tokenizer = AutoTokenizer.from_pretrained(model_path)
             components = build_components(spec)

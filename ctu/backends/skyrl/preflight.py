@@ -3,7 +3,7 @@ starts its own one-node cluster, the GPU packages import, CUDA sees GPUs and the
 
 A failure here costs seconds; the same failure inside Ray costs the cluster's start-up and a stack trace from a
 worker. A run that joins a cluster (`RAY_ADDRESS`) checks the GPU side on every node instead, in the workers'
-own environment, once it has joined (`ctu.runners.skyrl.cluster.check_nodes`): the driver may be a CPU-only
+own environment, once it has joined (`ctu.backends.skyrl.cluster.check_nodes`): the driver may be a CPU-only
 head node. `ctu validate --deep` runs the checks that make sense on a machine without GPUs (which packages are
 installed), as warnings.
 """
@@ -16,10 +16,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ctu.backends.skyrl.params import SkyRLParams
 from ctu.components.endpoint import OpenAIEndpointParams, probe
 from ctu.errors import CtuError
 from ctu.runners.backend import backend_params
-from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
 
 GPU_MODULES = ("vllm", "flash_attn")

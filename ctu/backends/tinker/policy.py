@@ -11,9 +11,9 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from ctu.backends.tinker.params import TinkerParams
 from ctu.runners.backend import PolicyHandle
 from ctu.runners.rundir import RunDir
-from ctu.runners.tinker.params import TinkerParams
 from ctu.spec.models import Spec
 
 TINKER_PREFIX = "tinker://"
@@ -39,9 +39,9 @@ async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | No
     """
     from transformers import AutoTokenizer
 
+    from ctu.backends.tinker.sampler import TinkerSampler
+    from ctu.backends.tinker.service import tinker_service
     from ctu.models.tiny_qwen3 import resolve
-    from ctu.runners.tinker.sampler import TinkerSampler
-    from ctu.runners.tinker.service import tinker_service
 
     checkpoint = policy if policy is not None and policy.startswith(TINKER_PREFIX) else None
     model_path = policy if policy is not None and checkpoint is None else await asyncio.to_thread(resolve, spec.model.path)
@@ -64,7 +64,7 @@ async def _tinker_url(params: TinkerParams | None, model_path: str, folder: Path
     if params is not None and not params.local:
         yield str(params.base_url)
         return
-    from ctu.runners.tinker.server import LocalTinkerServer
+    from ctu.backends.tinker.server import LocalTinkerServer
 
     lora_rank = params.lora_rank if params is not None else 8
     with LocalTinkerServer(model_path, folder, lora_rank=lora_rank) as server:

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctu.backends.skyrl.params import SkyRLParams
 from ctu.composition import Components, build_components
 from ctu.runners.backend import backend_params
 from ctu.runners.rundir import RunDir, RunState
-from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 
@@ -310,9 +310,9 @@ def join_cluster(config: Any, backend: SkyRLParams, modules: tuple[str, ...], lo
     """
     import contextlib
 
+    from ctu.backends.skyrl.cluster import check_nodes, init_ray
+    from ctu.backends.skyrl.preflight import raise_problems
     from ctu.runners.console import DETACHED_LOGGERS, DRIVER_DETACHED_LOGGERS, route_driver_logs, stderr_to
-    from ctu.runners.skyrl.cluster import check_nodes, init_ray
-    from ctu.runners.skyrl.preflight import raise_problems
     from ctu.runners.watchdog import sweep_shared_memory
 
     sweep_shared_memory()  # what the run's killed processes leave in /dev/shm, once this process is gone
@@ -381,9 +381,9 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
     """
     import ray
 
+    from ctu.backends.skyrl.cluster import joining_cluster
+    from ctu.backends.skyrl.preflight import check_skyrl_run, required_modules
     from ctu.errors import CtuError
-    from ctu.runners.skyrl.cluster import joining_cluster
-    from ctu.runners.skyrl.preflight import check_skyrl_run, required_modules
 
     backend = backend_params(spec, SkyRLParams)
     run, log_file, resume_step = open_launch(run_dir, resume, verbose)
@@ -396,7 +396,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
         print(f"preflight: {line}", flush=True)
     run.path.mkdir(parents=True, exist_ok=True)
     prepare_data(components, data_dir)
-    from ctu.runners.skyrl.experiment import skyrl_entrypoint
+    from ctu.backends.skyrl.experiment import skyrl_entrypoint
     from ctu.spec.secrets import secret_values
 
     join_cluster(config, backend, modules, log_file, verbose)

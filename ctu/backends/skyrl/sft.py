@@ -5,7 +5,7 @@ handed to SkyRL pretokenized, so SFT and GRPO see one chat-template policy (Qwen
 `sft_overrides` is the one place the spec becomes SkyRL's `SFTConfig` (SkyRL's `validate_sft_cfg` checks it);
 `run_skyrl_sft` launches it on the Ray cluster as `run_skyrl` launches GRPO (the same preflight, log routing and
 node checks; the run directory's spec, state, checkpoints and exports in the same places). The trainer runs in
-`ctu.runners.skyrl.sft_experiment`. Importing this module imports neither SkyRL nor Ray.
+`ctu.backends.skyrl.sft_experiment`. Importing this module imports neither SkyRL nor Ray.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctu.backends.skyrl.params import SkyRLParams
 from ctu.composition import Components
 from ctu.runners.backend import backend_params
 from ctu.runners.rundir import RunDir, RunState
-from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec import Spec
 
 TOKENS_FILE = "sft_tokens.parquet"
@@ -68,9 +68,9 @@ def sft_overrides(spec: Spec, tokens_file: Path, run_dir: Path, resume: bool = F
     and strategy of `backend`, the optimizer, batches and steps of `trainer` (`train_batch_size` conversations a
     step, `epochs` capped by `max_steps`), checkpoints and the Hugging Face export in the run directory's usual
     folders (an export after the last step, as GRPO's), and ``resume_from: latest`` when `resume`. Every path is
-    absolute (see `ctu.runners.skyrl.config.skyrl_overrides`)."""
+    absolute (see `ctu.backends.skyrl.config.skyrl_overrides`)."""
+    from ctu.backends.skyrl.config import NEVER
     from ctu.models.tiny_qwen3 import local_path
-    from ctu.runners.skyrl.config import NEVER
 
     backend = backend_params(spec, SkyRLParams)
     trainer, optimizer = spec.trainer, spec.trainer.optimizer
@@ -157,7 +157,7 @@ def sft_launch_plan(spec: Spec, run_dir: Path) -> list[str]:
 
 def run_skyrl_sft(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
     """SFT of `spec` (`data.sft` set) through SkyRL's `SFTTrainer` on the Ray cluster at ``RAY_ADDRESS`` (or a
-    one-node cluster started here); returns the final state. As `ctu.runners.skyrl.config.run_skyrl` in every
+    one-node cluster started here); returns the final state. As `ctu.backends.skyrl.config.run_skyrl` in every
     step (logs, preflight, cluster, node checks, the run directory's spec and state), with the SFT rows tokenised
     here first (`write_token_rows`). No endpoint is probed: SFT calls none.
 
@@ -169,12 +169,12 @@ def run_skyrl_sft(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool
     import ray
     from transformers import AutoTokenizer
 
+    from ctu.backends.skyrl.cluster import joining_cluster
+    from ctu.backends.skyrl.config import join_cluster, latest_checkpoint_step, open_launch
+    from ctu.backends.skyrl.preflight import check_skyrl_run
     from ctu.composition import build_components
     from ctu.errors import CtuError
     from ctu.models.tiny_qwen3 import local_path
-    from ctu.runners.skyrl.cluster import joining_cluster
-    from ctu.runners.skyrl.config import join_cluster, latest_checkpoint_step, open_launch
-    from ctu.runners.skyrl.preflight import check_skyrl_run
 
     backend = backend_params(spec, SkyRLParams)
     run, log_file, resume_step = open_launch(run_dir, resume, verbose)
@@ -208,7 +208,7 @@ def run_skyrl_sft(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool
 def sft_main(config: Any, skyrl_config: Any, spec_data: dict[str, object], run_dir: str, resume_step: int | None = None,
              log_file: str | None = None, verbose: bool = False) -> None:
     """The Ray entrypoint of an SFT run (`run_skyrl_sft` makes it a task): SkyRL's SFT loop (setup, train,
-    shutdown, as SkyRL's own `sft_entrypoint`) with ctu's trackers (`ctu.runners.skyrl.sft_experiment`), resumed
+    shutdown, as SkyRL's own `sft_entrypoint`) with ctu's trackers (`ctu.backends.skyrl.sft_experiment`), resumed
     from the newest checkpoint when `config.resume_from` says so; SkyRL's and the libraries' logs go to `log_file`
     (the console too when `verbose`) from before SkyRL is imported."""
     import skyrl.utils.log  # noqa: F401  (its import gives SkyRL's logger its console handler, which routing replaces)
@@ -219,7 +219,7 @@ def sft_main(config: Any, skyrl_config: Any, spec_data: dict[str, object], run_d
 
     if log_file is not None:
         route_library_logs(Path(log_file), verbose)
-    from ctu.runners.skyrl.sft_experiment import CtuSFTTrainer
+    from ctu.backends.skyrl.sft_experiment import CtuSFTTrainer
 
     populate_registry()
     spec = spec_from_dict(spec_data, source="resolved spec").spec

@@ -15,11 +15,11 @@ from typing import Any
 from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
 from skyrl.train.trainer import RayPPOTrainer
 
+from ctu.backends.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
+from ctu.backends.skyrl.exports import policy_export, untie_export_config
 from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.runners.grpo import groups_without_spread
 from ctu.runners.rundir import RunDir
-from ctu.runners.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
-from ctu.runners.skyrl.exports import policy_export, untie_export_config
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class CtuTraining:
     by their names (a mean of batch means for "avg"/"mean", the minimum for "min", such as "termination", else the
     sum, so a success rate over two batches could read 1.25); ctu recomputes them from the trajectories.
 
-    **Infrastructure errors** (`ctu.runners.skyrl.exclusion`): a trajectory whose episode ended by one adds no
+    **Infrastructure errors** (`ctu.backends.skyrl.exclusion`): a trajectory whose episode ended by one adds no
     spread to its group wherever SkyRL looks for one (dynamic sampling, zero-variance filtering, the async
     trainer's `sample_full_batch`), is left out of its group's mean and standard deviation, and gets advantage 0
     and loss mask 0; a group left with fewer than two gets advantages 0 (as `ctu.runners.grpo.group_advantages`
@@ -51,7 +51,7 @@ class CtuTraining:
     sampling or `sample_full_batch` dropped, and those left in the batch, which `zero_variance_filter` masks), and
     ``train/sampling_rounds``, the batches dynamic sampling sampled for the step.
 
-    **Exports**: a Hugging Face export's config says what it holds (`ctu.runners.skyrl.exports`: SkyRL's FSDP2
+    **Exports**: a Hugging Face export's config says what it holds (`ctu.backends.skyrl.exports`: SkyRL's FSDP2
     training unties tied word embeddings).
     """
 
@@ -200,7 +200,7 @@ class CtuTraining:
     def save_checkpoints(self) -> str:
         """SkyRL's checkpoint, then the run's ``state.json`` naming its step (SkyRL marks a checkpoint complete in
         ``latest_ckpt_global_step.txt`` once every file of it is written): the state is true after any kill."""
-        from ctu.runners.skyrl.config import latest_checkpoint_step
+        from ctu.backends.skyrl.config import latest_checkpoint_step
 
         folder: str = super().save_checkpoints()  # type: ignore[misc]
         if self.run_dir is not None:

@@ -25,7 +25,7 @@ class RayRuntimeEnv(ComponentParams):
     worker_process_setup_hook: str | None = None
     """A function, as `module.function`, each worker process calls once at start, before it imports anything of
     the run (Ray's `worker_process_setup_hook`; called by ctu's own hook, right after it routes the worker's
-    output: `ctu.runners.skyrl.worker_setup`)."""
+    output: `ctu.backends.skyrl.worker_setup`)."""
 
 
 class SkyRLParams(ComponentParams):

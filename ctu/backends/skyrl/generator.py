@@ -4,7 +4,7 @@ ctu's records become SkyRL's types.
 SkyRL's trainer hands the generator a `GeneratorInput` (prompts, each episode's ``env_extras``, the phase and
 global step in ``batch_metadata``) and takes a `GeneratorOutput` back. The adapter runs the batch through
 `Rollout.run_batch` and gives each trajectory an ``env_metrics`` row (`episode_row`) with its ``infra_error``:
-ctu's SkyRL trainers read the flag there (`ctu.runners.skyrl.exclusion`), since SkyRL moves trajectories between
+ctu's SkyRL trainers read the flag there (`ctu.backends.skyrl.exclusion`), since SkyRL moves trajectories between
 batches (dynamic sampling, fully async training). SkyRL evaluates in several batches, so the adapter gathers the
 evaluation records for ctu's evaluation metrics (`pop_eval_records`).
 """
@@ -89,7 +89,7 @@ def generator_output(batch: RolloutBatch, trajectory_ids: Any = None) -> Generat
 
 def episode_row(record: TrajectoryRecord) -> dict[str, object]:
     """The per-trajectory facts SkyRL carries with each trajectory (``env_metrics``): its eval dumps show them, and
-    ctu's SkyRL trainers read ``infra_error`` there (`ctu.runners.skyrl.exclusion`)."""
+    ctu's SkyRL trainers read ``infra_error`` there (`ctu.backends.skyrl.exclusion`)."""
     return {
         "domain": record.result.domain,
         "task_id": record.result.task_id,

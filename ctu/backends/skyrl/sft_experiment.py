@@ -1,6 +1,6 @@
 """SkyRL's `SFTTrainer` as ctu runs it on Ray: ctu's trackers instead of SkyRL's (the run's metrics file, the
 console table, wandb), the step's figures under ctu's names, and SkyRL's and the libraries' logs in the run's log
-file. Run by `ctu.runners.skyrl.sft.sft_main` in the run's Ray entrypoint.
+file. Run by `ctu.backends.skyrl.sft.sft_main` in the run's Ray entrypoint.
 
 Imported only there, once the libraries' logs are routed (it imports torch and skyrl's SFT trainer, whose import
 logs).
@@ -13,10 +13,10 @@ from typing import Any
 
 from skyrl.train.sft_trainer import SFTTrainer
 
+from ctu.backends.skyrl.experiment import CtuTracking
+from ctu.backends.skyrl.exports import policy_export, untie_export_config
 from ctu.composition import build_components
 from ctu.metrics import TRAIN, metric
-from ctu.runners.skyrl.experiment import CtuTracking
-from ctu.runners.skyrl.exports import policy_export, untie_export_config
 from ctu.spec import Spec, spec_to_dict
 
 SKYRL_NAMES = {
@@ -31,7 +31,7 @@ every real token of the step, prompt included)."""
 class CtuSFTTrainer(SFTTrainer):
     """`SFTTrainer` that logs through ctu's trackers (`CtuTracking`), started in the run directory with the spec
     (dropping the lines of steps after `resume_step` first), renames `SKYRL_NAMES`, and makes
-    its exports' configs say what they hold (`ctu.runners.skyrl.exports`)."""
+    its exports' configs say what they hold (`ctu.backends.skyrl.exports`)."""
 
     def __init__(self, config: Any, skyrl_config: Any, spec: Spec, run_dir: Path, resume_step: int | None) -> None:
         super().__init__(config, skyrl_cfg=skyrl_config)

@@ -1,21 +1,24 @@
 """The `skyrl` backend, as ctu's commands see it (`ctu.runners.backend.Backend`); the work is in `config`,
-`preflight`, `cluster` and `experiment`. Importing this module imports neither SkyRL nor Ray."""
+`preflight`, `cluster` and `experiment`. Importing this module (as loading a spec naming the backend does) imports
+neither SkyRL nor Ray, nor `ctu.runners`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from ctu.backends.skyrl.params import SkyRLParams
 from ctu.errors import did_you_mean
 from ctu.registry import registry
-from ctu.runners.backend import LaunchPlan, PolicyHandle
-from ctu.runners.rundir import RunDir
-from ctu.runners.skyrl.params import SkyRLParams
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
 from ctu.spec.skyrl_keys import is_skyrl_config_key, skyrl_config_keys
+
+if TYPE_CHECKING:
+    from ctu.runners.backend import LaunchPlan, PolicyHandle
+    from ctu.runners.rundir import RunDir
 
 SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
 """SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
@@ -55,7 +58,7 @@ class SkyRLBackend:
         epoch's end too (its SFT trainer does not), and each is a full model (16 GB for an 8B one in bf16). Dynamic
         sampling allowed more batches a step than an epoch holds: SkyRL drops a step's partial batch at its epoch's
         end, so an epoch's batches are the real limit. A model with tied word embeddings in GRPO: SkyRL trains its output projection apart, and vLLM
-        never sees it (`ctu.runners.skyrl.exports`)."""
+        never sees it (`ctu.backends.skyrl.exports`)."""
         from ctu.spec.schedule import schedule
 
         plan = schedule(spec)
@@ -72,7 +75,7 @@ class SkyRLBackend:
             )
         if spec.data.sft is not None:
             return
-        from ctu.runners.skyrl.exports import tied_embeddings
+        from ctu.backends.skyrl.exports import tied_embeddings
 
         if tied_embeddings(spec.model.path):
             yield SpecIssue(
@@ -96,9 +99,9 @@ class SkyRLBackend:
     def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:
         """SkyRL's own `validate_cfg` on the resolved config (imports skyrl); a warning for GPU packages missing
         here (expected on a machine without GPUs)."""
-        from ctu.runners.skyrl.config import resolve_skyrl_config
-        from ctu.runners.skyrl.preflight import INSTALL_GPU, missing_gpu_packages
-        from ctu.runners.skyrl.sft import TOKENS_FILE, resolve_sft_config
+        from ctu.backends.skyrl.config import resolve_skyrl_config
+        from ctu.backends.skyrl.preflight import INSTALL_GPU, missing_gpu_packages
+        from ctu.backends.skyrl.sft import TOKENS_FILE, resolve_sft_config
 
         try:
             if spec.data.sft is not None:
@@ -116,8 +119,9 @@ class SkyRLBackend:
         Raises:
             SpecError: SkyRL rejects the resolved config.
         """
-        from ctu.runners.skyrl.config import config_yaml, launch_plan, resolve_skyrl_config
-        from ctu.runners.skyrl.sft import TOKENS_FILE, resolve_sft_config, sft_config_yaml, sft_launch_plan
+        from ctu.backends.skyrl.config import config_yaml, launch_plan, resolve_skyrl_config
+        from ctu.backends.skyrl.sft import TOKENS_FILE, resolve_sft_config, sft_config_yaml, sft_launch_plan
+        from ctu.runners.backend import LaunchPlan
         from ctu.spec import SpecError
 
         try:
@@ -132,10 +136,10 @@ class SkyRLBackend:
                           launch_plan(spec, run_dir.path / "data", run_dir.path))
 
     def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
-        """`ctu.runners.skyrl.config.run_skyrl`, or for SFT (`data.sft`) `ctu.runners.skyrl.sft.run_skyrl_sft`
+        """`ctu.backends.skyrl.config.run_skyrl`, or for SFT (`data.sft`) `ctu.backends.skyrl.sft.run_skyrl_sft`
         (`progress`: the libraries' bars, turned off in `ctu.runners.launch`)."""
-        from ctu.runners.skyrl.config import run_skyrl
-        from ctu.runners.skyrl.sft import run_skyrl_sft
+        from ctu.backends.skyrl.config import run_skyrl
+        from ctu.backends.skyrl.sft import run_skyrl_sft
 
         launch = run_skyrl_sft if spec.data.sft is not None else run_skyrl
         return launch(spec, run_dir.path, resume=resume, verbose=verbose).get("step", 0)
@@ -148,7 +152,7 @@ class SkyRLBackend:
     def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
                     work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
         """The policy served by a local Tinker server (SkyRL's, JAX backend: what runs without a GPU)."""
-        from ctu.runners.tinker.policy import serve_policy
+        from ctu.backends.tinker.policy import serve_policy
 
         return serve_policy(spec, None, policy, run_dir, work_dir)
 
