@@ -34,7 +34,6 @@ from machine import reference_loop_seconds
 
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-from ctu.registry import populate_registry
 from tau_bench_env.env import shared_domain
 from tau_bench_env.episode import Episode
 from tau_bench_env.fast_eval import fast_reward
@@ -161,7 +160,6 @@ def main() -> None:
     parser.add_argument("--domains", default="retail,airline,telecom", help="comma-separated domains")
     args = parser.parse_args()
     prepare()
-    populate_registry()
     for name in args.domains.split(","):
         bench_domain(name, args.tasks, args.live)
     print(f"this machine now: a reference loop of 10M additions takes {reference_loop_seconds():.2f} s of CPU")

@@ -85,7 +85,6 @@ from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for the test support in tests/support
 
-from ctu.registry import populate_registry
 
 POLICY_MARKER = b"You are a customer service agent"
 """Bytes of tau2's agent system prompt: a request holding them is the policy's, else the user's."""
@@ -265,7 +264,6 @@ def serve(latency: float, domains: list[str], connection: Any) -> None:
 
     from ctu.models.tiny_qwen3 import tokenizer_path
 
-    populate_registry()
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path())).backend_tokenizer
     headers = {role: array("I", tokenizer.encode(f"<|im_start|>{role}\n", add_special_tokens=False).ids).tobytes()
                for role in ("assistant", "user")}
@@ -698,7 +696,6 @@ def ctu_repetition(row: Row, base_url: str, profile: bool, processes: int | str,
     import io
     import pstats
 
-    populate_registry()
     batch, profiler = asyncio.run(generate(row, base_url, profile, processes, share, tokens, engines, pause))
     if profiler is not None:
         out = io.StringIO()
@@ -855,7 +852,6 @@ def main() -> None:
             parser.error(f"--slow-day {args.slow_day}: the loop already takes {args.slow_day * share:.2f} s here")
         print(f"slow day: each of ctu's processes gets {share:.2f} of a core (the reference loop's wall time "
               f"{args.slow_day} s); tau2's runner is not throttled", flush=True)
-    populate_registry()
     rows = []
     for name in args.rows.split(","):
         if name not in ROWS:

@@ -95,10 +95,8 @@ Imports = Annotated[list[str] | None, typer.Option("--import", "-i", help=IMPORT
 
 def _import_code(entries: list[str] | None) -> None:
     """Import `--import` entries (files relative to the current directory); exit 2 listing every failure."""
-    from ctu.registry import populate_registry
     from ctu.spec import import_spec_code
 
-    populate_registry()
     issues = import_spec_code([str(entry) for entry in entries or []])
     if issues:
         _print_issues("--import failed", [issue.__class__(f"--import {issue.path.split('.')[1]}", issue.message)

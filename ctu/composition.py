@@ -115,7 +115,7 @@ def build_components(spec: Spec) -> Components:
     built: list[tuple[str, Reward]] = []
     for index, config in enumerate(spec.rewards):
         given: dict[str, object] = {}
-        if "judge" in dependencies("rewards", config.factory):
+        if "judge" in dependencies(registry.rewards.contract, config.factory):
             judge = getattr(config.params, "judge", None) or spec.judge
             if judge is None:
                 raise ValueError(f"rewards.{index} ({config.type}) needs a judge and the spec has none")

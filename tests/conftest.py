@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from ctu.registry import populate_registry
-
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 
@@ -23,11 +21,6 @@ MINIMAL_SPEC: dict[str, Any] = {
     "trainer": {"train_batch_size": 2, "policy_mini_batch_size": 2},  # 74 training tasks: none left out
 }
 """The smallest valid spec: everything else takes its default."""
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _registry() -> None:
-    populate_registry()
 
 
 @pytest.fixture

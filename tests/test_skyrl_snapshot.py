@@ -25,7 +25,7 @@ def resolved_overrides() -> dict[str, dict]:
     for path in sorted((REPO / "specs").glob("*.yaml")):
         spec = load_spec(path).spec
         if spec.backend.type == "skyrl":
-            overrides = skyrl_overrides(build_components(spec), RUN / "data", RUN)
+            overrides = skyrl_overrides(build_components(spec), spec.backend.params, RUN / "data", RUN)
             found[path.name] = json.loads(json.dumps(overrides, default=str))
     return found
 

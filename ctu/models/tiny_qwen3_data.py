@@ -17,10 +17,8 @@ if TYPE_CHECKING:
 def call_tokens() -> list[str]:
     """`CALL_SCAFFOLD_TOKENS`, then every tool name and ``"<argument>": `` of tau2's retail, airline and telecom
     tools, sorted (a fixed order)."""
-    from ctu.registry import populate_registry
     from tau_bench_env.env import shared_domain
 
-    populate_registry()
     names: set[str] = set()
     keys: set[str] = set()
     for domain in ("retail", "airline", "telecom"):
@@ -33,11 +31,9 @@ def call_tokens() -> list[str]:
 def agent_turns() -> list[str]:
     """Gold agent turns of tau2's retail and airline training tasks, as Qwen writes them: a Hermes tool call
     per gold assistant action, and the replay agent's closing message. In a fixed order."""
-    from ctu.registry import populate_registry
     from tau_bench_env.env import shared_domain
     from tau_bench_env.replay import GoldReplayAgent
 
-    populate_registry()
     turns: list[str] = []
     for name in ("retail", "airline"):
         for task in shared_domain(name).tasks("train"):
@@ -84,13 +80,11 @@ def gold_examples(limit: int = CONTEXT_TASKS) -> list[tuple[list[dict], list[dic
     """
     from ctu.components.parsers.hermes import HermesParser
     from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-    from ctu.registry import populate_registry
     from tau_bench_env.env import run_sync, shared_domain
     from tau_bench_env.episode import Episode
     from tau_bench_env.outcome import EpisodeConfig
     from tau_bench_env.replay import GoldReplayAgent, play
 
-    populate_registry()
     domain = shared_domain("retail")
     tasks = domain.tasks("train")[:limit]
 

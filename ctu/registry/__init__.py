@@ -24,29 +24,29 @@ model declared next to it::
 
 A spec then names it as ``rewards: [tau_outcome, {type: length_penalty, per_turn: 0.02}]``, and the params are
 checked against ``LengthPenalty.Params`` like any other part of the spec. What a class of each kind must provide
-is its kind's contract (`ctu.registry.contracts.CONTRACTS`), checked when it is registered. A spec names the file
-or module holding such code in ``imports:`` (`ctu.registry.imports`).
+is its kind's contract, declared by the module that owns the kind (`ComponentRegistry.declare_contract`) and
+checked when a component is registered (`ctu.registry.contracts`). A spec names the file or module holding such
+code in ``imports:`` (`ctu.registry.imports`).
 
-Third-party packages register through entry points, one group per kind, named ``ctu_<kind>`` (as catalogue
-names them), e.g. in their ``pyproject.toml``::
+Packages register through entry points, one group per kind, named ``ctu_<kind>`` (as catalogue names them), e.g.
+in their ``pyproject.toml``::
 
     [project.entry-points.ctu_parsers]
     my_parser = "my_package.parsers:MyParser"
 
-Built-ins are registered by importing their modules in `populate_registry()`, which is idempotent and must be
-called wherever components are looked up (the CLI, the runners, and each Ray worker, where the driver's imports
-have not happened). The idea of one registry per kind with entry points follows spaCy's `registry` over
-catalogue (https://github.com/explosion/catalogue).
+ctu's own built-in components are registered the same way, by ctu's ``pyproject.toml``; so the registry names no
+module above it. Every entry point is loaded at the first lookup in a process (`populate_registry`, thread-safe
+and once): no caller has to remember it, a Ray worker or a rollout worker process included. The idea of one
+registry per kind with entry points follows spaCy's `registry` over catalogue (https://github.com/explosion/catalogue).
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import threading
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -55,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ctu.errors import ComponentError, RegistryError, did_you_mean
-from ctu.registry.contracts import contract_problems
+from ctu.registry.contracts import Contract, contract_of, contract_problems
 
 __all__ = [
     "KINDS",
@@ -161,8 +161,9 @@ class ComponentInfo:
                 checked when it is registered).
         """
         component = self.factory(params, **dependencies)
-        if not isinstance(self.factory, type):
-            problems = contract_problems(self.kind, component)
+        wanted = registry[self.kind].contract
+        if not isinstance(self.factory, type) and wanted is not None:
+            problems = contract_problems(wanted, component)
             if problems:
                 raise RegistryError(_contract_message(self.kind, self.name, self.origin, problems))
         return component
@@ -203,6 +204,33 @@ class ComponentRegistry:
         self._catalogue = catalogue.create("ctu", kind, entry_points=True)
         self._infos: dict[str, ComponentInfo] = {}
         self.entry_point_group = self._catalogue.entry_point_namespace
+        self.contract: Contract | None = None
+        """The kind's contract, once its owner declared it (`declare_contract`); None before."""
+
+    def declare_contract(self, source: type, *, dependencies: Mapping[str, tuple[str, ...]] | None = None,
+                         check: Callable[[object], list[str]] | None = None) -> None:
+        """Declare the kind's contract (`ctu.registry.contracts.contract_of`): called once by the module that owns
+        the kind, with the Protocol (or base class) the rest of ctu is written against. A later declaration
+        replaces it (ctu's runners declare the whole `Backend`, extending the spec layer's `BackendRules`). The
+        components registered before it are checked now.
+
+        Args:
+            source: the Protocol, or the base class every component must subclass.
+            dependencies: the class flags asking the composition root for more than the params (see
+                `ctu.registry.contracts.Contract`).
+            check: a check of the owner's own, one line per problem.
+
+        Raises:
+            RegistryError: a component registered before lacks what the contract asks (it is unregistered).
+        """
+        self.contract = contract_of(source, dependencies, check)
+        failing = {info.name: (info, problems) for info in self._infos.values()
+                   if isinstance(info.factory, type) and (problems := contract_problems(self.contract, info.factory))}
+        for name in failing:
+            self.unregister(name)
+        if failing:
+            raise RegistryError("\n".join(_contract_message(self.kind, name, info.origin, problems)
+                                          for name, (info, problems) in failing.items()))
 
     def register(self, name: str, *, params: type[ComponentParams] | None = None) -> Callable[[T], T]:
         """Decorator registering a class or factory under `name`.
@@ -212,14 +240,15 @@ class ComponentRegistry:
             params: the params model; defaults to the object's ``Params`` attribute, else no params.
 
         Raises:
-            RegistryError: `name` is taken by another object (the message names both places), the name is
-                malformed, the params model is not a `ComponentParams`, or a class lacks what its kind's
+            RegistryError: `name` is taken by another object (a built-in, an entry point's or one registered
+                before; the message names both places), the name is malformed, the params model is not a `ComponentParams`, or a class lacks what its kind's
                 contract asks (`ctu.registry.contracts.CONTRACTS`: a method, a signature ctu can call, a class
                 attribute such as a reward's `training_only`); the message names the component, its file and
                 line, and every missing piece.
         """
 
         def decorate(obj: T) -> T:
+            populate_registry()  # the entry points first: a name one of them holds is then refused here
             self._add(name, obj, params, origin=_origin(obj))
             return obj
 
@@ -236,7 +265,7 @@ class ComponentRegistry:
                 f"{self.kind} component {name!r} is registered twice: at {existing.origin} and at {origin}"
             )
         params_model = _params_model_of(self.kind, name, obj, params)
-        problems = contract_problems(self.kind, obj)
+        problems = contract_problems(self.contract, obj) if self.contract is not None else []
         if problems:
             raise RegistryError(_contract_message(self.kind, name, origin, problems))
         info = ComponentInfo(self.kind, name, obj, params_model, origin)
@@ -244,7 +273,8 @@ class ComponentRegistry:
         self._catalogue.register(name, func=obj)
 
     def load_entry_points(self) -> None:
-        """Register every entry point of group ``ctu_<kind>``.
+        """Register every entry point of group ``ctu_<kind>`` (ctu's built-ins among them), each under its file and
+        line.
 
         Raises:
             ComponentError: an entry point failed to load (the message names it and its error).
@@ -258,8 +288,7 @@ class ComponentRegistry:
                     f"entry point {entry_point.name!r} = {entry_point.value!r} in group {self.entry_point_group!r} "
                     f"failed to load: {type(exc).__name__}: {exc}"
                 ) from exc
-            where = f"entry point {entry_point.value} (group {self.entry_point_group})"
-            self._add(entry_point.name, obj, None, origin=where)
+            self._add(entry_point.name, obj, None, origin=f"{_origin(obj)} (entry point {entry_point.value} of {self.entry_point_group})")
 
     def get(self, name: str) -> ComponentInfo:
         """The component registered as `name`.
@@ -267,6 +296,7 @@ class ComponentRegistry:
         Raises:
             ComponentError: no such component; the message names the kind and the closest registered names.
         """
+        populate_registry()
         try:
             return self._infos[name]
         except KeyError:
@@ -274,17 +304,21 @@ class ComponentRegistry:
 
     def unknown_message(self, name: object) -> str:
         """The message for an unknown `name`, with "did you mean" and the registered names."""
+        populate_registry()
         known = ", ".join(sorted(self._infos)) or "none"
         return f"unknown {self.kind} component {name!r}{did_you_mean(str(name), self._infos)}; registered: {known}"
 
     def __contains__(self, name: object) -> bool:
+        populate_registry()
         return name in self._infos
 
     def __iter__(self) -> Iterator[ComponentInfo]:
+        populate_registry()
         return iter(sorted(self._infos.values(), key=lambda info: info.name))
 
     def names(self) -> list[str]:
         """Registered names, sorted."""
+        populate_registry()
         return sorted(self._infos)
 
     def unregister(self, name: str) -> None:
@@ -323,43 +357,30 @@ class _Registries:
 
 
 registry = _Registries()
-"""The process-wide registries. Fill them with `populate_registry()` before looking anything up."""
-
-BUILTIN_MODULES: tuple[str, ...] = (
-    "ctu.components.generators",
-    "ctu.components.parsers",
-    "ctu.components.rewards",
-    "ctu.components.judges",
-    "ctu.components.trackers",
-    "ctu.components.chat_templates",
-    "ctu.components.user_simulators",
-    "ctu.components.user_fault_detectors",
-    "ctu.components.domains",
-    "ctu.components.task_generators",
-    "ctu.backends.skyrl.backend",
-    "ctu.backends.tinker.backend",
-)
-"""Modules whose import registers the built-in components (the backends' registrations live with their runners).
-Each must import without torch, ray or skyrl."""
+"""The process-wide registries, filled from the entry points at the first lookup (`populate_registry`)."""
 
 _populated = False
-_populate_lock = threading.Lock()
+_populate_lock = threading.RLock()
 
 
 def populate_registry() -> None:
-    """Register the built-in components and every entry point; a no-op after the first call.
-
-    Call it in every process that looks components up (Ray workers included).
+    """Register every entry point of every kind (ctu's built-ins and installed packages' components), once a
+    process; the registry calls it at its first lookup, so no one else needs to. Thread-safe; a lookup made while
+    the entry points load (by a component's module) sees those registered so far.
 
     Raises:
-        RegistryError, ComponentError: as `ComponentRegistry.register` and `load_entry_points` do.
+        RegistryError, ComponentError: as `ComponentRegistry.load_entry_points` does; the next lookup tries again.
     """
     global _populated
+    if _populated:
+        return
     with _populate_lock:
         if _populated:
             return
-        for module in BUILTIN_MODULES:
-            importlib.import_module(module)
-        for kind_registry in registry:
-            kind_registry.load_entry_points()
         _populated = True
+        try:
+            for kind_registry in registry:
+                kind_registry.load_entry_points()
+        except BaseException:
+            _populated = False
+            raise

@@ -1,14 +1,13 @@
 """What each component kind must provide, checked when a component is registered.
 
-A kind's contract is derived from the one class the rest of ctu is written against (`CONTRACTS`): its Protocol
-(`tau_bench_env.interfaces.Parser` and `UserSimulator`, `ctu.components.rewards.base.Reward`,
-`ctu.components.judges.base.Judge`, `ctu.components.trackers.base.Tracker`,
-`ctu.components.chat_templates.base.ChatTemplate`, `ctu.components.generators.base.GeneratorComponent`,
-`ctu.components.task_generators.base.TaskGenerator`,
-`ctu.runners.backend.Backend`), or, for
-domains, the base class every domain subclasses (`tau_bench_env.domains.Domain`). A Protocol's methods are the
-calls ctu makes: its positional parameters are passed positionally, its keyword-only ones by keyword, and an
-``async def`` is awaited; its ``ClassVar`` annotations are the class attributes ctu reads, with their types.
+A kind's contract is derived from the one class the rest of ctu is written against, declared by the module that
+owns it (`ComponentRegistry.declare_contract`, e.g. ``registry.rewards.declare_contract(Reward, ...)`` at the end
+of `ctu.components.rewards.base`): a Protocol, or a base class every component of the kind subclasses (domains:
+`tau_bench_env.domains.Domain`). The registry itself names no kind's owner. A Protocol's methods are the calls ctu
+makes: its positional parameters are passed positionally, its keyword-only ones by keyword, and an ``async def``
+is awaited; its ``ClassVar`` annotations are the class attributes ctu reads, with their types. The owner may add
+what a constructor is handed besides its params (`Contract.dependencies`: a reward with ``needs_judge = True`` is
+built as ``cls(params, judge=...)``) and a check of its own (`Contract.check`).
 
 `contract_problems` checks a registered class (or, for a component registered as a factory function, the object
 the factory built) and returns one line per thing missing; `ComponentRegistry.register` turns them into a
@@ -18,16 +17,14 @@ of turning every episode into an error record.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, ClassVar, Union
 
-__all__ = ["CONTRACTS", "Contract", "Method", "contract", "contract_problems"]
+__all__ = ["Contract", "Method", "contract_of", "contract_problems", "dependencies"]
 
 
 @dataclass(frozen=True)
@@ -46,34 +43,24 @@ class Method:
 
 @dataclass(frozen=True)
 class Contract:
-    """The methods and class attributes of one kind (attribute name -> the type its value must have)."""
+    """What a component of one kind must provide (`contract_of` derives it from the kind's class).
 
+    Attributes:
+        source: the class the contract is derived from, as ``module.Name`` (for messages).
+        methods: the methods ctu calls.
+        attributes: the class attributes ctu reads (name -> the type its value must have).
+        base: a class every component of the kind must subclass, or None.
+        dependencies: what the composition root hands a constructor besides its params: the class flag that asks
+            for them -> the keyword arguments (``{"needs_judge": ("judge",)}`` for rewards).
+        check: the owner's own check of a registered class, returning one line per problem.
+    """
+
+    source: str
     methods: tuple[Method, ...] = ()
     attributes: dict[str, type | tuple[type, ...]] = field(default_factory=dict)
-    base: str | None = None
-    """Dotted name of a class every component of the kind must subclass (imported on demand)."""
-
-
-CONTRACTS: dict[str, str] = {
-    "parsers": "tau_bench_env.interfaces.Parser",
-    "rewards": "ctu.components.rewards.base.Reward",
-    "judges": "ctu.components.judges.base.Judge",
-    "trackers": "ctu.components.trackers.base.Tracker",
-    "chat_templates": "ctu.components.chat_templates.base.ChatTemplate",
-    "user_simulators": "tau_bench_env.interfaces.UserSimulator",
-    "user_fault_detectors": "ctu.components.user_fault_detectors.base.UserFaultDetector",
-    "domains": "tau_bench_env.domains.Domain",
-    "task_generators": "ctu.components.task_generators.base.TaskGenerator",
-    "generators": "ctu.components.generators.base.GeneratorComponent",
-    "backends": "ctu.runners.backend.Backend",
-}
-"""The class each kind of `ctu.registry.KINDS` is written against (dotted name, imported on demand: the
-components' modules import the registry)."""
-
-
-def _import(dotted: str) -> Any:
-    module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+    base: type | None = None
+    dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    check: Callable[[Any], list[str]] | None = None
 
 
 def _runtime_type(annotation: Any) -> type | tuple[type, ...]:
@@ -101,43 +88,32 @@ def _method(name: str, function: Callable[..., object]) -> Method:
                   is_async=inspect.iscoroutinefunction(function))
 
 
-@cache
-def contract(kind: str) -> Contract:
-    """`kind`'s contract, derived from its class in `CONTRACTS` (imported here).
-
-    Raises:
-        KeyError: `kind` is not a kind.
-    """
-    source = _import(CONTRACTS[kind])
+def contract_of(source: type, dependencies: Mapping[str, tuple[str, ...]] | None = None,
+                check: Callable[[Any], list[str]] | None = None) -> Contract:
+    """The contract `source` states: its methods and class attributes if it is a Protocol (those of the Protocols
+    it extends included), else subclassing it; with the owner's `dependencies` and `check` (see `Contract`)."""
     hints = typing.get_type_hints(source, include_extras=False)
     attributes = {name: _runtime_type(hint) for name, hint in hints.items()
                   if typing.get_origin(hint) is ClassVar and not name.startswith("_")}
+    name = f"{source.__module__}.{source.__qualname__}"
     if not getattr(source, "_is_protocol", False):  # a base class: subclassing it is the contract
-        return Contract(attributes=attributes, base=CONTRACTS[kind])
+        return Contract(name, attributes=attributes, base=source, dependencies=dict(dependencies or {}), check=check)
     members: dict[str, Callable[..., object]] = {}
     for protocol in reversed(source.__mro__):  # a Protocol's own methods and those of the Protocols it extends
         if getattr(protocol, "_is_protocol", False) and protocol is not typing.Protocol:
-            members.update((name, member) for name, member in vars(protocol).items()
-                           if inspect.isfunction(member) and not name.startswith("_"))
-    methods = tuple(_method(name, member) for name, member in members.items())
-    return Contract(methods=methods, attributes=attributes)
+            members.update((member_name, member) for member_name, member in vars(protocol).items()
+                           if inspect.isfunction(member) and not member_name.startswith("_"))
+    methods = tuple(_method(member_name, member) for member_name, member in members.items())
+    return Contract(name, methods=methods, attributes=attributes, dependencies=dict(dependencies or {}), check=check)
 
 
-DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {"rewards": {"needs_judge": ("judge",)}}
-"""What the composition root hands a constructor besides its params: kind -> the class flag that asks for them ->
-the keyword arguments (a reward with ``needs_judge = True`` is built as ``cls(params, judge=...)``)."""
-
-
-def dependencies(kind: str, obj: object) -> tuple[str, ...]:
-    """The keyword arguments the composition root must pass when it builds `obj` (a registered class) of `kind`,
-    besides its params (`DEPENDENCIES`): ``("judge",)`` for a reward with ``needs_judge = True``, else ()."""
-    flag = _flag(obj, kind)
-    return DEPENDENCIES[kind][flag] if flag is not None else ()
-
-
-def _flag(obj: object, kind: str) -> str | None:
-    """The first of `kind`'s dependency flags `obj` sets to True, if any."""
-    return next((flag for flag in DEPENDENCIES.get(kind, {}) if getattr(obj, flag, False) is True), None)
+def dependencies(wanted: Contract | None, obj: object) -> tuple[str, ...]:
+    """The keyword arguments the composition root must pass when it builds `obj` (a registered class) under the
+    contract `wanted`, besides its params: ``("judge",)`` for a reward with ``needs_judge = True``, else ()."""
+    if wanted is None:
+        return ()
+    flag = next((flag for flag in wanted.dependencies if getattr(obj, flag, False) is True), None)
+    return wanted.dependencies[flag] if flag is not None else ()
 
 
 def _method_problem(owner: object, method: Method, is_class: bool) -> str | None:
@@ -161,29 +137,24 @@ def _method_problem(owner: object, method: Method, is_class: bool) -> str | None
     return None
 
 
-def contract_problems(kind: str, obj: object) -> list[str]:
-    """What `obj` (a registered class, or an object a factory built) lacks of `kind`'s contract; [] if nothing.
+def contract_problems(wanted: Contract, obj: object) -> list[str]:
+    """What `obj` (a registered class, or an object a factory built) lacks of the contract `wanted`; [] if nothing.
 
-    A class is also checked for a constructor ctu can call as ``cls(params)``. A plain function registered as a
-    factory cannot be checked before it is called; `ComponentInfo.build` checks what it returns.
+    A class is also checked for a constructor ctu can call as ``cls(params)`` (with its `dependencies`). A plain
+    function registered as a factory cannot be checked before it is called; `ComponentInfo.build` checks what it
+    returns.
     """
-    if kind not in CONTRACTS:
-        return []
-    wanted = contract(kind)
     is_class = isinstance(obj, type)
     if not is_class and inspect.isroutine(obj):
         return []
     problems: list[str] = []
-    if wanted.base is not None:
-        base = _import(wanted.base)
-        if not (isinstance(obj, base) or (isinstance(obj, type) and issubclass(obj, base))):
-            problems.append(f"must subclass {wanted.base}")
-        elif kind == "domains" and getattr(obj, "tau2_name", None) is None:  # the base's versions load tau2's
-            cls = obj if is_class else type(obj)
-            problems += [f"must define {name}() (the base's loads a tau2 domain; this one has no `tau2_name`)"
-                         for name in ("make_environment", "load_tasks") if getattr(cls, name) is getattr(base, name)]
+    base = wanted.base
+    if base is not None and not (isinstance(obj, base) or (is_class and issubclass(obj, base))):  # type: ignore[arg-type]
+        problems.append(f"must subclass {wanted.source}")
+    elif wanted.check is not None:
+        problems += wanted.check(obj)
     if isinstance(obj, type):
-        given = dict.fromkeys(dependencies(kind, obj))
+        given = dict.fromkeys(dependencies(wanted, obj))
         try:
             inspect.signature(obj).bind(None, **given)
         except TypeError:

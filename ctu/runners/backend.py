@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ctu.registry import ComponentParams
+from ctu.registry import registry
 from ctu.spec.backend_rules import BackendRules
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ctu.runners.rundir import RunDir
     from ctu.spec.models import Spec
 
-__all__ = ["Backend", "LaunchPlan", "PolicyHandle", "backend_of", "backend_params", "run_backend"]
+__all__ = ["Backend", "LaunchPlan", "PolicyHandle", "backend_of", "run_backend"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,9 @@ class Backend(BackendRules, Protocol):
         ...
 
 
+registry.backends.declare_contract(Backend)
+
+
 def backend_of(spec: Spec) -> Backend:
     """`spec`'s backend, built from its ``backend`` section.
 
@@ -115,18 +118,6 @@ def backend_of(spec: Spec) -> Backend:
 
     config = spec.backend
     return ComponentConfig[Backend](config.kind, config.type, config.params).build()
-
-
-def backend_params[P: ComponentParams](spec: Spec, params_type: type[P]) -> P:
-    """The spec's ``backend`` section as `params_type`: what a backend's own code reads of a spec naming it.
-
-    Raises:
-        ValueError: the spec names another backend.
-    """
-    params = spec.backend.params
-    if not isinstance(params, params_type):
-        raise ValueError(f"a spec whose backend takes {params_type.__name__} is needed; this one's is `{spec.backend.type}`")
-    return params
 
 
 def run_backend(run_dir: RunDir) -> Backend:
@@ -141,10 +132,8 @@ def run_backend(run_dir: RunDir) -> Backend:
     from pydantic import ValidationError
 
     from ctu.errors import ComponentError
-    from ctu.registry import populate_registry
     from ctu.registry.config import ComponentConfig
 
-    populate_registry()
     if not run_dir.spec_file.exists():
         raise ComponentError(f"{run_dir.path} holds no run (no {run_dir.spec_file.name})")
     section = (yaml.safe_load(run_dir.spec_file.read_text(encoding="utf-8")) or {}).get("backend", "skyrl")

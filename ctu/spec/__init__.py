@@ -21,7 +21,6 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ctu.registry import populate_registry
 from ctu.spec.errors import Location, SpecError, SpecIssue
 from ctu.spec.loading import Sources, check_plain_data, load_file
 from ctu.spec.models import Spec
@@ -50,7 +49,6 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSpec:
     Raises:
         SpecError: listing every problem found (with dotted paths and file:line), for any bad input.
     """
-    populate_registry()
     issues: list[SpecIssue] = []
     data, sources = load_file(Path(path), issues)
     if issues:
@@ -64,7 +62,6 @@ def spec_from_dict(data: dict[str, object], overrides: Sequence[str] = (), sourc
     Raises:
         SpecError: for every problem found.
     """
-    populate_registry()
     if not isinstance(data, dict):
         raise SpecError([SpecIssue("", f"a spec must be a mapping, got {type(data).__name__}")], source)
     data = copy.deepcopy(data)

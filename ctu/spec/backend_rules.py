@@ -1,7 +1,8 @@
 """What the spec layer asks of a spec's backend: its own checks and how it counts steps.
 
 The backend itself (`ctu.runners.backend.Backend`) lives above the spec layer; the spec layer sees it only through
-`BackendRules`, the part a spec check needs, so `ctu.spec` never imports `ctu.runners`.
+`BackendRules`, the part a spec check needs, so `ctu.spec` never imports `ctu.runners`; it declares that part as the
+`backends` kind's contract, so `ctu validate` checks a backend of one's own for it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from ctu.registry import registry
 from ctu.spec.errors import SpecIssue
 
 if TYPE_CHECKING:
@@ -34,6 +36,11 @@ class BackendRules(Protocol):
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """What in `spec` runs on this backend but likely not as meant; imports nothing heavy."""
         ...
+
+
+registry.backends.declare_contract(BackendRules)
+"""The `backends` kind's contract as far as the spec layer uses it; `ctu.runners.backend` declares the whole
+`Backend` (which extends it) once it is imported."""
 
 
 def backend_rules(spec: Spec) -> BackendRules:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
-from ctu.registry import KINDS, populate_registry, registry
+from ctu.registry import KINDS, registry
 from ctu.registry.config import ComponentMarker
 from ctu.spec.models import Spec
 
@@ -130,7 +130,6 @@ def _sections(model: type[BaseModel], path: str, seen: set[type[BaseModel]]) -> 
 
 def render_reference() -> str:
     """SPEC_REFERENCE.md's full text: every section with its fields, then every registered component."""
-    populate_registry()
     lines = [
         "# Spec reference",
         "",
@@ -163,6 +162,5 @@ def render_reference() -> str:
 
 def render_json_schema() -> dict[str, object]:
     """The spec's JSON schema (draft 2020-12), with every registered component's params, for editors."""
-    populate_registry()
     schema = Spec.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "ctu spec", **schema}

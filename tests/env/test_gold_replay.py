@@ -150,10 +150,8 @@ def run_chunk(domain_name: str, indices: list[int]) -> tuple[list[Case], bool]:
     """
     import pickle
 
-    from ctu.registry import populate_registry
     from tau_bench_env.env import shared_domain
 
-    populate_registry()
     domain = shared_domain(domain_name)
 
     def shared() -> object:

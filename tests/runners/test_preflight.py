@@ -48,9 +48,9 @@ def test_this_cpu_machine_fails_the_preflight_at_once_unless_the_run_joins_a_clu
     with ScriptedOpenAIServer() as server:
         spec = taxonomy_spec(server.base_url, server.base_url)
         with pytest.raises(PreflightError, match="CUDA sees no GPU"):
-            check_skyrl_run(spec, joining=False)
+            check_skyrl_run(spec, spec.backend.params, joining=False)
         # the driver of a run that joins a cluster may be a CPU-only head node: the nodes are checked once joined
-        check_skyrl_run(spec, joining=True)
+        check_skyrl_run(spec, spec.backend.params, joining=True)
 
 
 def test_endpoints_that_do_not_answer_are_named_by_their_spec_path_before_anything_starts():
@@ -60,7 +60,8 @@ def test_endpoints_that_do_not_answer_are_named_by_their_spec_path_before_anythi
         [problem] = endpoint_problems(taxonomy_spec(server.base_url, down))
         assert problem.startswith("judge: ") and down in problem and "does not answer" in problem
         with pytest.raises(PreflightError, match=r"environment\.user_simulator: "):
-            check_skyrl_run(taxonomy_spec(down, server.base_url), joining=True)
+            user_down = taxonomy_spec(down, server.base_url)
+            check_skyrl_run(user_down, user_down.backend.params, joining=True)
     with ScriptedOpenAIServer(models_status=404) as without_models:  # any answer shows the server is there...
         assert endpoint_problems(taxonomy_spec(without_models.base_url, without_models.base_url)) == []
 

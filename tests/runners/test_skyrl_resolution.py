@@ -22,7 +22,7 @@ SKYRL_SPECS = [p for p in SPECS if load_spec(p).spec.backend.type == "skyrl"]
 @pytest.mark.parametrize("path", SKYRL_SPECS, ids=lambda p: p.stem)
 def test_skyrl_accepts_every_resolved_spec(path: Path, tmp_path: Path):
     spec = load_spec(path).spec
-    config = resolve_skyrl_config(spec, tmp_path / "data", tmp_path)
+    config = resolve_skyrl_config(spec, spec.backend.params, tmp_path / "data", tmp_path)
     assert config.trainer.policy.model.path == spec.model.path
     assert config.generator.zero_reward_on_non_stop is False
     assert config.trainer.train_batch_size == spec.trainer.train_batch_size
@@ -36,8 +36,8 @@ def test_skyrl_accepts_every_resolved_spec(path: Path, tmp_path: Path):
 
 def test_raw_overrides_are_applied_last(tmp_path: Path):
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["backend.skyrl_overrides={trainer.policy.sequence_parallel_size: 2}"]).spec
-    assert skyrl_overrides(build_components(spec), tmp_path, tmp_path)["trainer.policy.sequence_parallel_size"] == 2
-    config = resolve_skyrl_config(spec, tmp_path, tmp_path)
+    assert skyrl_overrides(build_components(spec), spec.backend.params, tmp_path, tmp_path)["trainer.policy.sequence_parallel_size"] == 2
+    config = resolve_skyrl_config(spec, spec.backend.params, tmp_path, tmp_path)
     assert config.trainer.policy.sequence_parallel_size == 2
 
 
@@ -71,7 +71,7 @@ def test_every_path_handed_to_skyrl_is_absolute_and_builtin_models_are_resolved(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CTU_CACHE_DIR", "cache")
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["model.path=builtin:tiny-qwen3"]).spec
-    overrides = skyrl_overrides(build_components(spec), Path("runs/x/data"), Path("runs/x"))
+    overrides = skyrl_overrides(build_components(spec), spec.backend.params, Path("runs/x/data"), Path("runs/x"))
     paths = {key: value for key, value in overrides.items() if key.startswith("data.") or key.endswith(("_path", ".path"))}
     assert set(paths) >= {"data.train_data", "data.val_data", "trainer.ckpt_path", "trainer.export_path", "trainer.log_path",
                           "trainer.policy.model.path"}
@@ -81,7 +81,7 @@ def test_every_path_handed_to_skyrl_is_absolute_and_builtin_models_are_resolved(
     assert overrides["trainer.ckpt_path"] == str(tmp_path / "runs" / "x" / "checkpoints")
     assert overrides["trainer.policy.model.path"].startswith(str(tmp_path / "cache" / "tiny-qwen3-"))
     hub = load_spec(REPO / "specs" / "tau_bench.yaml").spec
-    assert skyrl_overrides(build_components(hub), tmp_path, tmp_path)["trainer.policy.model.path"] == hub.model.path
+    assert skyrl_overrides(build_components(hub), hub.backend.params, tmp_path, tmp_path)["trainer.policy.model.path"] == hub.model.path
 
 
 def test_dry_run_prints_the_accepted_skyrl_config_and_the_plan():
@@ -119,7 +119,7 @@ def test_prepared_data_names_test_sets_as_data_sources(tmp_path: Path):
     assert [r["domain"] for r in train] == ["telecom"] * 3 and train[0]["split"] == "train"
     retail = pq.read_table(tmp_path / "test_retail.parquet").to_pylist()
     assert {r["data_source"] for r in retail} == {"retail"} and len(retail) == 2
-    config = resolve_skyrl_config(spec, tmp_path, tmp_path)
+    config = resolve_skyrl_config(spec, spec.backend.params, tmp_path, tmp_path)
     assert config.data.val_data == [str(tmp_path / f"test_{name}.parquet") for name in ("telecom", "retail", "airline")]
 
 
@@ -129,22 +129,23 @@ def test_zero_intervals_keep_their_meaning_in_skyrl(tmp_path: Path):
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=0", "trainer.ckpt_interval=0",
                                                          "trainer.eval_before_train=true"]).spec
-    config = resolve_skyrl_config(spec, tmp_path / "data", tmp_path)
+    config = resolve_skyrl_config(spec, spec.backend.params, tmp_path / "data", tmp_path)
     assert config.trainer.eval_interval == NEVER and config.trainer.ckpt_interval == NEVER
     assert config.trainer.eval_before_train and config.data.val_data
-    kept = resolve_skyrl_config(load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=2"]).spec, tmp_path, tmp_path)
+    evaluated = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=2"]).spec
+    kept = resolve_skyrl_config(evaluated, evaluated.backend.params, tmp_path, tmp_path)
     assert kept.trainer.eval_interval == 2
     unevaluated = load_spec(REPO / "specs" / "tau_bench.yaml", ["data.test_sets={}"]).spec  # nothing to evaluate: SkyRL's off
-    off = resolve_skyrl_config(unevaluated, tmp_path, tmp_path).trainer
+    off = resolve_skyrl_config(unevaluated, unevaluated.backend.params, tmp_path, tmp_path).trainer
     assert (off.eval_interval, off.eval_before_train) == (0, False)
 
 
 def test_skyrl_resumes_only_when_asked(tmp_path: Path):
     """SkyRL's own default resumes from the latest checkpoint silently; ctu's runs start afresh unless resumed."""
     spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_before_train=true"]).spec
-    fresh = resolve_skyrl_config(spec, tmp_path, tmp_path)
+    fresh = resolve_skyrl_config(spec, spec.backend.params, tmp_path, tmp_path)
     assert fresh.trainer.resume_mode == "none" and fresh.trainer.eval_before_train
-    resumed = resolve_skyrl_config(spec, tmp_path, tmp_path, resume=True)
+    resumed = resolve_skyrl_config(spec, spec.backend.params, tmp_path, tmp_path, resume=True)
     assert resumed.trainer.resume_mode == "latest" and not resumed.trainer.eval_before_train
 
 
@@ -154,7 +155,7 @@ def test_resuming_a_skyrl_run_without_a_checkpoint_is_a_run_error(tmp_path: Path
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml").spec
     with pytest.raises(RunError, match="no checkpoint"):
-        run_skyrl(spec, tmp_path, resume=True)  # before any check, Ray or file
+        run_skyrl(spec, spec.backend.params, tmp_path, resume=True)  # before any check, Ray or file
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -201,13 +202,14 @@ def test_reference_model_offload_and_penalties_reach_skyrl_and_the_sampler(tmp_p
         "model.path=mcemri/qwen2.5_3b_alldata_sft_v0", "model.reference_path=Qwen/Qwen2.5-3B-Instruct",
         "backend.policy_cpu_offload=true", "backend.ref_cpu_offload=true",
         "rollout.frequency_penalty=0.5", "rollout.presence_penalty=0.1"]).spec
-    config = resolve_skyrl_config(spec, tmp_path / "data", tmp_path)
+    config = resolve_skyrl_config(spec, spec.backend.params, tmp_path / "data", tmp_path)
     assert config.trainer.policy.model.path == "mcemri/qwen2.5_3b_alldata_sft_v0"
     assert config.trainer.ref.model.path == "Qwen/Qwen2.5-3B-Instruct"
     assert config.trainer.policy.fsdp_config.cpu_offload and config.trainer.ref.fsdp_config.cpu_offload
     vllm = SkyRLSampler(client=None)._vllm_params(sampling_params(spec, "train", 7))
     assert (vllm["frequency_penalty"], vllm["presence_penalty"]) == (0.5, 0.1)
-    plain = resolve_skyrl_config(load_spec(REPO / "specs" / "tau_bench.yaml").spec, tmp_path / "data", tmp_path)
+    base = load_spec(REPO / "specs" / "tau_bench.yaml").spec
+    plain = resolve_skyrl_config(base, base.backend.params, tmp_path / "data", tmp_path)
     assert plain.trainer.ref.model.path == plain.trainer.policy.model.path  # the policy's starting weights
     assert not plain.trainer.policy.fsdp_config.cpu_offload
 
@@ -218,7 +220,7 @@ def test_filtering_off_policy_correction_and_async_reach_skyrl_which_accepts_the
     sync = load_spec(REPO / "specs" / "tau_bench.yaml", [
         "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 5}",
         "algorithm.off_policy_correction={tis_ratio_type: sequence, sequence_tis_ratio_clip_high: 4.0}"]).spec
-    algorithm = resolve_skyrl_config(sync, tmp_path / "data", tmp_path).trainer.algorithm
+    algorithm = resolve_skyrl_config(sync, sync.backend.params, tmp_path / "data", tmp_path).trainer.algorithm
     assert algorithm.zero_variance_filter and algorithm.dynamic_sampling.type == "filter"
     assert algorithm.dynamic_sampling.max_sample_batches == 5
     assert (algorithm.off_policy_correction.tis_ratio_type, algorithm.off_policy_correction.sequence_tis_ratio_clip_high) == ("sequence", 4.0)
@@ -226,7 +228,7 @@ def test_filtering_off_policy_correction_and_async_reach_skyrl_which_accepts_the
         "backend.colocate_all=false", "trainer.policy_mini_batch_size=${trainer.train_batch_size}",
         "trainer.fully_async={max_staleness_steps: 2}", "algorithm.policy_loss=rollout_is",
         "algorithm.dynamic_sampling={type: filter}"]).spec
-    config = resolve_skyrl_config(fully_async, tmp_path / "data", tmp_path)
+    config = resolve_skyrl_config(fully_async, fully_async.backend.params, tmp_path / "data", tmp_path)
     assert config.trainer.fully_async.enabled and config.trainer.fully_async.max_staleness_steps == 2
     assert config.trainer.fully_async.num_parallel_generation_workers == fully_async.trainer.train_batch_size * 3
     assert config.trainer.fully_async.sample_full_batch and config.trainer.algorithm.zero_variance_filter
@@ -242,7 +244,7 @@ def test_an_sft_spec_resolves_to_skyrls_sft_config_with_absolute_paths_resuming_
 
     monkeypatch.chdir(tmp_path)
     spec = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", ["trainer.optimizer.lr=0.002"]).spec
-    config, workers = resolve_sft_config(spec, Path("runs/x/data/sft_tokens.parquet"), Path("runs/x"))
+    config, workers = resolve_sft_config(spec, spec.backend.params, Path("runs/x/data/sft_tokens.parquet"), Path("runs/x"))
     assert config.strategy == "fsdp" and config.batch_size == 4 and config.num_epochs == 2 and config.max_training_steps == 2
     assert config.pretokenized_dataset_paths == [str(tmp_path / "runs" / "x" / "data" / "sft_tokens.parquet")]
     assert config.ckpt_path == str(tmp_path / "runs" / "x" / "checkpoints") and config.export_path == str(tmp_path / "runs" / "x" / "exports")
@@ -250,5 +252,5 @@ def test_an_sft_spec_resolves_to_skyrls_sft_config_with_absolute_paths_resuming_
     assert config.resume_from == "" and not config.remove_microbatch_padding and config.hf_save_interval > 0
     assert workers.trainer.flash_attn is False and workers.trainer.policy.model.path == config.model.path
     assert workers.trainer.log_path == str(tmp_path / "runs" / "x" / "logs")
-    resumed, _ = resolve_sft_config(spec, Path("t.parquet"), Path("runs/x"), resume=True)
+    resumed, _ = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"), resume=True)
     assert resumed.resume_from == "latest"

@@ -69,7 +69,7 @@ def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, 
     minimal["trainer"] = {"train_batch_size": 2, "policy_mini_batch_size": 2, **trainer}
     minimal["algorithm"] = {"use_kl_loss": False, **(algorithm or {})}
     spec = spec_from_dict(minimal).spec
-    runner = TinkerRunner(spec, RunDir(tmp_path), progress=False)
+    runner = TinkerRunner(spec, spec.backend.params, RunDir(tmp_path), progress=False)
     training = RecordingTraining()
     plan = StepPlan(ROWS, 2, 1, 0, shuffle=False, max_steps=None)
     generator = FixedGenerator((rewards, infra_errors), *more)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.errors import did_you_mean
-from ctu.registry import registry
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
 from ctu.spec.skyrl_keys import is_skyrl_config_key, skyrl_config_keys
@@ -35,12 +34,12 @@ ROLLOUT_LOSSES = ("rollout_is", "dppo")
 """`algorithm.policy_loss` values that weigh against the sampler's logprobs, as SkyRL's fully async trainer needs."""
 
 
-@registry.backends.register("skyrl", params=SkyRLParams)
 class SkyRLBackend:
     """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer. The run joins the Ray cluster at
     `RAY_ADDRESS` when it is set (started with `ray start` on each node), else starts one on this machine."""
 
     skyrl_schedule: ClassVar[bool] = True
+    Params = SkyRLParams
 
     def __init__(self, params: SkyRLParams) -> None:
         self.params = params
@@ -105,9 +104,9 @@ class SkyRLBackend:
 
         try:
             if spec.data.sft is not None:
-                resolve_sft_config(spec, run_dir / "data" / TOKENS_FILE, run_dir)
+                resolve_sft_config(spec, self.params, run_dir / "data" / TOKENS_FILE, run_dir)
             else:
-                resolve_skyrl_config(spec, run_dir / "data", run_dir)
+                resolve_skyrl_config(spec, self.params, run_dir / "data", run_dir)
         except (ValueError, AssertionError, TypeError) as error:
             return [f"SkyRL rejects the resolved config: {type(error).__name__}: {error}"], []
         missing = missing_gpu_packages()
@@ -126,14 +125,14 @@ class SkyRLBackend:
 
         try:
             if spec.data.sft is not None:
-                sft_config, _ = resolve_sft_config(spec, run_dir.path / "data" / TOKENS_FILE, run_dir.path)
+                sft_config, _ = resolve_sft_config(spec, self.params, run_dir.path / "data" / TOKENS_FILE, run_dir.path)
                 return LaunchPlan("SkyRL SFT config (accepted by SkyRL's validate_sft_cfg)", sft_config_yaml(sft_config),
-                                  sft_launch_plan(spec, run_dir.path))
-            config = resolve_skyrl_config(spec, run_dir.path / "data", run_dir.path)
+                                  sft_launch_plan(spec, self.params, run_dir.path))
+            config = resolve_skyrl_config(spec, self.params, run_dir.path / "data", run_dir.path)
         except (ValueError, AssertionError, TypeError) as error:
             raise SpecError([SpecIssue("backend", f"SkyRL rejects the resolved config: {error}")], spec.experiment.name) from None
         return LaunchPlan("SkyRL config (accepted by SkyRL's validate_cfg)", config_yaml(config),
-                          launch_plan(spec, run_dir.path / "data", run_dir.path))
+                          launch_plan(spec, self.params, run_dir.path / "data", run_dir.path))
 
     def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
         """`ctu.backends.skyrl.config.run_skyrl`, or for SFT (`data.sft`) `ctu.backends.skyrl.sft.run_skyrl_sft`
@@ -142,7 +141,7 @@ class SkyRLBackend:
         from ctu.backends.skyrl.sft import run_skyrl_sft
 
         launch = run_skyrl_sft if spec.data.sft is not None else run_skyrl
-        return launch(spec, run_dir.path, resume=resume, verbose=verbose).get("step", 0)
+        return launch(spec, self.params, run_dir.path, resume=resume, verbose=verbose).get("step", 0)
 
     def policies(self, run_dir: RunDir) -> dict[int, str]:
         """The run's Hugging Face exports (``exports/global_step_N/policy``, every `hf_save_interval` steps, at

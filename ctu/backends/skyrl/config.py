@@ -14,7 +14,6 @@ from typing import Any
 
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.composition import Components, build_components
-from ctu.runners.backend import backend_params
 from ctu.runners.rundir import RunDir, RunState
 from ctu.spec import Spec
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
@@ -25,9 +24,11 @@ NEVER = 2**31 - 1
 any positive interval (it saves at each epoch's end and evaluates after the last step)."""
 
 
-def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resume: bool = False) -> dict[str, object]:
+def skyrl_overrides(components: Components, backend: SkyRLParams, data_dir: Path, run_dir: Path,
+                    resume: bool = False) -> dict[str, object]:
     """SkyRL config overrides (dotted keys) for the spec of `components` (its chat template gives SkyRL's
-    `chat_template_kwargs`); `data_dir` holds the prepared parquet files.
+    `chat_template_kwargs`) on the `skyrl` backend `backend` (its params, as the backend was built with them);
+    `data_dir` holds the prepared parquet files.
 
     SkyRL resumes from the latest checkpoint in ``trainer.ckpt_path`` by default; ctu resumes only when asked
     (`resume`, from ``ctu run --resume``), and then does not evaluate again before the first resumed step (the
@@ -38,10 +39,9 @@ def skyrl_overrides(components: Components, data_dir: Path, run_dir: Path, resum
     into a throw-away copy. A ``builtin:`` model is named by its cache folder (`ctu run` builds it first).
 
     Raises:
-        ValueError: the spec's backend is not `skyrl`; an unknown ``builtin:`` model.
+        ValueError: an unknown ``builtin:`` model.
     """
     spec = components.spec
-    backend = backend_params(spec, SkyRLParams)
     data_dir, run_dir = Path(data_dir).absolute(), Path(run_dir).absolute()
     return {
         "data.train_data": [str(data_dir / "train.parquet")],
@@ -204,9 +204,9 @@ def _inference_engine(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
     return overrides
 
 
-def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path, resume: bool = False,
+def resolve_skyrl_config(spec: Spec, backend: SkyRLParams, data_dir: Path, run_dir: Path, resume: bool = False,
                          components: Components | None = None) -> Any:
-    """SkyRL's `SkyRLTrainConfig` for `spec`, checked by SkyRL's own `validate_cfg` (imports skyrl, torch);
+    """SkyRL's `SkyRLTrainConfig` for `spec` on the backend `backend` (`skyrl_overrides`), checked by SkyRL's own `validate_cfg` (imports skyrl, torch);
     `components` are the spec's, when the caller has built them already (else built here).
 
     Raises:
@@ -216,7 +216,7 @@ def resolve_skyrl_config(spec: Spec, data_dir: Path, run_dir: Path, resume: bool
     from skyrl.train.utils import validate_cfg
 
     built = components if components is not None else build_components(spec)
-    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(built, data_dir, run_dir, resume))
+    config = SkyRLTrainConfig.from_cli_overrides(skyrl_overrides(built, backend, data_dir, run_dir, resume))
     validate_cfg(config)
     return config
 
@@ -228,9 +228,8 @@ def config_yaml(config: Any) -> str:
     return str(get_config_as_yaml_str(config))
 
 
-def launch_plan(spec: Spec, data_dir: Path, run_dir: Path) -> list[str]:
-    """What `ctu run` does for a `skyrl` spec, in order, as readable lines."""
-    backend = backend_params(spec, SkyRLParams)
+def launch_plan(spec: Spec, backend: SkyRLParams, data_dir: Path, run_dir: Path) -> list[str]:
+    """What `ctu run` does for a `skyrl` spec on `backend`, in order, as readable lines."""
     return [
         f"prepare datasets in {data_dir}: train.parquet and test_<name>.parquet for {', '.join(spec.data.test_sets) or 'no test sets'}",
         f"initialise Ray; {backend.num_nodes} node(s) x {backend.num_gpus_per_node} GPU(s), strategy {backend.strategy}, "
@@ -353,7 +352,7 @@ def open_launch(run_dir: Path, resume: bool, verbose: bool) -> tuple[RunDir, Pat
     return run, log_file, resume_step
 
 
-def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
+def run_skyrl(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
     """Launch `spec` through SkyRL on the Ray cluster at ``RAY_ADDRESS`` (or a one-node cluster started here),
     after the preflight checks; returns the final state.
 
@@ -368,6 +367,7 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
 
     Args:
         spec: a valid spec whose backend is `skyrl`.
+        backend: the params the `skyrl` backend was built with (the spec's `backend` section).
         run_dir: the run directory.
         resume: continue from the newest checkpoint in `run_dir`; metric lines of later steps are dropped first.
         verbose: show SkyRL's and the libraries' logs on the console too; they always go to
@@ -385,14 +385,13 @@ def run_skyrl(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = F
     from ctu.backends.skyrl.preflight import check_skyrl_run, required_modules
     from ctu.errors import CtuError
 
-    backend = backend_params(spec, SkyRLParams)
     run, log_file, resume_step = open_launch(run_dir, resume, verbose)
     data_dir = run.path / "data"
     components = build_components(spec)
-    config = resolve_skyrl_config(spec, data_dir, run.path, resume, components)
+    config = resolve_skyrl_config(spec, backend, data_dir, run.path, resume, components)
     engine = config.generator.inference_engine
     modules = required_modules(engine.run_engines_locally and not engine.external_proxy_url and not engine.external_server_urls)
-    for line in check_skyrl_run(spec, joining_cluster(), modules):
+    for line in check_skyrl_run(spec, backend, joining_cluster(), modules):
         print(f"preflight: {line}", flush=True)
     run.path.mkdir(parents=True, exist_ok=True)
     prepare_data(components, data_dir)

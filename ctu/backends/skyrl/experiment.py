@@ -17,7 +17,6 @@ from ctu.backends.skyrl.generator import SkyRLGenerator
 from ctu.backends.skyrl.sampler import SkyRLSampler
 from ctu.components.trackers.combined import Trackers
 from ctu.composition import build_components
-from ctu.registry import populate_registry
 from ctu.rollout.build import build_generator
 from ctu.rollout.trajectories import TrajectoryLogger
 from ctu.runners.console import route_library_logs
@@ -197,7 +196,6 @@ def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resum
     from tau_bench_env.env import register_with_skyrl_gym
 
     os.environ.update(secrets or {})
-    populate_registry()
     register_with_skyrl_gym()
     spec = spec_from_dict(spec_data, source="resolved spec").spec
     raise_problems(f"the Ray worker that runs the rollouts ({socket.gethostname()})", endpoint_problems(spec))

@@ -19,7 +19,6 @@ from typing import Any
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.components.endpoint import OpenAIEndpointParams, probe
 from ctu.errors import CtuError
-from ctu.runners.backend import backend_params
 from ctu.spec import Spec
 
 GPU_MODULES = ("vllm", "flash_attn")
@@ -134,7 +133,8 @@ def endpoint_problems(spec: Spec, check: Callable[[OpenAIEndpointParams], str | 
     return problems
 
 
-def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MODULES, endpoints: bool = True) -> list[str]:
+def check_skyrl_run(spec: Spec, backend: SkyRLParams, joining: bool, modules: tuple[str, ...] = GPU_MODULES,
+                    endpoints: bool = True) -> list[str]:
     """Every check that can run before Ray starts: `endpoint_problems` (when `endpoints`: an SFT run calls none),
     and `preflight_problems` when the run starts its own cluster on this machine (not `joining` one); returns a
     line per check that passed.
@@ -145,7 +145,7 @@ def check_skyrl_run(spec: Spec, joining: bool, modules: tuple[str, ...] = GPU_MO
     passed: list[str] = []
     problems = endpoint_problems(spec, passed=passed) if endpoints else []
     if not joining:
-        gpu_problems = preflight_problems(backend_params(spec, SkyRLParams), modules=modules)
+        gpu_problems = preflight_problems(backend, modules=modules)
         problems += gpu_problems
         if not gpu_problems:
             passed.append(f"this machine: {', '.join(modules) or 'no GPU module'} import; CUDA sees {cuda_devices()} GPU(s)")

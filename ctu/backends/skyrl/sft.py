@@ -15,7 +15,6 @@ from typing import Any
 
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.composition import Components
-from ctu.runners.backend import backend_params
 from ctu.runners.rundir import RunDir, RunState
 from ctu.spec import Spec
 
@@ -63,7 +62,7 @@ def write_token_rows(components: Components, tokenizer: Any, out: Path) -> dict[
     return {"conversations": len(input_ids), "tokens": sum(map(len, input_ids)), "trained_tokens": sum(map(sum, masks))}
 
 
-def sft_overrides(spec: Spec, tokens_file: Path, run_dir: Path, resume: bool = False) -> dict[str, object]:
+def sft_overrides(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_dir: Path, resume: bool = False) -> dict[str, object]:
     """SkyRL `SFTConfig` fields (dotted keys) for an SFT spec whose rows are in `tokens_file`: the model, placement
     and strategy of `backend`, the optimizer, batches and steps of `trainer` (`train_batch_size` conversations a
     step, `epochs` capped by `max_steps`), checkpoints and the Hugging Face export in the run directory's usual
@@ -72,7 +71,6 @@ def sft_overrides(spec: Spec, tokens_file: Path, run_dir: Path, resume: bool = F
     from ctu.backends.skyrl.config import NEVER
     from ctu.models.tiny_qwen3 import local_path
 
-    backend = backend_params(spec, SkyRLParams)
     trainer, optimizer = spec.trainer, spec.trainer.optimizer
     run = RunDir(Path(run_dir).absolute())
     return {
@@ -108,8 +106,9 @@ def sft_overrides(spec: Spec, tokens_file: Path, run_dir: Path, resume: bool = F
     }
 
 
-def resolve_sft_config(spec: Spec, tokens_file: Path, run_dir: Path, resume: bool = False) -> tuple[Any, Any]:
-    """``(SFTConfig, SkyRLTrainConfig)``: SkyRL's SFT config for `spec` (`sft_overrides`, checked by SkyRL's
+def resolve_sft_config(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_dir: Path,
+                       resume: bool = False) -> tuple[Any, Any]:
+    """``(SFTConfig, SkyRLTrainConfig)``: SkyRL's SFT config for `spec` on `backend` (`sft_overrides`, checked by SkyRL's
     `validate_sft_cfg`) and the config SkyRL's SFT trainer builds from it for its workers, with the spec's
     `TRAINER_OVERRIDES` and the run's log folder applied. Imports skyrl.
 
@@ -118,10 +117,10 @@ def resolve_sft_config(spec: Spec, tokens_file: Path, run_dir: Path, resume: boo
     """
     from skyrl.train.config.sft_config import SFTConfig, build_skyrl_config_for_sft
 
-    config = SFTConfig.from_cli_overrides(sft_overrides(spec, tokens_file, run_dir, resume))
+    config = SFTConfig.from_cli_overrides(sft_overrides(spec, backend, tokens_file, run_dir, resume))
     skyrl_config = build_skyrl_config_for_sft(config)
     skyrl_config.trainer.log_path = str(Path(run_dir).absolute() / "logs")
-    for key, value in backend_params(spec, SkyRLParams).skyrl_overrides.items():
+    for key, value in backend.skyrl_overrides.items():
         if key.startswith(TRAINER_OVERRIDES):
             *parents, name = key.split(".")
             target = skyrl_config
@@ -143,9 +142,8 @@ def sft_config_yaml(config: Any) -> str:
     return str(yaml.safe_dump(json.loads(json.dumps(dataclasses.asdict(config), default=str)), sort_keys=True))
 
 
-def sft_launch_plan(spec: Spec, run_dir: Path) -> list[str]:
-    """What `ctu run` does for an SFT spec on the `skyrl` backend, in order, as readable lines."""
-    backend = backend_params(spec, SkyRLParams)
+def sft_launch_plan(spec: Spec, backend: SkyRLParams, run_dir: Path) -> list[str]:
+    """What `ctu run` does for an SFT spec on the `skyrl` backend `backend`, in order, as readable lines."""
     return [
         f"tokenise {spec.data.sft} as the generator tokenises an episode into {Path(run_dir) / 'data' / TOKENS_FILE}",
         f"initialise Ray; {backend.num_nodes} node(s) x {backend.num_gpus_per_node} GPU(s), strategy {backend.strategy}",
@@ -155,7 +153,7 @@ def sft_launch_plan(spec: Spec, run_dir: Path) -> list[str]:
     ]
 
 
-def run_skyrl_sft(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
+def run_skyrl_sft(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
     """SFT of `spec` (`data.sft` set) through SkyRL's `SFTTrainer` on the Ray cluster at ``RAY_ADDRESS`` (or a
     one-node cluster started here); returns the final state. As `ctu.backends.skyrl.config.run_skyrl` in every
     step (logs, preflight, cluster, node checks, the run directory's spec and state), with the SFT rows tokenised
@@ -176,12 +174,11 @@ def run_skyrl_sft(spec: Spec, run_dir: Path, resume: bool = False, verbose: bool
     from ctu.errors import CtuError
     from ctu.models.tiny_qwen3 import local_path
 
-    backend = backend_params(spec, SkyRLParams)
     run, log_file, resume_step = open_launch(run_dir, resume, verbose)
     tokens_file = run.path / "data" / TOKENS_FILE
-    config, skyrl_config = resolve_sft_config(spec, tokens_file, run.path, resume)
+    config, skyrl_config = resolve_sft_config(spec, backend, tokens_file, run.path, resume)
     modules = tuple(name for name in ("flash_attn",) if skyrl_config.trainer.flash_attn)
-    for line in check_skyrl_run(spec, joining_cluster(), modules, endpoints=False):
+    for line in check_skyrl_run(spec, backend, joining_cluster(), modules, endpoints=False):
         print(f"preflight: {line}", flush=True)
     components = build_components(spec)
     counts = write_token_rows(components, AutoTokenizer.from_pretrained(local_path(spec.model.path)), tokens_file)
@@ -213,7 +210,6 @@ def sft_main(config: Any, skyrl_config: Any, spec_data: dict[str, object], run_d
     (the console too when `verbose`) from before SkyRL is imported."""
     import skyrl.utils.log  # noqa: F401  (its import gives SkyRL's logger its console handler, which routing replaces)
 
-    from ctu.registry import populate_registry
     from ctu.runners.console import route_library_logs
     from ctu.spec import spec_from_dict
 
@@ -221,7 +217,6 @@ def sft_main(config: Any, skyrl_config: Any, spec_data: dict[str, object], run_d
         route_library_logs(Path(log_file), verbose)
     from ctu.backends.skyrl.sft_experiment import CtuSFTTrainer
 
-    populate_registry()
     spec = spec_from_dict(spec_data, source="resolved spec").spec
     trainer = CtuSFTTrainer(config, skyrl_config, spec, Path(run_dir), resume_step)
     trainer.setup()

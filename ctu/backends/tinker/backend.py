@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ctu.backends.tinker.params import TinkerParams
-from ctu.registry import registry
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
 
@@ -22,11 +21,11 @@ UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0),
 """Sampling settings Tinker's sampling params lack, with the value that means "off"."""
 
 
-@registry.backends.register("tinker", params=TinkerParams)
 class TinkerBackend:
     """Any Tinker API server, or SkyRL's Tinker API server with its JAX backend started locally (the CPU path)."""
 
     skyrl_schedule: ClassVar[bool] = False
+    Params = TinkerParams
 
     def __init__(self, params: TinkerParams) -> None:
         self.params = params
@@ -89,7 +88,7 @@ class TinkerBackend:
         from ctu.runners.console import route_driver_logs
 
         route_driver_logs(run_dir.path / "logs" / f"tinker-{datetime.now():%y%m%d_%H%M%S}.log", verbose)
-        return TinkerRunner(spec, run_dir, resume=resume, progress=progress).run().get("step", 0)
+        return TinkerRunner(spec, self.params, run_dir, resume=resume, progress=progress).run().get("step", 0)
 
     def policies(self, run_dir: RunDir) -> dict[int, str]:
         """The run's Tinker checkpoints (``tinker://...``, from ``checkpoints/step_NNNNNN.json``), and where a step

@@ -36,7 +36,6 @@ from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
-from ctu.runners.backend import backend_params
 from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
 from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.task_rows import TaskRow, episodes, evaluation_rows, train_rows
@@ -53,17 +52,15 @@ class TinkerRunner:
 
     Args:
         spec: a valid spec whose backend is `tinker`.
+        backend: the params the `tinker` backend was built with (the spec's `backend` section).
         run_dir: the run directory.
         resume: continue from the run directory's last checkpoint.
         progress: show rich progress bars.
-
-    Raises:
-        ValueError: the spec's backend is not `tinker`.
     """
 
-    def __init__(self, spec: Spec, run_dir: RunDir, resume: bool = False, progress: bool = True) -> None:
+    def __init__(self, spec: Spec, backend: TinkerParams, run_dir: RunDir, resume: bool = False, progress: bool = True) -> None:
         self.spec = spec
-        self.backend: TinkerParams = backend_params(spec, TinkerParams)
+        self.backend = backend
         self.run_dir = run_dir
         self.resume = resume
         self.progress = progress

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
+from ctu.registry import registry
+
 
 class ChatTemplate(Protocol):
     """A built chat-template policy (the `chat_templates` kind's contract, `ctu.registry.contracts`): the calls
@@ -26,3 +28,6 @@ class ChatTemplate(Protocol):
     def decode(self, tokenizer: Any, ids: list[int]) -> str:
         """Text of `ids`, as a parser should see it."""
         ...
+
+
+registry.chat_templates.declare_contract(ChatTemplate)

@@ -8,10 +8,9 @@ from typing import Any
 
 from pydantic import Field
 
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 
-@registry.chat_templates.register("default")
 class DefaultChatTemplate:
     """The tokenizer's own chat template, called as the model's authors ship it."""
 
@@ -95,7 +94,6 @@ class DefaultChatTemplate:
         return kwargs
 
 
-@registry.chat_templates.register("qwen3_no_thinking")
 class Qwen3NoThinkingChatTemplate(DefaultChatTemplate):
     """Qwen3's template with thinking disabled (`enable_thinking=False`) in every call, prompts and re-tokenisation alike."""
 
@@ -105,7 +103,6 @@ class Qwen3NoThinkingChatTemplate(DefaultChatTemplate):
         pass
 
 
-@registry.chat_templates.register("jinja_file")
 class JinjaFileChatTemplate(DefaultChatTemplate):
     """A Jinja chat template read from a file, used in place of the tokenizer's own."""
 

@@ -1,5 +1,6 @@
-"""Domains: tau2's retail, airline, telecom and mock registered under their names, and `Domain`, the base of a
-domain of one's own.
+"""Domains: `Domain`, the base of a domain of one's own, the kind's contract (a domain subclasses
+`tau_bench_env.domains.Domain`), and tau2's retail, airline, telecom and mock with params a spec sets (`Retail`,
+`Airline`, `Telecom`, `Mock`: registered under their names by ctu's entry points).
 
 A custom domain is a `Domain` subclass registered under its own name; specs then name it in `data.train` and
 `data.test_sets` like any other::
@@ -41,8 +42,38 @@ class TaskSetParams(ComponentParams, environment_domains.TaskSetParams):
     split_file: split_tasks.json}, split: train}`."""
 
 
-for _name, _domain in environment_domains.TAU2_DOMAINS.items():
-    registry.domains.register(_name, params=TaskSetParams)(_domain)
+def _own_environment_and_tasks(cls: object) -> list[str]:
+    """A domain that loads no tau2 domain (no `tau2_name`) must write how it builds its environment and tasks: the
+    base's versions load tau2's."""
+    if getattr(cls, "tau2_name", None) is not None:
+        return []
+    owner = cls if isinstance(cls, type) else type(cls)
+    base = environment_domains.Domain
+    return [f"must define {name}() (the base's loads a tau2 domain; this one has no `tau2_name`)"
+            for name in ("make_environment", "load_tasks") if getattr(owner, name) is getattr(base, name)]
+
+
+registry.domains.declare_contract(environment_domains.Domain, check=_own_environment_and_tasks)
+
+
+class Retail(environment_domains.RetailDomain):
+    __doc__ = environment_domains.RetailDomain.__doc__
+    Params = TaskSetParams
+
+
+class Airline(environment_domains.AirlineDomain):
+    __doc__ = environment_domains.AirlineDomain.__doc__
+    Params = TaskSetParams
+
+
+class Telecom(environment_domains.TelecomDomain):
+    __doc__ = environment_domains.TelecomDomain.__doc__
+    Params = TaskSetParams
+
+
+class Mock(environment_domains.MockDomain):
+    __doc__ = environment_domains.MockDomain.__doc__
+    Params = TaskSetParams
 
 
 def build_domain(name: str, params: dict[str, object]) -> environment_domains.Domain:

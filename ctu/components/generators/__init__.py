@@ -1,3 +1,5 @@
 """Rollout generators: run episodes for a batch of tasks and return their trajectories (`ctu.rollout.records.Rollout`)."""
 
-from ctu.components.generators import tau_multiturn as tau_multiturn  # registers "tau_multiturn"
+from ctu.components.generators.base import GeneratorComponent, LoopSettings
+
+__all__ = ["GeneratorComponent", "LoopSettings"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ctu.registry import registry
+
 
 @dataclass(frozen=True)
 class LoopSettings:
@@ -36,3 +38,6 @@ class GeneratorComponent(Protocol):
         `loop` itself, or an object wrapping it that keeps the contract (`run_batch`, `run_episode`; checked by
         `ctu.rollout.build.build_generator`)."""
         ...
+
+
+registry.generators.declare_contract(GeneratorComponent)

@@ -7,10 +7,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ctu.components.generators.base import LoopSettings
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 
-@registry.generators.register("tau_multiturn")
 class TauMultiTurnGenerator:
     """Multi-turn tau-bench rollouts: policy turns, tool calls and user replies until the episode ends.
 

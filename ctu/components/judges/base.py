@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
+from ctu.registry import registry
 from tau_bench_env.outcome import EpisodeResult
 
 if TYPE_CHECKING:
@@ -71,3 +72,6 @@ class EndpointJudge:
         except EndpointError as exc:
             return Verdict(None, error=str(exc))
         return self.verdict(answer.content or "")
+
+
+registry.judges.declare_contract(Judge)

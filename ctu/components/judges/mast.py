@@ -20,7 +20,6 @@ from pydantic import Field
 from ctu.components.endpoint import OpenAIEndpointParams
 from ctu.components.judges.base import EndpointJudge, JudgeInput, Verdict
 from ctu.components.judges.taxonomy import transcript
-from ctu.registry import registry
 
 MAST_FAILURE_MODES: dict[str, tuple[str, str]] = {
     "1.1": ("Disobey task specification", "does not follow the task's stated constraints or requirements"),
@@ -77,7 +76,6 @@ def parse_mast_answer(text: str) -> dict[str, bool] | str:
     return {code: answers[code].pop() for code in MAST_FAILURE_MODES}
 
 
-@registry.judges.register("mast")
 class MASTJudge(EndpointJudge):
     """An LLM on an OpenAI-compatible endpoint answers yes or no for each of MAST's 14 failure modes.
 

@@ -14,7 +14,7 @@ from ctu.components.endpoint import OpenAIEndpointParams
 from ctu.components.judges.base import EndpointJudge, JudgeInput, Verdict
 from ctu.components.parsers.jsonutil import iter_json_objects
 from ctu.errors import did_you_mean
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 NO_ERROR = "no_error"
 DEFAULT_TAXONOMY: dict[str, float] = {
@@ -85,7 +85,6 @@ def score_of(taxonomy: dict[str, float], categories: list[str]) -> float:
 CONFIRMATION = re.compile(r"\b(yes|yeah|yep|confirm|confirmed|go ahead|proceed|sure|correct|please do)\b", re.IGNORECASE)
 
 
-@registry.judges.register("rule_taxonomy")
 class RuleTaxonomyJudge:
     """Deterministic taxonomy from the episode's own signals, for offline runs and tests.
 
@@ -176,7 +175,6 @@ def transcript(conversation: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-@registry.judges.register("llm_taxonomy")
 class LLMTaxonomyJudge(EndpointJudge):
     """An LLM on an OpenAI-compatible endpoint classifies the agent's errors into the taxonomy; its JSON answer is
     validated, and a failed or malformed call gives no score (no bonus), counted in `judge/failures`."""

@@ -15,7 +15,6 @@ ParserName = Literal["hermes", "json", "openai", "python_call", "react"]
 DEFAULT_ORDER: tuple[ParserName, ...] = ("hermes", "openai", "json", "react", "python_call")
 
 
-@registry.parsers.register("auto")
 class AutoParser:
     """Tries parsers in order; the first that finds a tool call (or a broken one) wins, else the text is a reply."""
 

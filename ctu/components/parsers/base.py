@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ctu.registry import ComponentParams
+from ctu.registry import ComponentParams, registry
 from tau_bench_env.interfaces import ParsedTurn, Parser, ToolCall
 
 __all__ = ["JsonCallParams", "ParsedTurn", "Parser", "ParserBase", "ToolCall", "compact_tool_schemas", "render_tool_list"]
@@ -54,3 +54,6 @@ def render_tool_list(tools: list[dict[str, object]], call_format: str) -> str:
     """System-prompt text listing `tools` (OpenAI schemas, one JSON per line) followed by `call_format`."""
     schemas = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
     return f"# Tools\n\nYou can call these functions (JSON schemas):\n{schemas}\n\n{call_format}"
+
+
+registry.parsers.declare_contract(Parser)

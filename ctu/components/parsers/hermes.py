@@ -7,7 +7,6 @@ import re
 
 from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, compact_tool_schemas
 from ctu.components.parsers.jsonutil import loads_lenient
-from ctu.registry import registry
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
@@ -48,7 +47,6 @@ def format_hermes_calls(calls: list[ToolCall] | tuple[ToolCall, ...]) -> str:
     )
 
 
-@registry.parsers.register("hermes")
 class HermesParser(ParserBase):
     """Hermes-style `<tool_call>` JSON blocks (Qwen2.5, Qwen3); text outside the blocks is the reply to the user.
 

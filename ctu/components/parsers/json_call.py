@@ -8,7 +8,6 @@ import re
 from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.hermes import tool_call_from_json
 from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
-from ctu.registry import registry
 
 _FENCE = re.compile(r"```(?:json)?\s*|```")
 _CALL_START = re.compile(r'\{\s*"name"\s*:')
@@ -28,7 +27,6 @@ def render_json_tools(tools: list[dict[str, object]], example: str) -> str:
     return render_tool_list(tools, f"To call a function, reply with only:\n{example}\nTo talk to the user, reply with plain text.")
 
 
-@registry.parsers.register("json")
 class JsonParser(ParserBase):
     """Bare JSON calls, ``{"name": ..., "arguments": {...}}`` (or a list of them), fenced or not; the rest is text."""
 

@@ -8,10 +8,8 @@ from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, 
 from ctu.components.parsers.hermes import tool_call_from_json
 from ctu.components.parsers.json_call import render_json_tools
 from ctu.components.parsers.jsonutil import iter_json_objects, repair_truncated
-from ctu.registry import registry
 
 
-@registry.parsers.register("openai")
 class OpenAIFormatParser(ParserBase):
     """``{"tool_calls": [{"type": "function", "function": {"name": ..., "arguments": ...}}]}`` in the text."""
 

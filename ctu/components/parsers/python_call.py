@@ -7,7 +7,6 @@ import json
 import re
 
 from ctu.components.parsers.base import ParsedTurn, ParserBase, ToolCall, render_tool_list
-from ctu.registry import registry
 
 _BLOCK = re.compile(r"```(?:python|py|tool_code)?\s*\n?(.*?)```", re.DOTALL)
 _LOOKS_LIKE_CALL = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*\(.*\)?\s*$")
@@ -46,7 +45,6 @@ def call_from_line(line: str) -> ToolCall | str | None:
     return ToolCall(node.func.id, arguments)
 
 
-@registry.parsers.register("python_call")
 class PythonCallParser(ParserBase):
     """Python-style calls with keyword literals, ``get_order_details(order_id="#W1")``, one per line or in a block."""
 

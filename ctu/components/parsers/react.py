@@ -7,7 +7,6 @@ import re
 
 from ctu.components.parsers.base import JsonCallParams, ParsedTurn, ParserBase, ToolCall, render_tool_list
 from ctu.components.parsers.jsonutil import loads_lenient
-from ctu.registry import registry
 
 _ACTION = re.compile(r"^\s*Action\s*:\s*(.+?)\s*$", re.MULTILINE)
 _INPUT = re.compile(r"^\s*Action Input\s*:\s*(.*)", re.MULTILINE | re.DOTALL)
@@ -25,7 +24,6 @@ def _first_json(raw: str, repair: bool) -> object:
         return loads_lenient(raw, repair)
 
 
-@registry.parsers.register("react")
 class ReactParser(ParserBase):
     """ReAct turns: a `Thought:`, then `Action:` with a tool name and `Action Input:` with JSON arguments;
     `Action: respond` (or no action) is a reply to the user. The thought is never shown to the user."""

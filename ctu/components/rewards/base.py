@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
-from ctu.registry import ComponentParams
+from ctu.registry import ComponentParams, registry
 from tau_bench_env.outcome import EpisodeResult
 
 if TYPE_CHECKING:
@@ -80,3 +80,6 @@ class BaseReward:
         self.params = params
         self.judge = judge
         """The spec's judge when `needs_judge` (the reward's own `judge` param, else the top-level one); else None."""
+
+
+registry.rewards.declare_contract(Reward, dependencies={"needs_judge": ("judge",)})

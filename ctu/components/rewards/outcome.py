@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ctu.components.rewards.base import BaseReward, RewardContext
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 
-@registry.rewards.register("tau_outcome")
 class TauOutcomeReward(BaseReward):
     """The environment's tau2 reward for the finished episode (1.0 or 0.0; 0.0 when the episode did not finish)."""
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ctu.components.rewards.base import BaseReward, RewardContext
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 
 def agent_tool_calls(trajectory: list[Any]) -> list[Any]:
@@ -46,7 +46,6 @@ def matched_fraction(task: Any, trajectory: list[Any], first: int | None = None,
     return matched / len(gold)
 
 
-@registry.rewards.register("partial_credit")
 class PartialCreditReward(BaseReward):
     """Adds `weight` x the fraction of the task's gold actions the agent matched, so near-misses differ from failures."""
 
@@ -70,7 +69,6 @@ class PartialCreditReward(BaseReward):
 
 
 
-@registry.rewards.register("format_penalty")
 class FormatPenaltyReward(BaseReward):
     """Subtracts `penalty` for each parse failure (or empty turn) in the episode, at most `max_penalty` in all."""
 
@@ -89,7 +87,6 @@ class FormatPenaltyReward(BaseReward):
 
 
 
-@registry.rewards.register("zero_on_non_stop")
 class ZeroOnNonStopReward(BaseReward):
     """Sets the reward to 0 when the last turn ended for any reason but a stop (e.g. the length limit). Off unless listed."""
 

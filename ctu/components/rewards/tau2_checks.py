@@ -8,11 +8,10 @@ from pydantic import Field
 
 from ctu.components.rewards.base import BaseReward, RewardContext
 from ctu.metrics import REWARD, metric
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 from tau_bench_env.outcome import CHECK_KINDS
 
 
-@registry.rewards.register("tau2_checks")
 class Tau2ChecksReward(BaseReward):
     """Adds `alpha` x the weighted share of tau2's own checks the episode passed (training only).
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 from pydantic import Field
 
 from ctu.components.rewards.base import BaseReward, RewardContext
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 from ctu.registry.config import ComponentConfig, ComponentMarker
 
 if TYPE_CHECKING:
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 JudgeRef = Annotated[ComponentConfig, ComponentMarker("judges")]
 
 
-@registry.rewards.register("taxonomy_feedback")
 class TaxonomyFeedbackReward(BaseReward):
     """Adds `weight` x the judge's taxonomy score (a bonus or a penalty), in training only, never in evaluation.
 

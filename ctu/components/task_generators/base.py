@@ -11,6 +11,8 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ctu.registry import registry
+
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
 
@@ -66,3 +68,6 @@ class TaskGenerator(Protocol):
         malformed answer is a `Proposal` with a `rejection`, never an exception; an endpoint that stays down
         raises `ctu.components.endpoint.EndpointError`, which stops the generation (what was verified is kept)."""
         ...
+
+
+registry.task_generators.declare_contract(TaskGenerator)

@@ -17,7 +17,6 @@ from pydantic import Field
 
 from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
 from ctu.components.task_generators.base import GenerationContext, Proposal
-from ctu.registry import registry
 
 INSTRUCTIONS = """You write training tasks for a customer-service agent in the `{domain}` domain, in tau2-bench's \
 task format. A task is a customer's situation (`user_scenario`) and the exact tool calls a correct agent makes \
@@ -58,7 +57,6 @@ RESPONSE_SCHEMA: dict[str, Any] = {
 FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
-@registry.task_generators.register("llm")
 class LLMTaskGenerator:
     """Tasks proposed by an LLM on an OpenAI-compatible endpoint from the domain's policy, tool schemas, a seeded
     sample of database records and example tasks (retried like every endpoint; a malformed answer is a rejection)."""

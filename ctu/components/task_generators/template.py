@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ctu.components.task_generators.base import GenerationContext, Proposal
 from ctu.errors import CtuError
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 if TYPE_CHECKING:
     import random
@@ -167,7 +167,6 @@ def fill(template: Any, values: dict[str, Any]) -> Any:
     return template
 
 
-@registry.task_generators.register("template")
 class TemplateTaskGenerator:
     """Tasks from a YAML template set, slots filled from the domain's database with the generation's seed:
     deterministic and offline (built-in sets: `mock`, `retail`)."""

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from ctu.registry import registry
+
 
 class Tracker(Protocol):
     """Receives metrics keyed by `<area>/<name>` at the trainer's global step.
@@ -26,3 +28,6 @@ class Tracker(Protocol):
     def finish(self) -> None:
         """Flush and close; called once, explicitly."""
         ...
+
+
+registry.trackers.declare_contract(Tracker)

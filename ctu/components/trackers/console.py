@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
-@registry.trackers.register("console")
 class ConsoleTracker:
     """Prints each step's metrics as a rich table on the terminal."""
 

@@ -10,10 +10,9 @@ from typing import IO
 
 from pydantic import Field
 
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 
-@registry.trackers.register("jsonl")
 class JsonlTracker:
     """Appends one JSON object per step, `{"step": N, "<area>/<name>": value, ...}`, to a file in the run directory."""
 

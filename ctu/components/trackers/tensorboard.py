@@ -8,10 +8,9 @@ from typing import Any
 
 from pydantic import Field
 
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 
-@registry.trackers.register("tensorboard")
 class TensorboardTracker:
     """TensorBoard event files in the run directory, one scalar per metric at the trainer's global step."""
 

@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 
-@registry.trackers.register("wandb")
 class WandbTracker:
     """Weights & Biases with the trainer's global step as the one step counter; offline when no API key is set.
 

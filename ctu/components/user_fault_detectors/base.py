@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ctu.registry import ComponentParams
+from ctu.registry import ComponentParams, registry
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message
@@ -99,3 +99,6 @@ class UserFaultPolicy:
             if reason:
                 return UserFault(name, reason)
         return None
+
+
+registry.user_fault_detectors.declare_contract(UserFaultDetector)

@@ -8,7 +8,6 @@ import re
 
 from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointParams
 from ctu.components.user_fault_detectors.base import Detector, FinishedEpisode
-from ctu.registry import registry
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +23,6 @@ VERDICT = re.compile(r"verdict\s*:\s*(deviated|followed)", re.IGNORECASE)
 REASON = re.compile(r"reason\s*:\s*(.+)", re.IGNORECASE)
 
 
-@registry.user_fault_detectors.register("llm_reviewer")
 class LLMReviewer(Detector):
     """An LLM reviewer of the customer's conduct: a fault when it answers ``Verdict: deviated``, with its
     ``Reason:`` kept. An endpoint that stays down after its retries, or an answer without a verdict, finds no fault

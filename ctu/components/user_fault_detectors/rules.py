@@ -15,7 +15,6 @@ import re
 from typing import TYPE_CHECKING
 
 from ctu.components.user_fault_detectors.base import Detector, FinishedEpisode
-from ctu.registry import registry
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message
@@ -47,7 +46,6 @@ def _called(messages: list[Message] | tuple[Message, ...]) -> set[str]:
     return {call.name for message in messages if message.role == "assistant" for call in (getattr(message, "tool_calls", None) or [])}
 
 
-@registry.user_fault_detectors.register("stop_before_write")
 class StopBeforeWrite(Detector):
     """The user says ``###STOP###`` in its reply to the agent's request to confirm (its last text asks a
     question with a confirmation word), and a write the task's gold actions hold was never called: the customer
@@ -75,7 +73,6 @@ class StopBeforeWrite(Detector):
         return f"the user stopped in its reply to the agent's confirmation request, before {', '.join(missing)} ran"
 
 
-@registry.user_fault_detectors.register("unfounded_exit")
 class UnfoundedExit(Detector):
     """``###TRANSFER###`` when the agent never called a transfer tool, or ``###OUT-OF-SCOPE###`` in reply to the
     agent asking for a fact (name, zip code, email, user id) that the scenario gives the user (tau2-bench issue #517:
@@ -104,7 +101,6 @@ def _gives(scenario: str, fact: str) -> bool:
     return fact == "name" or bool(FACTS[fact].search(scenario))
 
 
-@registry.user_fault_detectors.register("identity_mismatch")
 class IdentityMismatch(Detector):
     """The user gives an email address, zip code or user id that its scenario does not hold: a made-up or
     contradicting identity makes the agent's correct lookup fail (tau2-bench PR #392's user-simulator false
@@ -121,7 +117,6 @@ class IdentityMismatch(Detector):
         return None
 
 
-@registry.user_fault_detectors.register("empty_user_message")
 class EmptyUserMessage(Detector):
     """A user message with no text and no tool call, or whose text holds no letter or digit (garbled), other than
     a stop token alone (tau2-bench PR #392)."""
@@ -147,7 +142,6 @@ DEVICE_CLAIM = re.compile(
 """A customer's sentence saying it did something on its device ("I've toggled airplane mode", "I restarted")."""
 
 
-@registry.user_fault_detectors.register("unperformed_device_action")
 class UnperformedDeviceAction(Detector):
     """In a domain where the customer has tools (telecom's phone), the customer says it did something on its
     device (turned, toggled, restarted, reset, reseated, ran a test...) with no tool call of its own since the

@@ -4,6 +4,10 @@ The protocols and `UserSimulatorError` are the environment's (`tau_bench_env.int
 authors of user simulators.
 """
 
+from ctu.registry import registry
 from tau_bench_env.interfaces import UserSession, UserSimulator, UserSimulatorError
 
 __all__ = ["UserSession", "UserSimulator", "UserSimulatorError"]
+
+
+registry.user_simulators.declare_contract(UserSimulator)

@@ -10,7 +10,6 @@ from ctu.components.endpoint import ChatEndpoint, EndpointError, OpenAIEndpointP
 from ctu.components.identity_memo import IdentityMemo
 from ctu.components.user_simulators.base import UserSimulatorError
 from ctu.components.user_simulators.guidelines import GuidelinesVersion, with_guidelines
-from ctu.registry import registry
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message, UserMessage
@@ -38,7 +37,6 @@ REFLECT_PROMPT = (
 )
 
 
-@registry.user_simulators.register("llm")
 class LLMUserSimulator:
     """An LLM on an OpenAI-compatible endpoint plays the customer, with tau2's user guidelines and task scenario.
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ctu.registry import ComponentParams, registry
+from ctu.registry import ComponentParams
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message, ToolCall, UserMessage
@@ -18,7 +18,6 @@ STOP = "###STOP###"
 """tau2's user stop token (tau2.user.base.STOP)."""
 
 
-@registry.user_simulators.register("scripted")
 class ScriptedUserSimulator:
     """Offline deterministic customer built from the task's scenario; for tests and CPU smoke runs, not for results.
 
