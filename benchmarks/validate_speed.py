@@ -42,7 +42,7 @@ def main() -> None:
 
     from ctu.spec import load_spec
 
-    load_spec(args.spec)  # imports and registry population happen once per process
+    load_spec(args.spec)  # imports and the registry's entry points happen once per process
     warm = []
     for _ in range(args.runs):
         start = time.perf_counter()

@@ -2,8 +2,8 @@
 
 Resolution happens once, on the driver, at one boundary (`skyrl_overrides`), and SkyRL's `validate_cfg`
 runs on the result. The launch initialises Ray and runs `CtuPPOExp` in a remote entrypoint; the entrypoint
-populates ctu's registry and registers `TauBenchEnv` with skyrl-gym there, since registries filled by imports
-on the driver are empty in Ray workers.
+registers `TauBenchEnv` with skyrl-gym there, since registries filled by imports on the driver are empty in Ray
+workers (ctu's own registry fills itself from the entry points at its first lookup, there as anywhere).
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def launch_plan(spec: Spec, backend: SkyRLParams, data_dir: Path, run_dir: Path)
         f"prepare datasets in {data_dir}: train.parquet and test_<name>.parquet for {', '.join(spec.data.test_sets) or 'no test sets'}",
         f"initialise Ray; {backend.num_nodes} node(s) x {backend.num_gpus_per_node} GPU(s), strategy {backend.strategy}, "
         f"{backend.num_inference_engines} vLLM engine(s) of tensor-parallel size {backend.inference_engine_tensor_parallel_size}",
-        "in the remote entrypoint: populate ctu's registry, register `tau_bench` with skyrl-gym, run CtuPPOExp",
+        "in the remote entrypoint: load the spec again, register `tau_bench` with skyrl-gym, run CtuPPOExp",
         f"generator {spec.rollout.generator.type} (native tool calling: {spec.rollout.native_tool_calling}), "
         f"rewards {[r.type for r in spec.rewards]}, trackers {[t.type for t in spec.tracking.trackers]}",
         f"write checkpoints, metrics and trajectories under {run_dir}",
