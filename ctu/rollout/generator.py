@@ -8,9 +8,10 @@ and logprobs vLLM returns; a chat-only sampler, an endpoint `ctu eval` evaluates
 text mode too), given to the environment, and the observations' tokens are appended with loss mask
 0. The loss mask is 1 exactly on the tokens the policy generated. A chat server that returns no token ids gets
 its turns re-tokenised through the policy, and the trajectory reports no rollout logprobs (never made-up ones).
-The reward is the spec's reward chain for the batch's phase, so a training-only reward cannot reach evaluation. An episode ended by an infrastructure error (its user simulator or
-tau2's evaluator failed; `ctu.rollout.records.infrastructure_error`) is not scored, no judge is asked about it,
-and its reward is 0 (a judge marked fatal that fails makes a scored episode one too, with reward 0).
+The reward is the spec's reward chain for the batch's phase, so a training-only reward cannot reach evaluation.
+An episode ended by an infrastructure error (its user simulator or tau2's evaluator failed;
+`ctu.rollout.records.infrastructure_error`) is not scored, no judge is asked about it, and its reward is 0 (a
+judge marked fatal that fails makes a scored episode one too, with reward 0).
 """
 
 from __future__ import annotations

@@ -124,6 +124,15 @@ class RolloutBatch:
     records: list[TrajectoryRecord]
     metrics: dict[str, float]
 
+    @property
+    def sampled_logprobs(self) -> list[list[float]] | None:
+        """Each trajectory's sampled logprobs (one per response token), or None unless every trajectory has them: a
+        trainer takes rollout logprobs for the whole batch or not at all (0.0 for a token would be trained against
+        as a logprob)."""
+        logprobs = [r.logprobs for r in self.records]
+        complete = bool(self.records) and all(len(p) == len(r.response_ids) for p, r in zip(logprobs, self.records))
+        return logprobs if complete else None
+
 
 @runtime_checkable
 class Rollout(Protocol):

@@ -64,9 +64,8 @@ class SkyRLGenerator(GeneratorInterface):
 def generator_output(batch: RolloutBatch, trajectory_ids: Any = None) -> GeneratorOutput:
     """SkyRL's `GeneratorOutput` of a batch: token ids, loss masks, rewards and stop reasons per trajectory, the
     batch's metrics, and an ``env_metrics`` row each (`episode_row`). ``rollout_logprobs`` is None unless every
-    trajectory has a logprob for each response token (SkyRL takes all or none)."""
+    trajectory has a logprob for each response token (`RolloutBatch.sampled_logprobs`: SkyRL takes all or none)."""
     records = batch.records
-    logprobs = [r.logprobs for r in records]
     return GeneratorOutput(
         prompt_token_ids=[r.prompt_ids for r in records],
         response_ids=[r.response_ids for r in records],
@@ -74,7 +73,7 @@ def generator_output(batch: RolloutBatch, trajectory_ids: Any = None) -> Generat
         loss_masks=[r.loss_mask for r in records],
         stop_reasons=[r.stop_reason for r in records],
         rollout_metrics=dict(batch.metrics),
-        rollout_logprobs=logprobs if records and all(len(p) == len(r.response_ids) for p, r in zip(logprobs, records)) else None,
+        rollout_logprobs=batch.sampled_logprobs,
         trajectory_ids=trajectory_ids,
         trajectory_generation_times=[r.seconds for r in records],
         trajectory_time_splits=None,

@@ -72,14 +72,14 @@ class SampledBatch:
 
     def add(self, batch: RolloutBatch) -> None:
         """Append one `Rollout.run_batch` call's trajectories; their logprobs are 0 unless every one of the
-        batch's trajectories has one for each response token (as SkyRL's output would have them)."""
+        batch's trajectories has one for each response token (`RolloutBatch.sampled_logprobs`)."""
         records = batch.records
-        complete = all(len(r.logprobs) == len(r.response_ids) for r in records)
+        logprobs = batch.sampled_logprobs or [[0.0] * len(r.response_ids) for r in records]
         self.output["prompt_token_ids"] += [r.prompt_ids for r in records]
         self.output["response_ids"] += [r.response_ids for r in records]
         self.output["loss_masks"] += [r.loss_mask for r in records]
         self.output["rewards"] += [r.reward for r in records]
-        self.output["rollout_logprobs"] += [r.logprobs if complete else [0.0] * len(r.response_ids) for r in records]
+        self.output["rollout_logprobs"] += logprobs
         self.records += records
         self.sampled += records
         self.generate_seconds += batch.metrics.get(metric(TIMING, "generate"), 0.0)

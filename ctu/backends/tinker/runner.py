@@ -219,14 +219,13 @@ class TinkerRunner:
         skipped = skip_step(excluded, spec.trainer.max_infra_error_rate)
         if skipped:
             logger.warning(skipped_step_message(step, [r.infra_error for r in records], spec.trainer.max_infra_error_rate))
-        logprobs = output["rollout_logprobs"] or [[0.0] * len(r) for r in output["response_ids"]]
         config = None
         if self.backend.loss == "ppo":
             config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
         trained = 0
         losses: list[float] = []
         for prompt, response, mask, probs, advantage in zip(
-            output["prompt_token_ids"], output["response_ids"], output["loss_masks"], logprobs, advantages
+            output["prompt_token_ids"], output["response_ids"], output["loss_masks"], output["rollout_logprobs"], advantages
         ):
             if skipped or advantage == 0.0 or not any(mask):
                 continue
