@@ -15,7 +15,8 @@ For each domain it
   played to the end and kept alive at once (what ctu's episodes share, the base database or the database
   bytes, is counted once, separately).
 
-Every figure is a median over the episodes; ratios are tau2 / ctu. The issue's goals are printed alongside.
+Every figure is a median over the episodes; ratios are tau2 / ctu. The goals are printed alongside. The figures
+and the table docs/benchmarks.md shows are recorded in `benchmarks/results/reward_speed.json` (`results.record`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from machine import reference_loop_seconds
+from results import record
 
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
@@ -106,7 +108,9 @@ def row(label: str, tau2: float, ctu: float, unit: str, goal: str) -> str:
     return f"  {label:<28} tau2 {tau2:10.2f} {unit:<3} ctu {ctu:9.3f} {unit:<3} ratio {tau2 / ctu:8.1f}x   goal {goal}"
 
 
-def bench_domain(name: str, count: int, live: int) -> None:
+def bench_domain(name: str, count: int, live: int) -> dict[str, float]:
+    """Time and measure `count` gold episodes of domain `name` and `live` live ones; print the rows and return the
+    figures (milliseconds, megabytes, counts)."""
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
     domain = shared_domain(name)
@@ -151,6 +155,38 @@ def bench_domain(name: str, count: int, live: int) -> None:
     print(row("memory per live episode", tau2_memory / 2**20, ctu_memory / 2**20, "MB",
               f"<= 1 MB ({live} ctu episodes alive, played to the end; tau2: 16 environments)"))
     print(f"  {shared} (once per domain and process): {base_memory / 2**20:.2f} MB")
+    return {"episodes": len(episodes), "disagreements": mismatches, "reward_tau2_ms": tau2_ms, "reward_ctu_ms": warm_ms,
+            "reward_first_ctu_ms": first_ms, "reset_tau2_ms": median_ms(tau2_reset), "reset_ctu_ms": median_ms(ctu_reset),
+            "episode_reset_ctu_ms": median_ms(episode_reset), "memory_tau2_mb": tau2_memory / 2**20,
+            "memory_ctu_mb": ctu_memory / 2**20, "shared_mb": base_memory / 2**20}
+
+
+def table(figures: dict[str, dict[str, float]]) -> dict[str, list]:
+    """The docs' table of each domain's figures: tau2's and ctu's side by side, ratios in brackets, the goals."""
+    names = list(figures)
+
+    def pair(tau2: str | None, ctu: str, unit: str, digits: int, ratio: bool = True) -> list[str]:
+        cells = []
+        for name in names:
+            values = figures[name]
+            ours = f"{values[ctu]:.{digits}f} {unit}"
+            if tau2 is None:
+                cells += ["", ours]
+                continue
+            theirs = values[tau2]
+            cells += [f"{theirs:.{max(digits - 2, 1)}f} {unit}", ours + (f" ({theirs / values[ctu]:.0f}x)" if ratio else "")]
+        return cells
+
+    rows = [
+        ["reward of a finished episode", *pair("reward_tau2_ms", "reward_ctu_ms", "ms", 2), "<= 5 ms"],
+        ["same, first episode of its task (gold state computed)", *pair("reward_tau2_ms", "reward_first_ctu_ms", "ms", 2, False), ""],
+        ["reset (fresh database, initial state)", *pair("reset_tau2_ms", "reset_ctu_ms", "ms", 3), "<= 2 ms"],
+        ["whole `Episode.reset` (prompt, user's opening)", *pair(None, "episode_reset_ctu_ms", "ms", 2), ""],
+        ["memory per live episode", *pair("memory_tau2_mb", "memory_ctu_mb", "MB", 2, False), "<= 1 MB"],
+        ["reward disagreements with tau2", *[cell for name in names for cell in ("", f"{figures[name]['disagreements']:.0f} of "
+                                                                                 f"{figures[name]['episodes']:.0f}")], "0"],
+    ]
+    return {"columns": ["", *[f"{name}: {who}" for name in names for who in ("tau2", "ctu")], "goal"], "rows": rows}
 
 
 def main() -> None:
@@ -160,9 +196,13 @@ def main() -> None:
     parser.add_argument("--domains", default="retail,airline,telecom", help="comma-separated domains")
     args = parser.parse_args()
     prepare()
-    for name in args.domains.split(","):
-        bench_domain(name, args.tasks, args.live)
-    print(f"this machine now: a reference loop of 10M additions takes {reference_loop_seconds():.2f} s of CPU")
+    loop_before = reference_loop_seconds()
+    figures = {name: bench_domain(name, args.tasks, args.live) for name in args.domains.split(",")}
+    loop = (loop_before + reference_loop_seconds()) / 2
+    print(f"this machine: a reference loop of 10M additions takes {loop:.2f} s of CPU (mean of before and after)")
+    record("reward_speed", figures, table(figures), loop,
+           note=f"Medians over {args.tasks} gold episodes a domain; memory with {args.live} ctu episodes alive "
+                "(played to the end) and 16 tau2 environments; ratios tau2 / ctu.")
 
 
 if __name__ == "__main__":
