@@ -1,7 +1,7 @@
 """ctu's rollout contract and its records: `Rollout` (a batch of tasks in, `TrajectoryRecord`s out, the interface
 every backend uses of a built generator), `RolloutBatch`, `TrajectoryRecord` (one trajectory's tokens, reward and
 episode facts), `infrastructure_error` and the batch metrics (`rollout_metrics`). No trainer's types: a backend
-turns records into its own (the SkyRL backend's adapter, `SkyRLGenerator`, in `ctu.runners`).
+turns records into its own (the SkyRL backend's adapter, `SkyRLGenerator`, in `ctu.backends`).
 """
 
 from __future__ import annotations
