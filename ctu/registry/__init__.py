@@ -241,10 +241,10 @@ class ComponentRegistry:
 
         Raises:
             RegistryError: `name` is taken by another object (a built-in, an entry point's or one registered
-                before; the message names both places), the name is malformed, the params model is not a `ComponentParams`, or a class lacks what its kind's
-                contract asks (`ctu.registry.contracts.CONTRACTS`: a method, a signature ctu can call, a class
-                attribute such as a reward's `training_only`); the message names the component, its file and
-                line, and every missing piece.
+                before; the message names both places), the name is malformed, the params model is not a
+                `ComponentParams`, or a class lacks what its kind's declared contract asks (`declare_contract`: a
+                method, a signature ctu can call, a class attribute such as a reward's `training_only`); the
+                message names the component, its file and line, and every missing piece.
         """
 
         def decorate(obj: T) -> T:
