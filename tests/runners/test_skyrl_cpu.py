@@ -17,7 +17,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -175,17 +174,13 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     assert keys and all(key.startswith("header:x-session-id:") for key in keys), sorted(set(keys))[:5]
     assert max(Counter(keys).values()) > 1
     # Hugging Face exports: after each run's last step (ctu's hf_save_interval 0), and at each epoch's end (SkyRL's
-    # rule; an epoch is one step here); loadable by transformers, and `ctu eval --run-dir` evaluates the newest
+    # rule; an epoch is one step here); loadable by transformers (`ctu eval --run-dir` of a SkyRL run's newest
+    # export is tests/runners/test_smoke_run.py's, after the recipe's SFT stage on this backend)
     exports = sorted((run / "exports").glob("global_step_*/policy"))
     assert [p.parent.name for p in exports] == ["global_step_1", "global_step_2"]
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(exports[-1]).config.model_type == "qwen3"
-    evaluated = subprocess.run([sys.executable, "-m", "ctu.cli", "eval", "--run-dir", str(run), "--limit", "1", "--no-progress"],
-                               cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
-    report = json.loads((run / "eval" / "run-step2" / "eval.json").read_text())
-    assert report["policy"] == "run-step2" and report["overall"]["episodes"] == 1
 
 
 USER_KEY_ENV = "CTU_TEST_USER_KEY"
