@@ -14,7 +14,8 @@ It prints, per run, the wall time of each step as SkyRL's trainer logs it (`timi
 step's sampling, or of the wait for its groups, to the end of its weight sync), their mean over steps 2..N (the
 first step of an async run has nothing sampled ahead), the run's whole wall time, and this machine's reference loop
 (`machine.py`). Figures are this machine's: two cores share the policy's training, vLLM's sampling and the
-episodes, so the overlap async buys is bounded by the cores, not by the GPUs it would have.
+episodes, so the overlap async buys is bounded by the cores, not by the GPUs it would have. The table
+docs/benchmarks.md shows is recorded in `benchmarks/results/async_speed.json` (`results.record`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 from machine import reference_loop_seconds
+from results import record
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -80,12 +82,31 @@ def main() -> int:
     print(f"\nreference loop {loop:.3f} s; user simulator {args.latency * 1000:.0f} ms a turn; {args.steps} steps a run")
     for name, result in results.items():
         steps = result["steps"]
-        later = steps[1:] or steps
-        print(f"{name:>5}: {statistics.mean(later):6.1f} s a step (steps 2..{len(steps)}; each: "
+        print(f"{name:>5}: {later_steps_mean(steps):6.1f} s a step (steps 2..{len(steps)}; each: "
               f"{', '.join(f'{s:.1f}' for s in steps)}), run {result['wall_s']:.0f} s")
-    (args.output / "async_speed.json").write_text(json.dumps({"reference_loop_s": loop, "latency_s": args.latency,
-                                                              **results}, indent=1) + "\n")
+    figures = {"latency_s": args.latency, "steps": args.steps, **results}
+    (args.output / "async_speed.json").write_text(json.dumps({"reference_loop_s": loop, **figures}, indent=1) + "\n")
+    record("async_speed", figures, table(results), loop,
+           f"SkyRL's `timing/step`; {args.steps} steps a run, 8 retail tasks, 4 a step x 2 samples, a user simulator "
+           f"answering each turn after {args.latency * 1000:.0f} ms, the same loss (`rollout_is`) both ways.")
     return 0
+
+
+def later_steps_mean(steps: list[float]) -> float:
+    """Mean wall time of steps 2..N (s): an async run's first step has nothing sampled ahead."""
+    return statistics.mean(steps[1:] or steps)
+
+
+def table(results: dict[str, dict]) -> dict[str, list]:
+    """The docs' table (`results.record`): per run, the mean step time, each step's and the whole run's."""
+    sync = later_steps_mean(results["sync"]["steps"])
+    rows = []
+    for label, name in (("synchronous", "sync"), ("`trainer.fully_async: {max_staleness_steps: 1}`", "async")):
+        steps, mean = results[name]["steps"], later_steps_mean(results[name]["steps"])
+        speedup = "" if name == "sync" else f" ({sync / mean:.2f}x)"
+        rows.append([label, f"{mean:.1f}{speedup}", ", ".join(f"{s:.1f}" for s in steps), f"{results[name]['wall_s']:.0f} s"])
+    count = len(results["sync"]["steps"])
+    return {"columns": ["", f"s a step (mean of steps 2-{count})", f"steps 1-{count}", "whole run"], "rows": rows}
 
 
 if __name__ == "__main__":

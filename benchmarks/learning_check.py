@@ -19,6 +19,10 @@ must not rise and the check must fail. When both runs are in `--output`, `<run n
 
 The bootstrap resamples episodes within each step (10,000 resamples, seed 0): it counts the sampling noise of
 the episodes, not the run-to-run variation of training (one run is one draw of that).
+
+Once both the run and its control are in `--output`, the table docs/learning-checks.md shows is recorded in
+`benchmarks/results/learning_check.json` (`learning_check_skyrl_cpu.json` for `--backend skyrl-cpu`;
+`results.record`), with the commit, the commands and the machine speed of the two runs.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
+from results import record
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = {"tinker": REPO / "specs" / "learning_check.yaml", "skyrl-cpu": REPO / "tests" / "skyrl_cpu" / "learning_check_skyrl.yaml"}
@@ -150,6 +156,51 @@ def plot(curves: dict[str, dict], path: Path, window: int) -> None:
     plt.close(figure)
 
 
+def table(run: dict, control: dict) -> dict[str, list]:
+    """The docs' table (`results.record`) of a run's and its control's `learning.json`: the windows' means, the
+    difference with its interval and verdict, the test reward before and after, the wall times."""
+    def column(report: dict, field: str) -> str:
+        if field == "difference":
+            low, high = report["difference_ci95"]
+            verdict = "passes" if report["passed"] else "fails"
+            return f"{report['difference']:+.3f} [{low:+.3f}, {high:+.3f}]: {verdict}"
+        if field == "test":
+            before, after = report["test_reward_before"], report["test_reward_after"]
+            return "" if before is None else f"{before:.3f} -> {after:.3f}"
+        if field == "wall":
+            return f"{report['wall_seconds'] / 60:.1f} min ({report['wall_seconds_normalised'] / 60:.1f} min)"
+        return f"{report[field]:.3f}"
+
+    window = run["window"]
+    rows = [(f"mean training reward, first {window} steps", "first_mean"), (f"mean training reward, last {window} steps", "last_mean"),
+            ("difference, bootstrap 95% interval", "difference"), ("held-out test reward before -> after", "test"),
+            ("wall time of the run (normalised)", "wall")]
+    return {"columns": ["", f"GRPO ({run['trainer']})", f"negative control (lr {CONTROL_LR:g})"],
+            "rows": [[label, column(run, field), column(control, field)] for label, field in rows]}
+
+
+def trainer_label(run_dir: Path) -> str:
+    """The learning rate and, for LoRA, the rank of the run in `run_dir`, from its resolved spec: "lr 0.003, LoRA
+    rank 8" or "lr 0.0003, full fine-tuning"."""
+    import yaml
+
+    resolved = yaml.safe_load((run_dir / "spec.resolved.yaml").read_text())
+    rank = resolved["backend"].get("lora_rank") or 0  # the tinker backend's; SkyRL's CPU spec trains every weight
+    return f"lr {resolved['trainer']['optimizer']['lr']:g}, " + (f"LoRA rank {rank}" if rank else "full fine-tuning")
+
+
+def record_pair(name: str, run: dict, control: dict) -> Path:
+    """Record the run and its control as `benchmarks/results/<name>.json`, with their commands, commit and loops."""
+    commands = [f"uv run python benchmarks/learning_check.py {' '.join(report['arguments'])}".rstrip() for report in (run, control)]
+    commits = sorted({(report["commit"] or "")[:7] for report in (run, control)})
+    loop = (run["reference_loop_seconds"] + control["reference_loop_seconds"]) / 2
+    steps = len(run["steps"])
+    note = (f"{steps} GRPO steps of {run['steps'][0]['episodes']} episodes; the windows' means are of their step means, "
+            f"the interval resamples episodes within each step. Run with `{commands[1]}` after it.")
+    return record(name, {"run": run, "control": control}, table(run, control), loop, note,
+                  command=commands[0], commit=", ".join(commits), date=run["date"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--negative-control", action="store_true", help=f"learning rate {CONTROL_LR}: must not rise")
@@ -173,7 +224,8 @@ def main() -> None:
         overrides.append(f"trainer.optimizer.lr={CONTROL_LR}")
     loop_before = reference_loop_seconds()
     wall = float("nan")
-    if args.report_only and (run_dir / "learning.json").exists():  # the run's own wall time and machine speed
+    earlier: dict = {}
+    if args.report_only and (run_dir / "learning.json").exists():  # the run's own wall time, machine speed and commit
         earlier = json.loads((run_dir / "learning.json").read_text())
         wall, loop_before = earlier["wall_seconds"], earlier["reference_loop_seconds"]
     if not args.report_only:
@@ -200,7 +252,12 @@ def main() -> None:
         "negative_control": args.negative_control,
         "overrides": overrides,
         "backend": BACKENDS[args.backend],
-        "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None,
+        # a report on an earlier run keeps that run's commit and command; the date is the run's end
+        "commit": earlier.get("commit") or subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                                                          text=True).stdout.strip() or None,
+        "arguments": earlier.get("arguments") or [argument for argument in sys.argv[1:] if argument != "--report-only"],
+        "date": datetime.fromtimestamp((run_dir / "metrics.jsonl").stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "trainer": trainer_label(run_dir),
         "steps": [{"step": s, "mean_reward": float(np.mean(r)), "episodes": len(r)} for s, r in steps.items()],
         "window": args.window,
         "first_mean": first_mean,
@@ -219,7 +276,10 @@ def main() -> None:
     plot({CONTROL_LABEL if args.negative_control else RUN_LABEL: report}, run_dir / "learning.png", args.window)
     reports = {label: output / folder / "learning.json" for label, folder in ((RUN_LABEL, run_name), (CONTROL_LABEL, control_name))}
     if all(path.exists() for path in reports.values()):
-        plot({label: json.loads(path.read_text()) for label, path in reports.items()}, output / f"{run_name}.png", args.window)
+        pair = {label: json.loads(path.read_text()) for label, path in reports.items()}
+        plot(pair, output / f"{run_name}.png", args.window)
+        if all("arguments" in report for report in pair.values()):  # both reported by this version of the script
+            print(f"recorded in {record_pair(run_name, pair[RUN_LABEL], pair[CONTROL_LABEL])}")
 
     print()
     print(f"{'negative control' if args.negative_control else 'learning check'}: {run_dir}")

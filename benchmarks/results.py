@@ -29,25 +29,29 @@ DOCS = REPO / "docs"
 BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 
-def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: float, note: str = "") -> Path:
+def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: float, note: str = "", *,
+           command: str | None = None, commit: str | None = None, date: str | None = None) -> Path:
     """Write `benchmarks/results/<name>.json`: the date (UTC), the commit (said to have uncommitted changes when the
     working tree has them), the command (this process's argv),
     `loop` (this machine's reference loop in s, `machine.reference_loop_seconds`), `figures` (any JSON), and
     `table` (``{"columns": [...], "rows": [[...], ...]}``, cells already formatted) with `note` (a line under it).
+    `command`, `commit` and `date` replace this process's own when the figures were measured by other processes
+    (a benchmark whose runs are separate commands, reported together afterwards).
 
     Returns:
         The file written.
     """
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                             text=True).stdout.strip()
-    if commit and changed:
-        commit += " with uncommitted changes"
+    if commit is None:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                                 text=True).stdout.strip()
+        if commit and changed:
+            commit += " with uncommitted changes"
     result = {
         "benchmark": name,
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": date or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit or None,
-        "command": "uv run python " + " ".join([str(Path(sys.argv[0]).resolve().relative_to(REPO)), *sys.argv[1:]]),
+        "command": command or "uv run python " + " ".join([str(Path(sys.argv[0]).resolve().relative_to(REPO)), *sys.argv[1:]]),
         "reference_loop_seconds": round(loop, 3),
         "figures": figures,
         "table": table,
@@ -85,8 +89,8 @@ def generated(text: str) -> str:
 
 
 def stale_docs() -> list[Path]:
-    """The docs whose generated blocks differ from their results."""
-    return [path for path in sorted(DOCS.glob("*.md")) if generated(path.read_text()) != path.read_text()]
+    """The README and the docs whose generated blocks differ from their results."""
+    return [path for path in [REPO / "README.md", *sorted(DOCS.glob("*.md"))] if generated(path.read_text()) != path.read_text()]
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ policy and the simulated user after an injected latency, ctu's generator side by
 
 Run: `uv run python benchmarks/rollout_concurrency.py [--rows retail,telecom,mixed,mixed-1024] [--episodes N]
 [--samples K] [--latency S] [--runners ctu,ctu-tokens,tau2] [--repeats 3] [--tau2-episodes 256] [--tau2-timeout 1800]
-[--processes 1,2] [--engines E] [--pause S] [--slow-day LOOP] [--profile]`.
+[--processes 1,2] [--engines E] [--pause S] [--slow-day LOOP] [--profile] [--record NAME]`.
 
 Rows (`ROWS`, with the rollout-scale issue's goals): `retail`, `telecom` and `mixed` (retail, airline and
 telecom tasks taken in turn) are 256 concurrent episodes, 4 samples a task, at 200 ms a request; `mixed-1024` is
@@ -62,7 +62,8 @@ measured batches: each of its processes (the runner and every worker) is limited
 the share of a core at which the reference loop takes LOOP s of wall time (on the project's machines the loop
 took up to 0.6 s of CPU on slow days; a throttled process runs as fast, in bursts, for that share of the
 time). The server is not throttled: it stands for inference servers on GPUs. `--profile` prints what cost ctu the most CPU in its
-first measured batch of each row (event-loop thread only).
+first measured batch of each row (event-loop thread only). The last table, which docs/benchmarks.md shows, is
+recorded in `benchmarks/results/rollout_concurrency.json` (`results.record`; `--record NAME` names another file).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
+from results import record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for the test support in tests/support
 
@@ -831,6 +833,8 @@ def main() -> None:
                              "passes between two rollouts (idle connections past a keep-alive are closed meanwhile; "
                              "ctu's generate client and chat endpoints and this server keep them an hour, SkyRL's own "
                              "client 2 s)")
+    parser.add_argument("--record", default="rollout_concurrency", metavar="NAME",
+                        help="record the table as benchmarks/results/NAME.json (default: rollout_concurrency)")
     parser.add_argument("--processes", default="1", help="ctu's rollout worker processes, comma-separated counts, each "
                                                          "measured (the generator's `processes`; 1: one event loop; "
                                                          "auto: the generator's choice for this machine's cores)")
@@ -927,7 +931,11 @@ def main() -> None:
         ours.send("stop")
         server.join(timeout=10)
     loop = reference_loop_seconds()
-    report(rows, results, loop, args.tau2_episodes)
+    table, figures = report(rows, results, loop, args.tau2_episodes)
+    record(args.record, figures, table, loop,
+           f"Medians of {args.repeats} ctu batch(es) a row, each in a new process (range of the ratio to the ideal in "
+           f"brackets); tau2's runner once, on at most {args.tau2_episodes} of a row's episodes; CPU per turn "
+           f"normalised to the goals' day in brackets.")
     for name, printed in reports:
         print(f"profile of ctu's first measured batch, row {name}:\n{printed}")
 
@@ -964,11 +972,17 @@ def ctu_figures(run: Measured, episodes: int, ideal: float) -> str:
     return figures
 
 
-def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop: float, tau2_episodes: int) -> None:
+def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop: float,
+           tau2_episodes: int) -> tuple[dict[str, list], dict[str, dict[str, dict[str, float]]]]:
     """Print every batch, then one table: per row and runner, the batch's speed as a fraction of the ideal
     (`Row.ideal_seconds` over the wall time), ctu's widest wave (`wave_spread`), CPU per turn (measured and
     normalised to the reference loop), ctu's resident memory per live episode, tau2's figures and the ratios,
-    and the goals."""
+    and the goals.
+
+    Returns:
+        The table (`results.record`'s shape) and the medians behind it: ``{row: {runner: {figure: value}}}``
+        (rates as fractions of the ideal, CPU and waves in s, memory in MB; NaN where a runner has none).
+    """
     print(f"this machine now: a reference loop of 10M additions takes {loop:.2f} s of CPU (goals at {REFERENCE_LOOP_S} s)")
     table = []
     for row in rows:
@@ -992,10 +1006,15 @@ def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop:
             spread = statistics.median(run.spread[1] for run in runs if run.spread) if runs[0].spread else float("nan")
             medians[runner] = (statistics.median(rates), min(rates), max(rates), cpu, memory_mb, spread)
         table.append((row, medians))
-    print("\n| row | runner | episodes @ latency | ctu x ideal (range) | ctu's widest wave | tau2 x ideal | "
-          "ctu CPU per turn (normalised) | tau2 CPU per turn | tau2/ctu CPU | ctu memory per live episode | goals (normalised) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    columns = ["row", "runner", "episodes @ latency", "ctu x ideal (range)", "ctu's widest wave", "tau2 x ideal",
+               "ctu CPU per turn (normalised)", "tau2 CPU per turn", "tau2/ctu CPU", "ctu memory per live episode",
+               "goals (normalised)"]
+    lines: list[list[str]] = []
+    figures: dict[str, dict[str, dict[str, float]]] = {}
     for row, medians in table:
+        figures[row.name] = {runner: dict(zip(("x_ideal_median", "x_ideal_min", "x_ideal_max", "cpu_per_turn_s",
+                                                "memory_per_episode_mb", "widest_wave_s"), values, strict=True))
+                             for runner, values in medians.items()}
         tau2 = medians.get("tau2")
         for runner, ctu in medians.items():
             if runner == "tau2" and len(medians) > 1:
@@ -1008,8 +1027,12 @@ def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop:
             tau2_cpu = f"{tau2[3] * 1000:.1f} ms" if tau2 else "-"
             ratio = f"{tau2[3] / ours[3]:.0f}x" if ours and tau2 else "-"
             memory = f"{ours[4]:.3f} MB" if ours else "-"
-            print(f"| {row.name} | {runner} | {row.episodes} @ {row.latency * 1000:.0f} ms | {ctu_rate} | {ctu_spread} | {tau2_rate} | "
-                  f"{ctu_cpu} | {tau2_cpu} | {ratio} | {memory} | >= {row.goal_rate} x ideal, <= {row.goal_cpu_ms} ms |")
+            lines.append([row.name, runner, f"{row.episodes} @ {row.latency * 1000:.0f} ms", ctu_rate, ctu_spread, tau2_rate,
+                          ctu_cpu, tau2_cpu, ratio, memory, f">= {row.goal_rate} x ideal, <= {row.goal_cpu_ms} ms"])
+    print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
+    for line in lines:
+        print("| " + " | ".join(line) + " |")
+    return {"columns": columns, "rows": lines}, figures
 
 
 if __name__ == "__main__":
