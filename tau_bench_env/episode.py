@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 GREETING = "Hi! How can I help you today?"
 """tau2's first agent message (`tau2.orchestrator.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE`)."""
 AGENT_STOP = "###STOP###"
-USER_STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
+STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
+USER_STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
 """tau2's user stop tokens (`tau2.user.base`): any of them in the user's text ends the episode."""
 
 

@@ -15,11 +15,11 @@ import re
 from typing import TYPE_CHECKING
 
 from ctu.components.user_fault_detectors.base import Detector, FinishedEpisode
+from tau_bench_env.episode import OUT_OF_SCOPE, STOP, TRANSFER, USER_STOP_TOKENS
 
 if TYPE_CHECKING:
     from tau2.data_model.message import Message
 
-STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
 CONFIRMATION = re.compile(r"\b(confirm|proceed|go ahead|shall i|should i|would you like|do you want|yes/no|\(yes\))",
                           re.IGNORECASE)
 """Words of an agent's request to confirm an action (tau2's retail and airline policies ask an explicit yes)."""
@@ -125,14 +125,12 @@ class EmptyUserMessage(Detector):
         """The fault's line, or None."""
         for message in _users(episode):
             text = _text(message).strip()
-            for token in (STOP, TRANSFER, OUT_OF_SCOPE):
-                if text == token:
-                    break
-            else:
-                if not text and not getattr(message, "tool_calls", None):
-                    return "the user sent an empty message"
-                if text and not re.search(r"[^\W_]", text):
-                    return f"the user sent a message with no word in it: {text[:40]!r}"
+            if text in USER_STOP_TOKENS:
+                continue
+            if not text and not getattr(message, "tool_calls", None):
+                return "the user sent an empty message"
+            if text and not re.search(r"[^\W_]", text):
+                return f"the user sent a message with no word in it: {text[:40]!r}"
         return None
 
 
