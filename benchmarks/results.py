@@ -1,13 +1,12 @@
-"""Benchmark figures as data: each benchmark that adopts it records its latest result as JSON under
+"""Benchmark figures as data: each benchmark records its latest result as JSON under
 `benchmarks/results/<name>.json` (when, on which commit, this machine's speed, the command, the figures, and the
 table the docs show), and the docs' tables are generated from those files, never typed.
 
-Run: `uv run python benchmarks/results.py` rewrites every generated block of the docs from the results;
+Run: `uv run python benchmarks/results.py` rewrites every generated block of the README and the docs from the results;
 `--check` only reports the blocks that differ (exit 1), as CI does (tests/test_docs.py).
 
-A generated block in a doc is the text between ``<!-- results: NAME -->`` and ``<!-- /results -->``: a table and
-a line saying when, where and how it was measured. Only benchmarks that record their results have blocks; the
-others' figures are still written by hand in docs/benchmarks.md (migrated as they are re-measured).
+A generated block in the README or a doc is the text between ``<!-- results: NAME -->`` and ``<!-- /results -->``:
+a table and a line saying when, where and how it was measured.
 """
 
 from __future__ import annotations
