@@ -63,8 +63,11 @@ def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: flo
 
 
 def render(result: dict[str, Any]) -> str:
-    """A result as the docs show it: its table in Markdown, then when and how it was measured."""
+    """A result as the docs show it: its table in Markdown, then when and how it was measured. A column with no
+    figure in any row (each cell empty or "-": a runner the command did not run) is left out."""
     columns, rows = result["table"]["columns"], result["table"]["rows"]
+    kept = [i for i in range(len(columns)) if i == 0 or any(str(row[i]) not in ("", "-") for row in rows)]
+    columns, rows = [columns[i] for i in kept], [[row[i] for i in kept] for row in rows]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     measured = (f"Measured {result['date']} on commit {result['commit']}, `{result['command']}`; this machine's "
