@@ -932,12 +932,16 @@ def main() -> None:
         server.join(timeout=10)
     loop = reference_loop_seconds()
     table, figures = report(rows, results, loop, args.tau2_episodes)
-    record(args.record, figures, table, loop,
-           f"Medians of {args.repeats} ctu batch(es) a row, each in a new process (range of the ratio to the ideal in "
-           f"brackets); tau2's runner once, on at most {args.tau2_episodes} of a row's episodes; CPU per turn "
-           f"normalised to the goals' day in brackets.")
+    record(args.record, figures, table, loop, note(args.repeats, args.tau2_episodes if "tau2" in runners else None))
     for name, printed in reports:
         print(f"profile of ctu's first measured batch, row {name}:\n{printed}")
+
+
+def note(repeats: int, tau2_episodes: int | None) -> str:
+    """The line under the recorded table: how its figures were taken (`tau2_episodes` None: tau2's runner not run)."""
+    tau2 = "" if tau2_episodes is None else f"; tau2's runner once, on at most {tau2_episodes} of a row's episodes"
+    return (f"Medians of {repeats} ctu batch(es) a row, each in a new process (range of the ratio to the ideal in "
+            f"brackets){tau2}; CPU per turn normalised to the goals' day in brackets.")
 
 
 def ctu_label(processes: int | str, slow_day: bool = False, tokens: bool = False) -> str:
