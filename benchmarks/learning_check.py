@@ -196,7 +196,7 @@ def record_pair(name: str, run: dict, control: dict) -> Path:
     loop = (run["reference_loop_seconds"] + control["reference_loop_seconds"]) / 2
     steps = len(run["steps"])
     note = (f"{steps} GRPO steps of {run['steps'][0]['episodes']} episodes; the windows' means are of their step means, "
-            f"the interval resamples episodes within each step. Run with `{commands[1]}` after it.")
+            f"the interval resamples episodes within each step. The control: `{commands[1]}`.")
     return record(name, {"run": run, "control": control}, table(run, control), loop, note,
                   command=commands[0], commit=", ".join(commits), date=run["date"])
 
