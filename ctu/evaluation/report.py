@@ -16,9 +16,11 @@ Definitions (per test set, and over every test set as ``overall`` when there are
   ``turns_per_episode``: policy turns.
 - ``by_task``: ``{"domain/task_id": [successes, trials]}`` over the episodes without an infrastructure error: what
   `ctu compare`'s paired bootstrap resamples (`ctu.evaluation.comparison`).
-- With user faults found (`environment.user_faults`): ``user_faults``, the episodes flagged; and success both ways,
-  ``success_rate_without_faults`` (flagged episodes left out) and ``success_rate_tau2`` (flagged episodes scored as
-  tau2 scores them, whatever the spec's action).
+- With user faults found (`environment.user_faults`): ``user_faults``, the episodes flagged, and
+  ``user_faults_by_kind``, those each detector flagged; and success both ways, ``success_rate_without_faults``
+  (flagged episodes left out) and ``success_rate_tau2`` (flagged episodes scored as tau2 scores them, whatever the
+  spec's action).
+- With episodes played again for a user fault (action ``retry``): ``user_fault_retries``, the replays.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ SHOWN = (
     ("user_faults", "user faults", "{:.0f}"),
     ("success_rate_without_faults", "success, faults out", "{:.3f}"),
     ("success_rate_tau2", "success, tau2's way", "{:.3f}"),
+    ("user_fault_retries", "user-fault replays", "{:.0f}"),
 )
 """The figures a table shows: key, column title, format. pass^k columns follow."""
-ONLY_WHEN_FOUND = ("user_faults", "success_rate_without_faults", "success_rate_tau2")
+ONLY_WHEN_FOUND = ("user_faults", "success_rate_without_faults", "success_rate_tau2", "user_fault_retries")
 """Figures a table shows only when some group has them (an evaluation with user faults)."""
 
 
@@ -82,6 +85,11 @@ def figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
         if clean:
             result["success_rate_without_faults"] = mean(float(is_success(float(line["raw_reward"]))) for line in clean)
         result["success_rate_tau2"] = mean(float(is_success(float(line["raw_reward"]))) for line in tau2_way)
+        kinds = Counter(str(line.get("user_fault_kind") or str(line["user_fault"]).split(":", 1)[0]) for line in faulted)
+        result["user_faults_by_kind"] = dict(sorted(kinds.items()))
+    retries = sum(int(line.get("user_fault_retries") or 0) for line in lines)
+    if retries:
+        result["user_fault_retries"] = retries
     return result
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
-from ctu.components.user_fault_detectors.base import FinishedEpisode
+from ctu.components.user_fault_detectors.base import FinishedEpisode, UserFault
 from ctu.errors import CtuError
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
@@ -239,13 +239,13 @@ class TauGenerator:
         if infrastructure_error(outcome) is None:  # an episode the user simulator or evaluator broke is not scored
             reward, reward_metrics = await setup.rewards[phase].score(context)
         infra_error = infrastructure_error(outcome, context.fatal_error)
-        fault = None
+        fault: UserFault | None = None
         if setup.user_faults.detectors and infra_error is None:
             episode = env.episode
             user_tools = frozenset(tool.name for tool in episode.domain.user_tools or ())
             found = await setup.user_faults.check(FinishedEpisode(outcome.domain, env.task, tuple(episode.trajectory),
                                                             outcome.termination, env.write_tools, user_tools))
-            fault = f"{found.kind}: {found.reason}" if found is not None else None
+            fault = found
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, 0.0 if infra_error else reward, stop_reason, outcome,
                                 reward_metrics, dict(extras), policy_turns=turns, infra_error=infra_error,
                                 verdict=context.verdict, user_fault=fault, rerendered_turns=rerendered)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ctu.components.rewards.base import Phase
+from ctu.components.user_fault_detectors.base import UserFault
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, USER, is_success, mean, metric
 from tau_bench_env.outcome import EpisodeResult
 
@@ -42,9 +43,8 @@ class TrajectoryRecord:
     """Why the episode says nothing about the policy (see `infrastructure_error`), else None. Such an episode is
     left out of its GRPO group, the loss, success rates and pass^k."""
     verdict: dict[str, object] | None = None
-    user_fault: str | None = None
-    """``"<detector>: <what it saw>"`` when a user-fault detector flagged the episode (`environment.user_faults`),
-    else None; with the action `exclude` (or `retry` once the replays are spent) the episode is an infrastructure
+    user_fault: UserFault | None = None
+    """The fault when a user-fault detector flagged the episode (`environment.user_faults`), else None; with the action `exclude` (or `retry` once the replays are spent) the episode is an infrastructure
     error too (`infra_error`)."""
     user_fault_retries: int = 0
     """Times the episode was played again because of a user fault (action `retry`)."""
@@ -192,7 +192,7 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(USER, "fault_rate"): sum(r.user_fault is not None for r in records) / count if count else 0.0,
         metric(USER, "fault_retries"): float(sum(r.user_fault_retries for r in records)),
     }
-    for kind, n in Counter(r.user_fault.split(":", 1)[0] for r in records if r.user_fault).items():
+    for kind, n in Counter(r.user_fault.kind for r in records if r.user_fault).items():
         metrics[metric(USER, f"faults/{kind}")] = float(n)
     if any(r.user_fault for r in records):
         for domain, group in _by_domain(records).items():

@@ -21,7 +21,8 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
     tau2's reward and the fraction of each kind of its checks passed, domain, task id, turns (the episode's, and the policy's with their generated tokens),
     termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out
-    of training, or None), and the judge's verdict if any."""
+    of training, or None), the judge's verdict if any, and the user fault (``"<detector>: <what it saw>"``, its
+    detector as ``user_fault_kind``) with the replays it cost (``user_fault_retries``)."""
     result = record.result
     return {
         "step": step,
@@ -47,7 +48,9 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "evaluation_error": result.evaluation_error,
         "error": record.error,
         "infra_error": record.infra_error,
-        "user_fault": record.user_fault,
+        "user_fault": None if record.user_fault is None else str(record.user_fault),
+        "user_fault_kind": None if record.user_fault is None else record.user_fault.kind,
+        "user_fault_retries": record.user_fault_retries,
         "messages": result.conversation,
     }
 

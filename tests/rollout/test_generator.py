@@ -538,7 +538,8 @@ def test_a_customer_who_hangs_up_before_the_write_is_flagged_and_excluded_replay
         assert [r.raw_reward for r in records] == [1.0] * 5 and metrics["generation/success_rate"] == 1.0
         return
     [fault] = flagged
-    assert fault.user_fault.startswith("stop_before_write: the user stopped in its reply to the agent's confirmation request")
+    assert fault.user_fault.kind == "stop_before_write"
+    assert str(fault.user_fault).startswith("stop_before_write: the user stopped in its reply to the agent's confirmation request")
     assert fault.raw_reward == 0.0 and fault.result.termination == "user_stop"
     assert metrics["user/faults"] == 1 and metrics["user/faults/stop_before_write"] == 1 and metrics["user/fault_rate"] == 0.2
     assert metrics["user/fault_rate/retail"] == 0.2

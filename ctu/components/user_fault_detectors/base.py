@@ -3,7 +3,7 @@
 A simulated customer's mistake is not the policy's failure: tau2-bench's maintainers measured up to 30% of failed
 retail trajectories failing because of the user simulator (tau2-bench PR #392). A detector looks at a finished
 episode and says whether the customer, not the agent, broke it; the spec's `environment.user_faults.action` then
-decides what happens to the episode (`ctu.rollout.faults`). A detector of one's own implements `UserFaultDetector`
+decides what happens to the episode (`ctu.rollout.generator.TauGenerator.run_episode`). A detector of one's own implements `UserFaultDetector`
 and registers with ``@registry.user_fault_detectors.register("name")``.
 """
 
@@ -43,10 +43,14 @@ class FinishedEpisode:
 
 @dataclass(frozen=True)
 class UserFault:
-    """A fault of the user simulator: the detector's registered name (`kind`) and one line saying what it saw."""
+    """A fault of the user simulator: the detector's registered name (`kind`) and one line saying what it saw.
+    ``str()`` gives ``"<kind>: <reason>"``, the line trajectory files and infrastructure errors show."""
 
     kind: str
     reason: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.reason}"
 
 
 class UserFaultDetector(Protocol):
