@@ -315,6 +315,7 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
     assert [line["step"] for line in lines] == [1, 2]
     for line in lines:
         assert line["train/sft_conversations"] == 2 and line["train/sft_tokens"] > 20 and line["train/sft_loss_per_token"] > 0
+        assert line["train/sft_tokens_seen"] > line["train/sft_tokens"]  # the prompts and tool results are seen, not trained
     assert "test-retail/success_rate" in lines[-1] and lines[-1]["test-retail/num_episodes"] == 1
     export = runs / "sft" / "exports" / "global_step_2" / "policy"
     assert (export / "config.json").exists()
@@ -347,6 +348,9 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
     lines = metrics(runs / "sft_skyrl")
     assert [line["step"] for line in lines] == [1, 2]
     assert lines[0]["train/sft_loss_per_token"] > lines[1]["train/sft_loss_per_token"] > 0  # the same 2 rows each step
+    tinker_step = metrics(runs / "sft")[0]  # the same 2 conversations, tokenised once by ctu for both backends
+    assert lines[0]["train/sft_tokens"] == tinker_step["train/sft_tokens"]
+    assert lines[0]["train/sft_tokens_seen"] == tinker_step["train/sft_tokens_seen"]
     assert json.loads((runs / "sft_skyrl" / "state.json").read_text()) == {"backend": "skyrl", "step": 2}
     assert (runs / "sft_skyrl" / "checkpoints" / "global_step_2" / "trainer_state.pt").exists()
     # SkyRL's FSDP2 training unties the built-in model's tied embeddings: the export's config says so, or Tinker

@@ -21,17 +21,18 @@ from ctu.spec import Spec, spec_to_dict
 
 SKYRL_NAMES = {
     "train/loss": metric(TRAIN, "sft_loss_per_token"),
-    "train/actual_num_tokens": metric(TRAIN, "sft_tokens"),
+    "train/actual_num_tokens": metric(TRAIN, "sft_tokens_seen"),
 }
 """SkyRL's SFT figures that the tinker backend's SFT logs under another name (SkyRL's ``train/loss`` is the mean
 over the step's trained tokens: its collator scales the loss mask by one over their count; its token count is of
-every real token of the step, prompt included)."""
+every real token of the step, prompt included). The trained tokens, ``train/sft_tokens``, SkyRL does not log:
+`CtuSFTTrainer.train_step` counts them."""
 
 
 class CtuSFTTrainer(SFTTrainer):
     """`SFTTrainer` that logs through ctu's trackers (`CtuTracking`), started in the run directory with the spec
-    (dropping the lines of steps after `resume_step` first), renames `SKYRL_NAMES`, and makes
-    its exports' configs say what they hold (`ctu.backends.skyrl.exports`)."""
+    (dropping the lines of steps after `resume_step` first), renames `SKYRL_NAMES`, adds each step's trained
+    tokens, and makes its exports' configs say what they hold (`ctu.backends.skyrl.exports`)."""
 
     def __init__(self, config: Any, skyrl_config: Any, spec: Spec, run_dir: Path, resume_step: int | None) -> None:
         super().__init__(config, skyrl_cfg=skyrl_config)
@@ -44,6 +45,13 @@ class CtuSFTTrainer(SFTTrainer):
                        resume_step=self.resume_step)
         self.tracker = _RenamingTracking(trackers)
 
+    def train_step(self, batch: Any, step: int) -> dict:
+        """SkyRL's step; also counts its trained tokens (the loss mask's positive entries, as SkyRL's own evaluation
+        counts them: padded rows have none), logged with the step as ``train/sft_tokens``."""
+        result = super().train_step(batch, step)
+        self.tracker.trained_tokens = int((batch["loss_mask"] > 0).sum().item())
+        return result
+
     def save_hf_model(self) -> None:
         """SkyRL's Hugging Face export, its config made to say what it holds (`untie_export_config`)."""
         super().save_hf_model()
@@ -51,5 +59,12 @@ class CtuSFTTrainer(SFTTrainer):
 
 
 class _RenamingTracking(CtuTracking):
+    trained_tokens: int | None = None
+    """The last training step's trained tokens (`CtuSFTTrainer.train_step`), logged with that step's figures."""
+
     def log(self, data: dict[str, object], step: int, commit: bool = False) -> None:
-        super().log({SKYRL_NAMES.get(key, key): value for key, value in data.items()}, step, commit)
+        renamed = {SKYRL_NAMES.get(key, key): value for key, value in data.items()}
+        if "train/loss" in data and self.trained_tokens is not None:
+            renamed[metric(TRAIN, "sft_tokens")] = float(self.trained_tokens)
+            self.trained_tokens = None
+        super().log(renamed, step, commit)

@@ -272,7 +272,7 @@ class TinkerRunner:
         from ctu.sft.tokens import conversation_tokens
 
         losses: list[float] = []
-        trained_tokens = 0
+        trained_tokens = seen_tokens = 0
         rows: list[dict[str, Any]] = plan.batch(step)
         for row in rows:
             prompt, response, mask = conversation_tokens(account, row["messages"], row["tools"])
@@ -290,13 +290,14 @@ class TinkerRunner:
             if loss is not None and math.isfinite(loss):
                 losses.append(loss)
             trained_tokens += int(sum(weights[1:]))
+            seen_tokens += len(tokens)
         optimizer = self.spec.trainer.optimizer
         rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
         params = tinker.types.AdamParams(learning_rate=rate, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.max_grad_norm)
         await (await training.optim_step_async(params)).result_async()
         metrics = {metric(TRAIN, "learning_rate"): rate, metric(TRAIN, "optimizer_steps"): 1.0,
                    metric(TRAIN, "sft_conversations"): float(len(rows)),
-                   metric(TRAIN, "sft_tokens"): float(trained_tokens)}
+                   metric(TRAIN, "sft_tokens"): float(trained_tokens), metric(TRAIN, "sft_tokens_seen"): float(seen_tokens)}
         if losses:
             metrics[metric(TRAIN, "loss_sum")] = sum(losses)
             metrics[metric(TRAIN, "sft_loss_per_token")] = sum(losses) / max(trained_tokens, 1)
