@@ -116,13 +116,14 @@ class TauBenchEnv(BaseTextEnv):
         env_config: the run's `EnvSetup`.
         extras: the dataset row's extras: ``domain`` (a registered domain name), ``task_id``, optionally
             ``domain_params`` (a mapping, or its JSON as parquet rows carry it); also accepted under ``extra_info``.
+        user_seed: the seed the user simulator samples with (`Episode`), None for unseeded.
 
     Raises:
         TypeError: `env_config` is not an `EnvSetup`.
         KeyError: the extras name no domain or task, a domain the setup does not hold, or an unknown task.
     """
 
-    def __init__(self, env_config: EnvSetup, extras: Mapping[str, object] | None = None):
+    def __init__(self, env_config: EnvSetup, extras: Mapping[str, object] | None = None, *, user_seed: int | None = None):
         super().__init__()
         if not isinstance(env_config, EnvSetup):
             raise TypeError(f"TauBenchEnv needs an EnvSetup (user simulator, parser, episode config), got {type(env_config).__name__}")
@@ -140,7 +141,7 @@ class TauBenchEnv(BaseTextEnv):
         domain = setup.domains[key]
         task = domain.task(str(extras["task_id"]))
         self.setup = setup
-        self.episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config)
+        self.episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config, user_seed=user_seed)
         self.max_turns = setup.config.max_turns
 
     @property

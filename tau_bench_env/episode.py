@@ -53,15 +53,18 @@ class Episode:
         user: the user simulator.
         parser: parses the policy's text into tool calls (text mode; in native mode it only renders nothing).
         config: limits and modes.
+        user_seed: the seed the user simulator samples with (`UserSimulator.session`), None for unseeded.
     """
 
-    def __init__(self, domain: Domain, task: Task, user: UserSimulator, parser: Parser, config: EpisodeConfig) -> None:
+    def __init__(self, domain: Domain, task: Task, user: UserSimulator, parser: Parser, config: EpisodeConfig, *,
+                 user_seed: int | None = None) -> None:
         prepare()
         self.domain = domain
         self.task = task
         self.user = user
         self.parser = parser
         self.config = config
+        self.user_seed = user_seed
         self.trajectory: list[Message] = []
         self.conversation: list[dict[str, object]] = []
         self.tools: list[dict[str, object]] = []
@@ -127,7 +130,7 @@ class Episode:
         if not self.domain.ready:
             await asyncio.to_thread(self.domain.warm_up)
         self.tools = self.domain.tool_schemas
-        self._session = self.user.session(self.task, self.domain.user_tools, self.trajectory)
+        self._session = self.user.session(self.task, self.domain.user_tools, self.trajectory, seed=self.user_seed)
         state = self.task.initial_state
         history = list(state.message_history or []) if state is not None else []
         opening = None

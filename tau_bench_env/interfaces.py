@@ -87,12 +87,17 @@ class UserSession(Protocol):
 class UserSimulator(Protocol):
     """Makes sessions; one simulator object serves every episode of a run."""
 
-    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> UserSession:
+    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message], *,
+                seed: int | None = None) -> UserSession:
         """A session for `task`.
 
         Args:
             task: the tau2 task (its user scenario drives the user).
             user_tools: tau2 `Tool`s the user may call on their own device (telecom), or None.
             trajectory: the episode's live tau2 message list, read-only (what has happened so far).
+            seed: the seed the user samples with, or None for unseeded sampling. Evaluation gives each sample of a
+                task a seed of its own, and an episode played again for a user fault another (as tau2 seeds its
+                user with each trial's seed, `tau2.orchestrator.Orchestrator`); a user that samples sends it with
+                its requests, a deterministic one ignores it.
         """
         ...

@@ -28,7 +28,7 @@ MISSING = {
     "chat_templates": ["no method render(tokenizer, messages, tools, add_generation_prompt=...)",
                        "no method encode_text(tokenizer, text)", "no method decode(tokenizer, ids)",
                        "no class attribute `template_kwargs` (dict)"],
-    "user_simulators": ["no method session(task, user_tools, trajectory)"],
+    "user_simulators": ["no method session(task, user_tools, trajectory, seed=...)"],
     "user_fault_detectors": ["no method async detect(episode)"],
     "domains": ["must subclass tau_bench_env.domains.Domain"],
     "task_generators": ["no method async propose(context)"],
@@ -185,7 +185,7 @@ def test_static_and_class_methods_count(cleanup):
             self.params = params
 
         @staticmethod
-        def session(task, user_tools, trajectory):
+        def session(task, user_tools, trajectory, *, seed=None):
             raise NotImplementedError
 
     assert "contract_test" in registry.user_simulators

@@ -171,7 +171,7 @@ class ChatEndpoint:
         return self._tools_json.get(tools, orjson.dumps)
 
     async def complete(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None, *,
-                       session: str | None = None, **extra: object) -> ChatCompletionMessage:
+                       session: str | None = None, seed: int | None = None, **extra: object) -> ChatCompletionMessage:
         """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`).
 
         Args:
@@ -179,6 +179,8 @@ class ChatEndpoint:
             tools: OpenAI tool schemas, or None.
             session: the conversation the request belongs to (the same for all its requests), sent as the
                 `SESSION_HEADER` header; None for a request that belongs to none (a judge's).
+            seed: the request's ``seed`` field (OpenAI's; vLLM seeds the request's sampling with it), or None to send
+                none.
             extra: more request fields (e.g. ``max_tokens``).
 
         A list of tool schemas is serialised once and reused for every request given the same list object (a
@@ -194,6 +196,8 @@ class ChatEndpoint:
 
         params = self.params
         request: dict[str, object] = {"model": params.model, "messages": messages, "temperature": params.temperature, **extra}
+        if seed is not None:
+            request["seed"] = seed
         body = orjson.dumps(request)
         if tools:  # the same bytes as `request["tools"] = tools` serialised with the rest
             body = b"".join((body[:-1], b',"tools":', self._serialised(tools), b"}"))

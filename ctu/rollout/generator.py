@@ -145,14 +145,16 @@ class TauGenerator:
         traceback).
 
         A phase sampled with a fixed seed (evaluation) samples repetition k of a task with seed + k, so a
-        task's samples differ and pass^k over them means what it says.
+        task's samples differ and pass^k over them means what it says; its user simulator samples with the same
+        seed (as tau2 seeds agent and user with a trial's seed), and with another on each replay for a user fault
+        (`user_seed`), so that a replay meets another customer.
         """
         started = time.perf_counter()
         faults = self.setup.user_faults
         replays = 0
         while True:
             try:
-                record = await self._episode(prompt, extras, phase, repetition)
+                record = await self._episode(prompt, extras, phase, repetition, replays)
             except Exception as exc:  # one broken episode must not end a multi-day run
                 if isinstance(exc, CtuError):  # an endpoint that stayed down or answered garbage: a line, not a stack
                     logger.warning("episode %s/%s is an infrastructure error: %s", extras.get("domain"), extras.get("task_id"), exc)
@@ -172,7 +174,8 @@ class TauGenerator:
         record.seconds = time.perf_counter() - started
         return record
 
-    async def _episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int) -> TrajectoryRecord:
+    async def _episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int,
+                       replay: int) -> TrajectoryRecord:
         # token-in/token-out wherever the sampler can: the policy samples from exactly the ids that are trained on, in
         # native mode too (the tools rendered by the chat template, the family's parser reading the calls). A
         # chat server samples from its own rendering of the history, which can differ from the ids trained on
@@ -181,16 +184,20 @@ class TauGenerator:
         sampler = self.setup.sampler
         session = uuid.uuid4().hex  # the episode's turns, for the sampler's routing (`Sampler.sample`)
         try:
-            return await self._play(prompt, extras, phase, repetition, session, sampler.supports_chat and not sampler.supports_tokens)
+            return await self._play(prompt, extras, phase, repetition, replay, session,
+                                    sampler.supports_chat and not sampler.supports_tokens)
         finally:
             await sampler.end_session(session)
 
     async def _play(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int,
-                    session: str, chat_mode: bool) -> TrajectoryRecord:
-        """The episode's trajectory, its turns sampled under `session`: chat completions if `chat_mode`, else tokens."""
+                    replay: int, session: str, chat_mode: bool) -> TrajectoryRecord:
+        """The episode's trajectory (its `replay`-th replay for a user fault), its turns sampled under `session`:
+        chat completions if `chat_mode`, else tokens."""
         setup = self.setup
         account = self.account
-        env = TauBenchEnv(setup.env, extras)
+        sampling = setup.sampling[phase]
+        seed = None if sampling.seed is None else user_seed(sampling.seed, repetition, replay)
+        env = TauBenchEnv(setup.env, extras, user_seed=seed)
         messages, metadata = await env.ainit(prompt)
         native = setup.native_tool_calling
         template_tools = metadata["tools"] if native else None
@@ -200,7 +207,6 @@ class TauGenerator:
         sampled = True  # every policy token and logprob came from the sampler (False once a turn is re-rendered)
         rerendered = 0  # turns whose ids the chat template rendered, the sampler having returned none
         turns = 0
-        sampling = setup.sampling[phase]
         if sampling.seed is not None and repetition:
             sampling = replace(sampling, seed=sampling.seed + repetition)
         done = bool(metadata["done"])
@@ -249,6 +255,19 @@ class TauGenerator:
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, 0.0 if infra_error else reward, stop_reason, outcome,
                                 reward_metrics, dict(extras), policy_turns=turns, infra_error=infra_error,
                                 verdict=context.verdict, user_fault=fault, rerendered_turns=rerendered)
+
+
+REPLAY_SEED_STRIDE = 1_000_003
+"""How far apart the user simulator's seeds of an episode's replays are (a prime above any samples-per-task count,
+so a replay's seed is never another sample's)."""
+
+
+def user_seed(seed: int, repetition: int, replay: int) -> int:
+    """The user simulator's seed for repetition `repetition` of a task in a phase sampled with `seed`, on its
+    `replay`-th replay for a user fault (0: the first play): the policy's seed on the first play, as tau2 seeds
+    agent and user alike."""
+    return seed + repetition + REPLAY_SEED_STRIDE * replay
+
 
 def task_key(extras: dict[str, object]) -> str:
     """``domain/task_id`` of an episode's `extras`: the samples of one task (a GRPO group) share it."""

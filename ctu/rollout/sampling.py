@@ -133,12 +133,10 @@ class OpenAIChatSampler:
                 error).
         """
         extra: dict[str, object] = {"max_tokens": params.max_tokens, "top_p": params.top_p, "temperature": params.temperature}
-        if params.seed is not None:
-            extra["seed"] = params.seed
         for name in ("frequency_penalty", "presence_penalty"):  # OpenAI's own parameters, sent only when on
             if getattr(params, name):
                 extra[name] = getattr(params, name)
         answer = await self.endpoint.complete(messages if tools else tool_results_as_user_turns(messages), tools,
-                                              session=session, **extra)
+                                              session=session, seed=params.seed, **extra)
         calls = [call.model_dump() for call in answer.tool_calls or []]
         return SampleResult([], answer.content or "", "stop", None, calls or None)

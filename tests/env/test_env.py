@@ -206,7 +206,7 @@ class RecordingUser:
     def __init__(self, events: list[str], hang: bool = False) -> None:
         self.inner, self.events, self.hang = ScriptedUserSimulator(), events, hang
 
-    def session(self, task, user_tools, trajectory):
+    def session(self, task, user_tools, trajectory, *, seed=None):
         inner, events, hang = self.inner.session(task, user_tools, trajectory), self.events, self.hang
 
         class Session:

@@ -72,7 +72,7 @@ class ScriptedUserOf:
         self.task = task
         self.simulator = ScriptedUserSimulator()
 
-    def session(self, task, user_tools, trajectory):
+    def session(self, task, user_tools, trajectory, *, seed=None):
         return self.simulator.session(self.task, user_tools, trajectory)
 
 

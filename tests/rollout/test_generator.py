@@ -550,3 +550,47 @@ def test_a_customer_who_hangs_up_before_the_write_is_flagged_and_excluded_replay
     else:
         assert fault.infra_error is None and metrics["environment/infra_errors"] == 0
         assert metrics["generation/success_rate"] == pytest.approx(0.8)
+
+
+def test_an_evaluated_customer_samples_with_its_episodes_seed_and_a_replay_with_another(minimal, tokenizer):
+    """As tau2 seeds its user with each trial's seed, an `llm` customer's requests in evaluation carry the sample's
+    seed (the spec's seed + k, the policy's too); a replay for a user fault carries another, so that it can meet
+    another customer; training sends none."""
+    from ctu.rollout.generator import REPLAY_SEED_STRIDE
+
+    with ScriptedOpenAIServer(default=HastyCustomer()) as server:
+        user = {"type": "llm", "model": "customer", "base_url": server.base_url, "api_key_env": None, "temperature": 0.7}
+        built = components(minimal, experiment={"name": "minimal", "seed": 40},
+                           environment={"max_turns": 20, "user_simulator": user, "warn_unsolvable_tasks": False,
+                                        "user_faults": {"detectors": ["stop_before_write"], "action": "retry"}})
+        generator = build_generator(built, tokenizer, scripted_sampler(tokenizer, ConfirmingAgent(tokenizer)))
+        records = run(generator, batch(["0"], phase="eval", samples=3)).records
+        evaluated = [request.get("seed") for request in server.requests]
+        server.requests.clear()
+        run(generator, batch(["0"], phase="train", samples=1))
+        trained = [request.get("seed") for request in server.requests]
+    assert sum(r.user_fault_retries for r in records) == 1  # the first confirmation of the three was hasty
+    first_plays = {seed for seed in evaluated if seed < REPLAY_SEED_STRIDE}
+    [replayed] = {seed for seed in evaluated if seed >= REPLAY_SEED_STRIDE}
+    assert first_plays == {40, 41, 42} and replayed - REPLAY_SEED_STRIDE in first_plays
+    assert trained and set(trained) == {None}
+
+
+def test_a_verifying_customer_regenerates_a_rejected_reply_with_another_seed():
+    """`verify` asks again for a reply the check rejected: with a seed, the same prompt would draw the same reply,
+    so the regeneration's seed is the session's plus one."""
+    from ctu.components.parsers.hermes import HermesParser
+    from ctu.components.user_simulators.llm import LLMUserSimulator
+    from tau_bench_env.env import shared_domain
+    from tau_bench_env.episode import Episode
+    from tau_bench_env.outcome import EpisodeConfig
+
+    answers = [Answer.text("Hi, I am Ann."), Answer.text("No"), Answer.text("Hi, I'd like to exchange a keyboard."), Answer.text("Yes")]
+    with ScriptedOpenAIServer(answers) as server:
+        params = LLMUserSimulator.Params(model="customer", base_url=server.base_url, api_key_env=None, strategy="verify")
+        retail = shared_domain("retail")
+        episode = Episode(retail, retail.task("0"), LLMUserSimulator(params), HermesParser(), EpisodeConfig(), user_seed=7)
+        prompt = asyncio.run(episode.reset())
+    assert prompt[-1]["content"] == "Hi, I'd like to exchange a keyboard."
+    # reply, its check, the regenerated reply, its check (another question: the session's seed again)
+    assert [request.get("seed") for request in server.requests] == [7, 7, 8, 7]

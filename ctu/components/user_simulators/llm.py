@@ -66,10 +66,11 @@ class LLMUserSimulator:
         256-episode batch's 11.7 s of CPU."""
         return self._schemas.get(user_tools, lambda tools: [tool.openai_schema for tool in tools])
 
-    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> LLMUserSession:
+    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message], *,
+                seed: int | None = None) -> LLMUserSession:
         """A session prompted with tau2's guidelines (with the user-tools variant when `user_tools`) in the
-        spec's `guidelines` version, and the task."""
-        return LLMUserSession(self, task, user_tools)
+        spec's `guidelines` version, and the task; its requests carry `seed` (OpenAI's ``seed`` field) unless None."""
+        return LLMUserSession(self, task, user_tools, seed)
 
 
 class LLMUserSession:
@@ -78,7 +79,8 @@ class LLMUserSession:
     to one replica, whose prefix cache holds the conversation so far); a check of a reply, or a reflection on
     one, is a request of its own."""
 
-    def __init__(self, simulator: LLMUserSimulator, task: Task, user_tools: Sequence[Tool] | None) -> None:
+    def __init__(self, simulator: LLMUserSimulator, task: Task, user_tools: Sequence[Tool] | None,
+                 seed: int | None = None) -> None:
         import uuid
 
         from tau_bench_env.runtime import prepare
@@ -100,6 +102,8 @@ class LLMUserSession:
         """`history[:len(flipped messages)]` as the customer sees it, in OpenAI format (see `_prompt`)."""
         self._flipped_messages = 0
         self.id = uuid.uuid4().hex
+        self.seed = seed
+        """The seed of the endpoint's sampling (OpenAI's ``seed`` field), sent with every request; None: none sent."""
 
     def _prompt(self, note: str | None = None) -> list[dict]:
         """The customer's chat: the system prompt (plus `note`), then the history with roles flipped by tau2's
@@ -116,12 +120,18 @@ class LLMUserSession:
         system = self.system_prompt + (f"\n\n{note}" if note else "")
         return [{"role": "system", "content": system}, *self._flipped]
 
-    async def _generate(self, note: str | None = None) -> UserMessage:
+    def _seed(self, attempt: int = 0) -> int | None:
+        """The request's seed: the session's, plus `attempt` for the attempt-th regeneration of a reply (`verify`,
+        `reflection`: the same prompt must not draw the same rejected reply); None when unseeded."""
+        return None if self.seed is None else self.seed + attempt
+
+    async def _generate(self, note: str | None = None, attempt: int = 0) -> UserMessage:
         from tau2.data_model.message import UserMessage
 
         from tau_bench_env.messages import parse_openai_tool_calls
 
-        answer = await self.simulator.endpoint.complete(self._prompt(note), self.tools, session=self.id)
+        answer = await self.simulator.endpoint.complete(self._prompt(note), self.tools, session=self.id,
+                                                        seed=self._seed(attempt))
         calls, errors = parse_openai_tool_calls(answer.tool_calls, requestor="user")
         if errors and not calls:
             raise EndpointError("; ".join(errors))
@@ -138,7 +148,7 @@ class LLMUserSession:
             return True
         conversation = "\n".join(f"{m['role']}: {m.get('content')}" for m in self._prompt()[1:])
         question = VERIFY_PROMPT.format(system=self.system_prompt, conversation=conversation, candidate=candidate.content)
-        verdict = await self.simulator.endpoint.complete([{"role": "user", "content": question}])
+        verdict = await self.simulator.endpoint.complete([{"role": "user", "content": question}], seed=self._seed())
         return (verdict.content or "").strip().lower().startswith("yes")
 
     async def reply(self, message: Message) -> UserMessage:
@@ -152,15 +162,15 @@ class LLMUserSession:
         try:
             candidate = await self._generate()
             note = None
-            for _ in range(2 if strategy in ("verify", "reflection") else 0):
+            for attempt in range(1, 3 if strategy in ("verify", "reflection") else 1):
                 if await self._approved(candidate):
                     break
                 if strategy == "reflection":
                     reflection = await self.simulator.endpoint.complete(
-                        [{"role": "user", "content": REFLECT_PROMPT.format(candidate=candidate.content)}]
+                        [{"role": "user", "content": REFLECT_PROMPT.format(candidate=candidate.content)}], seed=self._seed()
                     )
                     note = f"Advice for your next message: {reflection.content}"
-                candidate = await self._generate(note)
+                candidate = await self._generate(note, attempt)
         except EndpointError as exc:
             raise UserSimulatorError(str(exc)) from exc
         self.history.append(candidate)

@@ -35,8 +35,9 @@ class ScriptedUserSimulator:
     def __init__(self, params: Params | None = None) -> None:
         self.params = params or self.Params()
 
-    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message]) -> ScriptedUserSession:
-        """A deterministic session for `task` (see the class docstring)."""
+    def session(self, task: Task, user_tools: Sequence[Tool] | None, trajectory: Sequence[Message], *,
+                seed: int | None = None) -> ScriptedUserSession:
+        """A deterministic session for `task` (see the class docstring); it samples nothing, so `seed` is unused."""
         return ScriptedUserSession(task, trajectory, self.params.turn_budget)
 
 
