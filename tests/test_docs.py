@@ -1,4 +1,5 @@
-"""The README and the guides in docs/: a README read in minutes, every link between them resolving."""
+"""The README and the guides in docs/: a README read in minutes, every link between them (and the tests' READMEs)
+resolving."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from .conftest import REPO
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "tests").rglob("README.md"))]
 
 
 def test_the_readme_is_short_and_indexes_every_guide():
