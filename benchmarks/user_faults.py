@@ -5,7 +5,7 @@ mistake, and a customer that in one conversation in five agrees to the write and
 Run: `uv run python benchmarks/user_faults.py [--samples N]`.
 
 There is no LLM customer on this machine, so both ends are scripted OpenAI-compatible servers on 127.0.0.1 (the
-tests' `ScriptedOpenAIServer`): the policy plays retail task 0's gold actions with native tool calls, asking the
+tests' `ScriptedOpenAIServer`, with `tests/support/hasty_customer.py`'s fault): the policy plays retail task 0's gold actions with native tool calls, asking the
 customer to confirm before its write, as tau2's retail policy requires; the customer gives its order, zip code
 and name, agrees to every confirmation, and in its reply to every fifth request to confirm (the 1st, 6th, ...)
 adds tau2's ``###STOP###``. Each row is one `ctu eval SPEC --endpoint URL` process over `--samples` samples of
@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,9 @@ from results import record
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tests.support.hasty_customer import HastyCustomer, confirming_turns  # noqa: E402
 from tests.support.openai_server import Answer, ScriptedOpenAIServer  # noqa: E402
 
-CONFIRM = "I can exchange both items now. Do you confirm the exchange (yes/no)?"
 ROWS = {
     "tau2's way (no detector)": None,
     "`stop_before_write`, `exclude`": "exclude",
@@ -44,19 +43,11 @@ ROWS = {
 
 
 class ConfirmingPolicy:
-    """Retail task 0's gold replay as native tool calls, with `CONFIRM` asked before the write: the answer to a
-    request is the turn whose index is the assistant messages in it, less tau2's greeting."""
+    """Retail task 0's gold replay with a request to confirm before the write (`confirming_turns`), as native tool
+    calls: the answer to a request is the turn whose index is the assistant messages in it, less tau2's greeting."""
 
     def __init__(self) -> None:
-        from ctu.components.parsers.base import ParsedTurn
-        from tau_bench_env.env import shared_domain
-        from tau_bench_env.replay import GoldReplayAgent, effective_writes
-
-        domain = shared_domain("retail")
-        task = domain.task("0")
-        self.turns = list(GoldReplayAgent(task, None, effective_writes(domain.episode_environment(task), task)).turns())
-        write = next(i for i, turn in enumerate(self.turns) if any(c.name in domain.write_tools for c in turn.tool_calls))
-        self.turns.insert(write, ParsedTurn(content=CONFIRM))
+        self.turns = confirming_turns()
 
     def __call__(self, body: dict[str, Any]) -> Answer:
         played = sum(message["role"] == "assistant" for message in body["messages"]) - 1
@@ -65,26 +56,6 @@ class ConfirmingPolicy:
                   "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
                  for i, call in enumerate(turn.tool_calls)]
         return Answer(content=turn.content or None, tool_calls=calls or None)
-
-
-class HastyCustomer:
-    """The customer of retail task 0 who, in its reply to every fifth request to confirm (the 1st, 6th, ...),
-    agrees and hangs up at once, before the agent's write."""
-
-    def __init__(self) -> None:
-        self.confirmations = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict[str, Any]) -> Answer:
-        said = body["messages"][-1]["content"] or ""  # the agent's last message (the customer's view: roles flipped)
-        if "(yes/no)" in said:
-            with self.lock:
-                self.confirmations += 1
-                hasty = self.confirmations % 5 == 1
-            return Answer.text("Yes, go ahead. ###STOP###" if hasty else "Yes, go ahead.")
-        if len(body["messages"]) <= 2:
-            return Answer.text("Hi, I'd like to exchange two items of order #W2378156. I'm Yusuf Rossi, zip code 19122.")
-        return Answer.text("Thanks, that's all. ###STOP###")
 
 
 def spec(folder: Path, customer_url: str, action: str | None, samples: int) -> Path:

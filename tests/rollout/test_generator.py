@@ -13,6 +13,7 @@ from ctu.composition import build_components
 from ctu.rollout.build import build_generator
 from ctu.rollout.sampling import SampleResult
 from ctu.spec import spec_from_dict
+from tests.support.hasty_customer import HastyCustomer, confirming_turns
 from tests.support.openai_server import Answer, ScriptedOpenAIServer
 
 from .conftest import ChatReplaySampler, ReplayScript, scripted_sampler
@@ -475,48 +476,18 @@ def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, 
 
 
 class ConfirmingAgent:
-    """Retail task 0's gold replay, with a request to confirm the exchange before it runs (as tau2's retail policy
-    asks), turn by turn: the turn's index is the assistant headers in the prompt, less the greeting and the new one."""
+    """Retail task 0's gold replay with a request to confirm before the write (`confirming_turns`), turn by turn:
+    the turn's index is the assistant headers in the prompt, less the greeting and the new one."""
 
     def __init__(self, tokenizer) -> None:
-        from ctu.components.parsers.base import ParsedTurn
-        from tau_bench_env.replay import GoldReplayAgent, effective_writes
-
         from .conftest import hermes_text
 
-        domain = __import__("tau_bench_env.env", fromlist=["shared_domain"]).shared_domain("retail")
-        task = domain.task("0")
-        turns = list(GoldReplayAgent(task, None, effective_writes(domain.episode_environment(task), task)).turns())
-        write = next(i for i, turn in enumerate(turns) if any(call.name in domain.write_tools for call in turn.tool_calls))
-        turns.insert(write, ParsedTurn(content="I can exchange both items now. Do you confirm the exchange (yes/no)?"))
-        self.texts = [hermes_text(turn) for turn in turns]
+        self.texts = [hermes_text(turn) for turn in confirming_turns()]
         self.tokenizer = tokenizer
 
     def __call__(self, prompt_ids: list[int], call: int) -> str:
         index = self.tokenizer.decode(prompt_ids).count("<|im_start|>assistant") - 2
         return self.texts[min(index, len(self.texts) - 1)]
-
-
-class HastyCustomer:
-    """A user LLM on 127.0.0.1 for retail task 0 that, in its reply to every fifth request to confirm (the 1st,
-    6th, ...), agrees and hangs up at once, before the agent's write (tau2-bench issue #182's fault)."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.confirmations = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict) -> Answer:
-        said = body["messages"][-1]["content"] or ""  # the agent's last message (the customer's view: role flipped)
-        if "(yes/no)" in said:
-            with self.lock:
-                self.confirmations += 1
-                hasty = self.confirmations % 5 == 1
-            return Answer.text("Yes, go ahead. ###STOP###" if hasty else "Yes, go ahead.")
-        if len(body["messages"]) <= 2:
-            return Answer.text("Hi, I'd like to exchange two items of order #W2378156. I'm Yusuf Rossi, zip code 19122.")
-        return Answer.text("Thanks, that's all. ###STOP###")
 
 
 @pytest.mark.parametrize("action", ["exclude", "retry", "keep"])
