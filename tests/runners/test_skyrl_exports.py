@@ -1,6 +1,6 @@
-"""Tied word embeddings on SkyRL (`ctu.backends.skyrl.exports`): an export's config is made to say what the export
-holds (SkyRL's FSDP2 training unties them; a tied config would make vLLM, Tinker and older transformers drop the
-trained output projection), and `ctu validate` warns of a tied model in a SkyRL GRPO run, read offline."""
+"""Tied word embeddings in SkyRL's exports (`ctu.backends.skyrl.exports`): an export's config is made to say what the
+export holds when it holds an output projection of its own (a tied config would make vLLM, Tinker and older
+transformers drop it), and is left alone when it holds one matrix, as a run with ctu's tie fix exports it."""
 
 from __future__ import annotations
 
@@ -55,36 +55,6 @@ def test_a_tied_export_is_left_as_it_is(tmp_path: Path) -> None:
     for folder in (without_head, same_head, untied):
         assert untie_export_config(folder) is False
     assert tied(without_head) and tied(same_head) and not tied(untied)
-
-
-def test_tied_embeddings_are_read_from_a_folder_or_the_hugging_face_cache_offline(tmp_path: Path, monkeypatch):
-    from ctu.backends.skyrl.exports import tied_embeddings
-
-    for name, tie in (("tied", True), ("untied", False)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps({"tie_word_embeddings": tie}))
-        assert tied_embeddings(str(tmp_path / name)) is tie
-    snapshot = tmp_path / "hub" / "models--Org--Small-3B" / "snapshots" / "0123abc"
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    assert tied_embeddings("Org/Small-3B") is True
-    assert tied_embeddings("Org/Not-Cached-8B") is None  # nothing at hand: no network, no guess
-
-
-def test_validate_warns_of_a_tied_model_in_a_skyrl_grpo_run(tmp_path: Path):
-    from ctu.spec import load_spec
-
-    from ..conftest import REPO
-
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(f"extends: {REPO / 'tests' / 'skyrl_cpu' / 'smoke_skyrl.yaml'}\nmodel: {{path: {folder}}}\n")
-    assert any(w.path == "model.path" and "vLLM" in w.message for w in load_spec(spec).warnings)
-    (folder / "config.json").write_text(json.dumps({"tie_word_embeddings": False}))
-    assert not any(w.path == "model.path" for w in load_spec(spec).warnings)
 
 
 def test_an_export_not_on_this_node_is_left_alone(tmp_path: Path):

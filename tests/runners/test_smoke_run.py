@@ -353,10 +353,16 @@ def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):
     assert lines[0]["train/sft_tokens_seen"] == tinker_step["train/sft_tokens_seen"]
     assert json.loads((runs / "sft_skyrl" / "state.json").read_text()) == {"backend": "skyrl", "step": 2}
     assert (runs / "sft_skyrl" / "checkpoints" / "global_step_2" / "trainer_state.pt").exists()
-    # SkyRL's FSDP2 training unties the built-in model's tied embeddings: the export's config says so, or Tinker
-    # would serve the embedding as the output projection (ctu.backends.skyrl.exports)
-    exported = json.loads((runs / "sft_skyrl" / "exports" / "global_step_2" / "policy" / "config.json").read_text())
-    assert exported["tie_word_embeddings"] is False
+    # the built-in model's embeddings stayed tied through SkyRL's FSDP2 training (ctu.backends.skyrl.tied_embeddings):
+    # the export holds one matrix, and says so
+    export = runs / "sft_skyrl" / "exports" / "global_step_2" / "policy"
+    assert json.loads((export / "config.json").read_text())["tie_word_embeddings"] is True
+    from safetensors import safe_open
+
+    with safe_open(str(export / "model.safetensors"), framework="pt") as weights:
+        if "lm_head.weight" in set(weights.keys()):  # saved twice, it is the same matrix
+            assert weights.get_tensor("lm_head.weight").equal(weights.get_tensor("model.embed_tokens.weight"))
+    assert "rank 0: tied embeddings still tied after an optimizer step" in trained.stdout
     ctu("eval", "--run-dir", "runs/cpu_recipe/sft_skyrl", "--limit", "1")  # its Hugging Face export, served
     skyrl_eval = runs / "sft_skyrl" / "eval" / "sft_skyrl-step2"
     assert json.loads((skyrl_eval / "eval.json").read_text())["overall"]["episodes"] == 1

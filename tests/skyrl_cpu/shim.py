@@ -12,16 +12,13 @@ README.md beside this file.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
+
+from ctu.backends.skyrl.import_hooks import after_import
 
 SITE = Path(__file__).resolve().parent / "site"
 REPO = Path(__file__).resolve().parents[2]
@@ -77,38 +74,6 @@ def install() -> None:
     if os.environ.get("CTU_WEIGHT_SYNC_DIR"):
         after_import("skyrl.backends.skyrl_train.workers.worker_dispatch",
                      lambda module: install_weight_sync(module.WorkerDispatch, Path(os.environ["CTU_WEIGHT_SYNC_DIR"])))
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs a callback on a module right after it is first imported (a module imported in a Ray worker's setup
-    hook, before the worker is up, can crash Ray's core worker)."""
-
-    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
-        self.name, self.callback = name, callback
-
-    def find_spec(self, fullname: str, path: object, target: object = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module, callback = spec.loader.exec_module, self.callback
-
-        def exec_and_patch(module: ModuleType) -> None:
-            exec_module(module)
-            callback(module)
-
-        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
-        return spec
-
-
-def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:
-    """Call `callback(module)` once module `name` is imported (at once if it already is)."""
-    if name in sys.modules:
-        callback(sys.modules[name])
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
 def install_weight_sync(WorkerDispatch: type, export: Path) -> None:

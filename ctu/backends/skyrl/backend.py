@@ -56,8 +56,7 @@ class SkyRLBackend:
         """Many more full-model exports than `hf_save_interval` says: SkyRL's GRPO trainer exports the policy at every
         epoch's end too (its SFT trainer does not), and each is a full model (16 GB for an 8B one in bf16). Dynamic
         sampling allowed more batches a step than an epoch holds: SkyRL drops a step's partial batch at its epoch's
-        end, so an epoch's batches are the real limit. A model with tied word embeddings in GRPO: SkyRL trains its output projection apart, and vLLM
-        never sees it (`ctu.backends.skyrl.exports`)."""
+        end, so an epoch's batches are the real limit."""
         from ctu.spec.schedule import schedule
 
         plan = schedule(spec)
@@ -74,16 +73,6 @@ class SkyRLBackend:
             )
         if spec.data.sft is not None:
             return
-        from ctu.backends.skyrl.exports import tied_embeddings
-
-        if tied_embeddings(spec.model.path):
-            yield SpecIssue(
-                "model.path",
-                "this model ties its word embeddings, and SkyRL's FSDP2 training unties them: the trainer updates its "
-                "own output projection while vLLM, serving the model tied, ignores it at every weight sync, so the "
-                "policy sampled drifts from the policy trained (off-policy by more each step); the exports are "
-                "right (ctu marks them untied). An untied model (Qwen2.5-7B, Qwen3-8B) has no such gap",
-            )
         interval = spec.trainer.hf_save_interval or plan.total_steps
         exports = len({step for step in range(1, plan.total_steps + 1)
                        if step % plan.steps_per_epoch == 0 or step % interval == 0 or step == plan.total_steps})

@@ -1,6 +1,7 @@
 """Every Ray worker of a `skyrl` run starts here (Ray's ``worker_process_setup_hook``), before it imports anything
-of the run: the libraries' output goes to the run's log file, ctu's own lines to the console; then the spec's own
-setup hook runs.
+of the run: the libraries' output goes to the run's log file, ctu's own lines to the console; ctu's fix of
+tied word embeddings is put in place for when the worker imports SkyRL's FSDP strategy
+(`ctu.backends.skyrl.tied_embeddings`); then the spec's own setup hook runs.
 
 A worker's standard output and error reach the driver's console through Ray's log streaming. Unless the run is
 verbose (``ctu run --verbose``), `setup` points the worker's standard error (file descriptor 2: Python's warnings,
@@ -28,7 +29,8 @@ HOOK = f"{__name__}.setup"
 
 
 def setup() -> None:
-    """Route this worker's output (see the module docstring), then call the spec's own hook, if any.
+    """Route this worker's output, install the tied-embedding fix (see the module docstring), then call the spec's
+    own hook, if any.
 
     Raises:
         ImportError, AttributeError: the spec's hook names no importable function (Ray then fails the worker's
@@ -39,6 +41,9 @@ def setup() -> None:
         from ctu.runners.console import route_stderr
 
         route_stderr(log_file)
+    from ctu.backends.skyrl import tied_embeddings
+
+    tied_embeddings.install()
     user_hook = os.environ.get(USER_HOOK_ENV)
     if user_hook:
         module, _, function = user_hook.rpartition(".")

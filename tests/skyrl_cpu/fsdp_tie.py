@@ -1,0 +1,65 @@
+"""One rank of SkyRL's FSDP2 strategy on CPU with a tied tiny Qwen3: init, one training step, and what became of
+the tie. Test support for tests/runners/test_skyrl_tied_embeddings.py, never shipped.
+
+Run: `python -m tests.skyrl_cpu.fsdp_tie RANK WORLD_SIZE PORT OUT.json [--no-fix]`, one process per rank. With
+`--no-fix` ctu's tie fix is not installed (the tie broken on purpose, as SkyRL 0.4.0 alone leaves it). Writes, from
+every rank: whether ``lm_head.weight`` is the embedding's parameter after init and after the step, the optimizer's
+parameter count, and (rank 0) the largest difference between the full state dict's output projection and
+embedding after the step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+
+def main() -> None:
+    rank, world, port, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    from tests.skyrl_cpu.shim import install as cpu
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout)
+    cpu()
+    if "--no-fix" not in sys.argv:
+        from ctu.backends.skyrl import tied_embeddings
+
+        tied_embeddings.install()
+    import torch
+    import torch.distributed as dist
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    empty = torch.empty  # SkyRL's buffer broadcast allocates on "cuda" on ranks past 0 (the shim covers rank 0's)
+    torch.empty = lambda *args, device=None, **kwargs: empty(*args, device="cpu" if device == "cuda" else device, **kwargs)
+    dist.init_process_group(backend="gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    from skyrl.backends.skyrl_train.distributed.fsdp_strategy import FSDPStrategy
+    from skyrl.backends.skyrl_train.distributed.fsdp_utils import fsdp2_get_full_state_dict
+    from skyrl.train.config import FSDPConfig, OptimizerConfig
+
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=1, head_dim=32, tie_word_embeddings=True)
+    model = AutoModelForCausalLM.from_config(config)
+    strategy = FSDPStrategy(FSDPConfig(), OptimizerConfig(lr=1e-2, max_grad_norm=1.0), num_training_steps=2)
+    strategy.setup_distributed()
+    model, optimizer, scheduler = strategy.prepare((model, None, None))
+    tied_after_init = model.lm_head.weight is model.model.embed_tokens.weight
+    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(rank))
+    loss = torch.nn.functional.cross_entropy(model(input_ids=ids).logits[:, :-1].reshape(-1, 128), ids[:, 1:].reshape(-1))
+    loss.backward()
+    strategy.optimizer_step(optimizer, model, scheduler)
+    tied_after_step = model.lm_head.weight is model.model.embed_tokens.weight
+    state = fsdp2_get_full_state_dict(model, cpu_offload=True, rank0_only=True)
+    gap = None
+    if rank == 0:
+        gap = float((state["lm_head.weight"].float() - state["model.embed_tokens.weight"].float()).abs().max())
+    params = sum(len(group["params"]) for group in optimizer.param_groups)
+    out.write_text(json.dumps({"rank": rank, "tied_after_init": tied_after_init, "tied_after_step": tied_after_step,
+                               "optimizer_params": params, "head_minus_embedding_max": gap}))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
