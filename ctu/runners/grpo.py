@@ -1,6 +1,7 @@
 """GRPO's arithmetic: group-normalised advantages with infrastructure errors left out, which groups have no reward
 spread (zero-variance filtering and dynamic sampling), the rule that skips a step with too many infrastructure errors
-(both backends), and the Tinker loop's per-token training data and learning rate.
+(both backends), how far the sampler's log-probabilities are from the trainer's (both backends), and the Tinker
+loop's per-token training data and learning rate.
 
 Advantages follow GRPO (Shao et al. 2024, arXiv:2402.03300): each trajectory's reward minus its group's mean,
 divided by the group's standard deviation (plus 1e-6) when `norm_by_std` (Dr. GRPO, Liu et al. 2025,
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from ctu.metrics import TRAIN, metric
 
 EPSILON = 1e-6
 SPREAD_TOLERANCE = 1e-6
@@ -78,6 +81,56 @@ def skipped_step_message(step: int, infra_errors: Sequence[str | None], max_infr
             f"(more than trainer.max_infra_error_rate = {max_infra_error_rate}); first: {first}")
 
 
+LOGPROB_GAP_MEAN = metric(TRAIN, "logprob_gap_mean")
+LOGPROB_GAP_MAX = metric(TRAIN, "logprob_gap_max")
+LOGPROB_GAP_OVER = metric(TRAIN, "logprob_gap_frac_over")
+LOGPROB_GAP_TOKENS = metric(TRAIN, "logprob_gap_tokens")
+
+
+def logprob_gap(sampled: Sequence[float], trained: Sequence[float], token_threshold: float) -> dict[str, float]:
+    """How far the policy sampled is from the policy trained, on the tokens a step trains on: for each sampled token,
+    the absolute difference between the sampler's log-probability and the trainer's, before the update.
+
+    On-policy training has only numerical noise here (bf16 against fp32, kernels): a mean of ~0.005-0.02 nats on GPUs
+    (SkyRL's `rollout_train_logprobs_abs_diff`, Yao et al. 2025, "Your efficient RL framework secretly brings you
+    off-policy RL training"), plus up to ``-log(top_p)`` where the sampler reports the nucleus-renormalised
+    distribution. A larger gap means the sampler serves other weights (a weight sync that missed a parameter, tied
+    embeddings untied), another temperature, or other tokens (a chat template or tokenisation that differs).
+
+    Args:
+        sampled: the sampler's log-probability of each trained token (nats).
+        trained: the trainer's log-probability of the same tokens, in the same order (nats).
+        token_threshold: a token counts in ``train/logprob_gap_frac_over`` when its difference exceeds this.
+
+    Returns:
+        ``train/logprob_gap_mean``, ``_max``, ``_frac_over`` and ``_tokens`` (the tokens compared); empty for no token.
+
+    Raises:
+        ValueError: the two differ in length.
+    """
+    if len(sampled) != len(trained):
+        raise ValueError(f"{len(sampled)} sampler log-probabilities for {len(trained)} trainer ones")
+    gaps = [abs(float(a) - float(b)) for a, b in zip(sampled, trained, strict=True)]
+    if not gaps:
+        return {}
+    return {LOGPROB_GAP_MEAN: sum(gaps) / len(gaps), LOGPROB_GAP_MAX: max(gaps),
+            LOGPROB_GAP_OVER: sum(gap > token_threshold for gap in gaps) / len(gaps), LOGPROB_GAP_TOKENS: float(len(gaps))}
+
+
+def logprob_gap_warning(step: int, metrics: dict[str, float], token_threshold: float, warn_mean: float | None) -> str | None:
+    """The warning both backends log once for a step whose ``train/logprob_gap_mean`` (`logprob_gap`) exceeds
+    `warn_mean` (the spec's `algorithm.logprob_gap.warn_mean`; None: never), with what to check; else None."""
+    gap = metrics.get(LOGPROB_GAP_MEAN)
+    if warn_mean is None or gap is None or gap <= warn_mean:
+        return None
+    return (f"step {step}: the sampler's and the trainer's log-probabilities of the sampled tokens differ by {gap:.3f} "
+            f"nats on average (max {metrics[LOGPROB_GAP_MAX]:.3f}; {metrics[LOGPROB_GAP_OVER]:.1%} of "
+            f"{metrics[LOGPROB_GAP_TOKENS]:.0f} tokens past {token_threshold}), more than algorithm.logprob_gap.warn_mean "
+            f"= {warn_mean}: the policy trains off-policy. Check that the sampler serves the weights trained (the weight "
+            "sync; tied embeddings), at the temperature and top_p the trainer assumes, with the same chat template and "
+            "tokenizer; algorithm.off_policy_correction corrects a gap it cannot remove")
+
+
 @dataclass
 class TokenData:
     """One trajectory as next-token training data.
@@ -88,12 +141,14 @@ class TokenData:
         logprobs: the sampler's log-probability of each target that the policy generated, else 0.
         advantages: the trajectory's advantage on each target the policy generated, else 0 (so observation
             and prompt tokens never carry gradient).
+        generated: whether the policy generated each target (its loss mask, shifted).
     """
 
     inputs: list[int]
     targets: list[int]
     logprobs: list[float]
     advantages: list[float]
+    generated: list[bool]
 
 
 def token_data(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_mask: Sequence[int],
@@ -113,6 +168,7 @@ def token_data(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_mask
         targets=tokens[1:],
         logprobs=[p if m else 0.0 for p, m in zip(probs[1:], mask[1:])],
         advantages=[advantage if m else 0.0 for m in mask[1:]],
+        generated=[bool(m) for m in mask[1:]],
     )
 
 

@@ -258,6 +258,18 @@ class OffPolicyCorrection(Section):
     """`sequence`: the cap on a trajectory's ratio (SkyRL's default; it recommends 2-10)."""
 
 
+class LogprobGap(Section):
+    """How far the sampler's log-probability of each sampled token may be from the trainer's before the update
+    (``train/logprob_gap_mean``, ``_max``, ``_frac_over``, ``_tokens`` every step, both backends) before the run
+    warns that it trains off-policy (`ctu.runners.grpo.logprob_gap`)."""
+
+    token_threshold: float = Field(0.5, gt=0.0)
+    """A token whose difference exceeds this (nats) counts in ``train/logprob_gap_frac_over``."""
+    warn_mean: float | None = Field(0.1, gt=0.0)
+    """Warn, once per step, when the step's mean difference exceeds this (nats); null: never. On-policy training
+    shows ~0.005-0.02 on GPUs, plus up to -log(top_p) where the sampler reports the renormalised nucleus."""
+
+
 class Algorithm(Section):
     """GRPO: group-normalised advantages and a clipped policy loss (Shao et al. 2024, arXiv:2402.03300)."""
 
@@ -300,6 +312,8 @@ class Algorithm(Section):
     off_policy_correction: OffPolicyCorrection | None = None
     """Correct for the sampler's probabilities differing from the trainer's (null: off). Needs the sampler's
     logprobs of the sampled ids after temperature, which ctu's SkyRL sampler always returns."""
+    logprob_gap: LogprobGap = Field(default_factory=LogprobGap)
+    """Measure, every step, how far the sampler's log-probabilities are from the trainer's, and when to warn."""
 
 
 class Optimizer(Section):
@@ -413,6 +427,25 @@ class TaskGeneration(Section):
     """Stop after this many proposals even if fewer than `count` tasks were kept (default 20 x count)."""
     validation_ratio: float = Field(0.1, ge=0.0, lt=1.0)
     """Share of the kept tasks in split `validation` (seeded); the rest are split `train`."""
+    splits: dict[str, float] = Field(default_factory=dict)
+    """More splits carved out of the kept tasks after `validation`, each with its share (seeded), for example
+    `{rl: 0.4}`: tasks GRPO trains on that the SFT data (split `train`) never holds. The rest are split `train`."""
+
+    @field_validator("splits")
+    @classmethod
+    def _extra_splits(cls, splits: dict[str, float]) -> dict[str, float]:
+        for name, share in splits.items():
+            if name in ("train", "validation", "base") or not name or "+" in name:
+                raise ValueError(f"split {name!r}: a name of its own (not train, validation or base, without '+')")
+            if not 0.0 < share < 1.0:
+                raise ValueError(f"split {name!r}: a share between 0 and 1, not {share}")
+        return splits
+
+    @model_validator(mode="after")
+    def _shares(self) -> TaskGeneration:
+        if self.validation_ratio + sum(self.splits.values()) >= 1.0:
+            raise ValueError("validation_ratio and the splits' shares leave no task for split `train`")
+        return self
     concurrency: PositiveInt = Field(1, le=256)
     """Proposals requested at once (an `llm` generator's requests in flight); they are verified and recorded in
     order, so the files do not depend on it."""

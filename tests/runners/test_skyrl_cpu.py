@@ -104,6 +104,10 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
     assert f"Ray workers run {REPO}/.venv/bin/python): vllm, flash_attn import; CUDA sees 1 GPU(s)" in first.stdout
+    # the built-in model's tied embeddings stayed tied in the policy worker, after its init and its optimizer step
+    # (ctu.backends.skyrl.tied_embeddings; SkyRL 0.4.0 alone unties them)
+    assert "rank 0: tied embeddings kept tied (lm_head.weight is the embedding; SkyRL's FSDP2 init had untied them)" in first.stdout
+    assert "rank 0: tied embeddings still tied after an optimizer step" in first.stdout
     run = tmp_path / "run"
     # the console is ctu's: SkyRL's and the libraries' logs went to the run's log file (named once), SkyRL's config
     # to a file of its own; the preflight said what passed
@@ -144,6 +148,10 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
         # of the temperature-scaled one, so they differ by at most -log(top_p) (0.051) plus the trainer's bf16
         # rounding; vLLM's default raw logprobs (before temperature) differed by 0.16-0.18 here (at temperature 0.85)
         assert line["policy/rollout_train_logprobs_abs_diff_mean"] < -math.log(TOP_P) + 0.02
+        # ctu's own figure of the same gap (both backends compute it alike), with its share of far-off tokens
+        assert line["train/logprob_gap_mean"] == pytest.approx(line["policy/rollout_train_logprobs_abs_diff_mean"], rel=1e-3)
+        assert line["train/logprob_gap_max"] == pytest.approx(line["policy/rollout_train_logprobs_abs_diff_max"], rel=1e-3)
+        assert line["train/logprob_gap_frac_over"] < 0.01 and line["train/logprob_gap_tokens"] > 0
         assert line["policy/policy_kl"] >= 0.0  # the KL loss against the reference model, reported only when on
         assert line["generation/num_trajectories"] == 8.0 and "policy/grad_norm" in line
         # SkyRL's own reward/avg_raw_reward is the final reward; tau2's outcome keeps a name of its own
@@ -263,6 +271,10 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
         # trainer logprobs agree at the 8B spec's sampling parameters (see the two-step test)
         assert line["generation/rerendered_turns"] == 0.0
         assert line["policy/rollout_train_logprobs_abs_diff_mean"] < -math.log(TOP_P) + 0.02
+        # ctu's own figure of the same gap (both backends compute it alike), with its share of far-off tokens
+        assert line["train/logprob_gap_mean"] == pytest.approx(line["policy/rollout_train_logprobs_abs_diff_mean"], rel=1e-3)
+        assert line["train/logprob_gap_max"] == pytest.approx(line["policy/rollout_train_logprobs_abs_diff_max"], rel=1e-3)
+        assert line["train/logprob_gap_frac_over"] < 0.01 and line["train/logprob_gap_tokens"] > 0
     # the correction ran on the sampler's logprobs of the sampled ids (SkyRL's off-policy metrics)
     assert any(name.startswith("policy/") and "is_ratio" in name for name in trained[0]), sorted(trained[0])
 

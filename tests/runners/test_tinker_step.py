@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import tinker
 
 from ctu.backends.tinker.batch import StepPlan
 from ctu.backends.tinker.runner import TinkerRunner
@@ -19,8 +20,9 @@ from tau_bench_env.outcome import EpisodeResult
 
 
 class Done:
-    def __init__(self, metrics: dict[str, float]) -> None:
+    def __init__(self, metrics: dict[str, float], loss_fn_outputs: list | None = None) -> None:
         self.metrics = metrics
+        self.loss_fn_outputs = loss_fn_outputs or []
 
     async def result_async(self) -> Done:
         return self
@@ -29,13 +31,19 @@ class Done:
 class RecordingTraining:
     """Records what a step sends to Tinker's `forward_backward` and whether it steps the optimizer."""
 
-    def __init__(self) -> None:
+    def __init__(self, target_logprobs: list[float] | None = None) -> None:
         self.advantages: list[list[float]] = []
+        self.sampler_logprobs: list[list[float]] = []
         self.optimizer_steps = 0
+        self.target_logprobs = target_logprobs
+        """What the trainer's forward pass gives each datum's targets (Tinker's ``loss_fn_outputs``), if anything."""
 
     async def forward_backward_async(self, data, loss, config):
         self.advantages += [list(datum.loss_fn_inputs["advantages"].to_numpy()) for datum in data]
-        return Done({"loss:sum": 0.5})
+        self.sampler_logprobs += [list(datum.loss_fn_inputs["logprobs"].to_numpy()) for datum in data]
+        outputs = [{"logprobs": tinker.types.TensorData(data=self.target_logprobs, dtype="float32", shape=[len(self.target_logprobs)])}
+                   for _ in data] if self.target_logprobs is not None else None
+        return Done({"loss:sum": 0.5}, outputs)
 
     async def optim_step_async(self, params):
         self.optimizer_steps += 1
@@ -52,7 +60,7 @@ class FixedGenerator:
     async def run_batch(self, prompts, extras, phase, step):
         rewards, errors = self.batches.pop(0)
         self.calls.append([str(extra["task_id"]) for extra in extras])
-        records = [TrajectoryRecord([1, 2], [3, 4], [1, 1], [0.0, 0.0], reward, "stop", EpisodeResult("retail", "1"),
+        records = [TrajectoryRecord([1, 2], [3, 4], [1, 1], [-0.5, -1.0], reward, "stop", EpisodeResult("retail", "1"),
                                     infra_error=error) for reward, error in zip(rewards, errors)]
         return RolloutBatch(records, {})
 
@@ -63,14 +71,16 @@ class FixedGenerator:
 ROWS = [TaskRow({"domain": "retail", "task_id": str(i)}) for i in range(6)]
 
 
-def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, **trainer):
-    """One step of two tasks x two samples; `more` are the batches dynamic sampling draws next."""
+def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, **trainer):
+    """One step of two tasks x two samples (each a prompt of 2 tokens and a response of 2 the sampler gave
+    log-probabilities -0.5 and -1.0); `more` are the batches dynamic sampling draws next; `target_logprobs`, the
+    trainer's of the 3 targets."""
     minimal["rollout"] = {"n_samples_per_prompt": 2}
     minimal["trainer"] = {"train_batch_size": 2, "policy_mini_batch_size": 2, **trainer}
     minimal["algorithm"] = {"use_kl_loss": False, **(algorithm or {})}
     spec = spec_from_dict(minimal).spec
     runner = TinkerRunner(spec, spec.backend.params, RunDir(tmp_path), progress=False)
-    training = RecordingTraining()
+    training = RecordingTraining(target_logprobs)
     plan = StepPlan(ROWS, 2, 1, 0, shuffle=False, max_steps=None)
     generator = FixedGenerator((rewards, infra_errors), *more)
     metrics = asyncio.run(runner._train_step(generator, training, plan, 1))
@@ -83,6 +93,27 @@ def test_an_infrastructure_error_trains_nothing_and_leaves_its_group_without_a_b
     assert [a[-1] for a in training.advantages] == pytest.approx([0.7071, -0.7071], abs=1e-3)
     assert training.optimizer_steps == 1
     assert metrics["train/trained_trajectories"] == 2.0 and metrics["train/skipped_steps"] == 0.0
+
+
+def test_the_samplers_log_probabilities_are_compared_with_the_trainers_before_the_update(minimal, tmp_path, caplog):
+    # the trainer's forward pass on the 3 targets (the prompt's last token and the 2 sampled): the sampled ones are
+    # 0.1 and 0.8 from the sampler's -0.5 and -1.0
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4, target_logprobs=[-9.0, -0.6, -0.2],
+                                algorithm={"logprob_gap": {"token_threshold": 0.5, "warn_mean": 0.3}})
+    assert training.sampler_logprobs[0] == pytest.approx([0.0, -0.5, -1.0])  # what the loss weighs against
+    assert metrics["train/logprob_gap_mean"] == pytest.approx(0.45)
+    assert metrics["train/logprob_gap_max"] == pytest.approx(0.8)
+    assert metrics["train/logprob_gap_frac_over"] == 0.5
+    assert metrics["train/logprob_gap_tokens"] == 8.0  # 2 sampled tokens x 4 trained trajectories
+    assert "step 1: the sampler's and the trainer's log-probabilities of the sampled tokens differ by 0.450" in caplog.text
+    assert caplog.text.count("differ by") == 1  # once for the step
+    caplog.clear()
+    _, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4, target_logprobs=[-9.0, -0.6, -0.2],
+                         algorithm={"logprob_gap": {"warn_mean": None}})
+    assert metrics["train/logprob_gap_mean"] == pytest.approx(0.45) and "differ by" not in caplog.text  # measured, no warning
+    # a trainer that returns no log-probabilities gives no figure, rather than a made-up one
+    _, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4)
+    assert not any(name.startswith("train/logprob_gap") for name in metrics)
 
 
 def test_a_step_over_the_infra_error_rate_is_skipped(minimal, tmp_path, caplog):

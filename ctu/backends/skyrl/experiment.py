@@ -169,6 +169,7 @@ class CtuPPOExp(BasePPOExp):
             inference_engine_client=inference_engine_client, generator=generator, colocate_pg=colocate_pg,
         )
         trainer.max_infra_error_rate = self.spec.trainer.max_infra_error_rate
+        trainer.logprob_gap = self.spec.algorithm.logprob_gap
         trainer.run_dir = RunDir(self.run_dir)
         self._route_logs()  # SkyRL's trainer set its console sink up again
         return trainer

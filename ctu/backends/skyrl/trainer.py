@@ -51,12 +51,19 @@ class CtuTraining:
     sampling or `sample_full_batch` dropped, and those left in the batch, which `zero_variance_filter` masks), and
     ``train/sampling_rounds``, the batches dynamic sampling sampled for the step.
 
+    **On-policy**: ``train/logprob_gap_mean``, ``_max``, ``_frac_over`` and ``_tokens``, the sampler's log-probability
+    of each trained token against the trainer's forward pass before the update (`ctu.runners.grpo.logprob_gap`, as
+    the tinker backend computes it), and a warning for a step past ``algorithm.logprob_gap.warn_mean``; SkyRL's own
+    ``policy/rollout_train_logprobs_abs_diff_*`` stay beside them.
+
     **Exports**: a Hugging Face export's config says what it holds (`ctu.backends.skyrl.exports`: SkyRL's FSDP2
     training unties tied word embeddings).
     """
 
     max_infra_error_rate: float = 0.5
     """Set by `CtuPPOExp` from the spec."""
+    logprob_gap: Any = None
+    """The spec's `algorithm.logprob_gap` (`ctu.spec.models.LogprobGap`), set by `CtuPPOExp`; None: its defaults."""
     run_dir: RunDir | None = None
     """The run directory, set by `CtuPPOExp`: its ``state.json`` follows each completed checkpoint."""
     _skip_step: bool = False
@@ -184,6 +191,26 @@ class CtuTraining:
         self.all_metrics["loss/avg_raw_advantages"] = valid.mean().item() if valid.numel() else 0.0
         self.all_metrics["loss/avg_raw_advantages_abs"] = valid.abs().mean().item() if valid.numel() else 0.0
         return data
+
+    def fwd_logprobs_values_reward(self, training_input: Any) -> Any:
+        """SkyRL's forward passes before the update, then ctu's on-policy figures from the policy's (see the class
+        docstring); none when SkyRL skipped the policy's forward pass (a loss against the sampler's logprobs) or the
+        batch has no sampler logprobs."""
+        from ctu.runners.grpo import logprob_gap, logprob_gap_warning
+        from ctu.spec.models import LogprobGap
+
+        training_input = super().fwd_logprobs_values_reward(training_input)  # type: ignore[misc]
+        sampled, trained = training_input.get("rollout_logprobs", None), training_input.get("action_log_probs", None)
+        if sampled is None or trained is None:
+            return training_input
+        mask = training_input["loss_mask"] > 0
+        settings = self.logprob_gap or LogprobGap()
+        gap = logprob_gap(sampled[mask].float().tolist(), trained[mask].float().tolist(), settings.token_threshold)
+        self.all_metrics.update(gap)
+        warning = logprob_gap_warning(self.global_step, gap, settings.token_threshold, settings.warn_mean)
+        if warning:
+            logger.warning(warning)
+        return training_input
 
     def train_critic_and_policy(self, data: Any) -> dict[str, float]:
         """SkyRL's update, unless the step is skipped (`train/skipped_steps`)."""

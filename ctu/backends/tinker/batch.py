@@ -61,6 +61,7 @@ class SampledBatch:
         rounds: batches sampled (``train/sampling_rounds``).
         dropped: groups without a reward spread seen (``train/zero_variance_groups``).
         generate_seconds: time in the generator, over every round.
+        sampler_logprobs: whether every trajectory's logprobs are the sampler's (else some are the 0s put in).
     """
 
     output: dict[str, list[Any]] = field(default_factory=lambda: {key: [] for key in TRAINED_KEYS})
@@ -69,12 +70,14 @@ class SampledBatch:
     rounds: int = 0
     dropped: int = 0
     generate_seconds: float = 0.0
+    sampler_logprobs: bool = True
 
     def add(self, batch: RolloutBatch) -> None:
         """Append one `Rollout.run_batch` call's trajectories; their logprobs are 0 unless every one of the
         batch's trajectories has one for each response token (`RolloutBatch.sampled_logprobs`)."""
         records = batch.records
         logprobs = batch.sampled_logprobs or [[0.0] * len(r.response_ids) for r in records]
+        self.sampler_logprobs = self.sampler_logprobs and batch.sampled_logprobs is not None
         self.output["prompt_token_ids"] += [r.prompt_ids for r in records]
         self.output["response_ids"] += [r.response_ids for r in records]
         self.output["loss_masks"] += [r.loss_mask for r in records]

@@ -36,7 +36,15 @@ from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
-from ctu.runners.grpo import group_advantages, learning_rate, skip_step, skipped_step_message, token_data
+from ctu.runners.grpo import (
+    group_advantages,
+    learning_rate,
+    logprob_gap,
+    logprob_gap_warning,
+    skip_step,
+    skipped_step_message,
+    token_data,
+)
 from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.task_rows import TaskRow, episodes, evaluation_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
@@ -224,6 +232,8 @@ class TinkerRunner:
             config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
         trained = 0
         losses: list[float] = []
+        sampled_logprobs: list[float] = []
+        trainer_logprobs: list[float] = []
         for prompt, response, mask, probs, advantage in zip(
             output["prompt_token_ids"], output["response_ids"], output["loss_masks"], output["rollout_logprobs"], advantages
         ):
@@ -242,6 +252,11 @@ class TinkerRunner:
             loss = (getattr(result, "metrics", None) or {}).get("loss:sum")
             if loss is not None and math.isfinite(loss):
                 losses.append(float(loss))
+            forward = _target_logprobs(result)
+            if batch.sampler_logprobs and forward is not None and len(forward) == len(data.targets):
+                positions = [i for i, generated in enumerate(data.generated) if generated]
+                sampled_logprobs += [data.logprobs[i] for i in positions]
+                trainer_logprobs += [forward[i] for i in positions]
             trained += 1
         optimizer = spec.trainer.optimizer
         rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
@@ -261,6 +276,12 @@ class TinkerRunner:
         })
         if losses:
             metrics[metric(TRAIN, "loss_sum")] = sum(losses)
+        gap_settings = spec.algorithm.logprob_gap
+        gap = logprob_gap(sampled_logprobs, trainer_logprobs, gap_settings.token_threshold)
+        metrics.update(gap)
+        warning = logprob_gap_warning(step, gap, gap_settings.token_threshold, gap_settings.warn_mean)
+        if warning:
+            logger.warning(warning)
         return metrics
 
     async def _sft_step(self, account: Any, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
@@ -355,6 +376,18 @@ class TinkerRunner:
         self.run_dir.checkpoints.mkdir(parents=True, exist_ok=True)
         (self.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": result.path}) + "\n")
         return str(result.path)
+
+
+def _target_logprobs(result: Any) -> list[float] | None:
+    """The trainer's log-probability of each target token of a one-datum `forward_backward` result, computed with the
+    weights before the step's update (Tinker's ``loss_fn_outputs[0]["logprobs"]``; SkyRL's JAX backend returns it for
+    every loss); None when the result has none."""
+    outputs = getattr(result, "loss_fn_outputs", None) or []
+    if len(outputs) != 1 or not isinstance(outputs[0], dict) or outputs[0].get("logprobs") is None:
+        return None
+    values = outputs[0]["logprobs"]
+    values = getattr(values, "data", None) if not isinstance(values, dict) else values.get("data")
+    return None if values is None else [float(value) for value in values]
 
 
 def _loss_sum(result: Any) -> float | None:
