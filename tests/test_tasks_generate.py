@@ -202,3 +202,23 @@ def test_pass_rates_fall_into_buckets_and_a_list_of_splits_is_their_union(tmp_pa
     retail = build_domain("retail", {})
     union = retail.tasks("train+test")
     assert [task.id for task in union] == [task.id for task in retail.tasks("train")] + [task.id for task in retail.tasks("test")]
+
+
+def test_more_splits_are_carved_out_of_the_training_tasks_and_the_rest_stays_put(mock_tasks: Path, tmp_path: Path):
+    """`splits: {rl: 0.4}` (tasks RL trains on that the SFT data never holds): a share of its own, after
+    `validation`, which stays the same tasks; the rerun of a finished generation only writes its splits again."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(mock_tasks, out)
+    result = generate(str(generation_spec(tmp_path, {**MOCK_SECTION, "splits": {"rl": 0.4}})), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    before = json.loads((mock_tasks / "split_tasks.json").read_text())
+    after = json.loads((out / "split_tasks.json").read_text())
+    assert after["validation"] == before["validation"] and after["base"] == before["base"]
+    assert len(after["rl"]) == 80 and len(after["train"]) == 100
+    assert sorted(after["train"] + after["rl"]) == sorted(before["train"])
+    assert (out / "tasks.json").read_bytes() == (mock_tasks / "tasks.json").read_bytes()
+    refused = generate(str(generation_spec(tmp_path, {**MOCK_SECTION, "validation_ratio": 0.5, "splits": {"rl": 0.5}})),
+                       "--out", str(tmp_path / "none"))
+    assert refused.exit_code == 2 and "leave no task for split `train`" in refused.output

@@ -8,10 +8,10 @@ The folder it writes (``--out DIR``):
   uninterrupted generation would have made);
 - ``generation.json``: what decides each proposal's verdict (the domain, the generator and its params, the seed,
   the episode limits and the held-out task ids), so that a rerun deciding otherwise is refused rather than mixed
-  in; `count`, `max_proposals`, `validation_ratio` and `concurrency` may change between runs (a larger `count`
+  in; `count`, `max_proposals`, `validation_ratio`, `splits` and `concurrency` may change between runs (a larger `count`
   continues a finished generation);
 - at the end, in tau2's format, ``tasks.json`` (the kept tasks, in order) and ``split_tasks.json`` (``train`` and
-  ``validation``, by `validation_ratio` and the seed; ``base`` is every task), and ``provenance.json`` (generator,
+  ``validation``, by `validation_ratio` and the seed, and each of `splits` by its share; ``base`` is every task), and ``provenance.json`` (generator,
   params, domain, seed, counts proposed, kept and rejected by reason, seconds, versions). The two task files
   depend only on the section: a rerun with the same seed writes the same bytes.
 """
@@ -219,8 +219,14 @@ def _write_outputs(out_dir: Path, kept: list[Task], generation: TaskGeneration, 
     ids = [str(task.id) for task in kept]
     shuffled = list(ids)
     random.Random(f"{generation.seed}:split").shuffle(shuffled)
-    validation = set(shuffled[: round(len(ids) * generation.validation_ratio)])
-    splits = {"train": [i for i in ids if i not in validation], "validation": [i for i in ids if i in validation],
+    cursor = round(len(ids) * generation.validation_ratio)
+    assigned = dict.fromkeys(shuffled[:cursor], "validation")
+    for name, share in generation.splits.items():  # carved out after validation, in the spec's order
+        take = round(len(ids) * share)
+        assigned.update(dict.fromkeys(shuffled[cursor : cursor + take], name))
+        cursor += take
+    splits = {"train": [i for i in ids if i not in assigned],
+              **{name: [i for i in ids if assigned.get(i) == name] for name in ("validation", *generation.splits)},
               "base": ids}
     provenance = {
         "generator": generation.generator.type,
