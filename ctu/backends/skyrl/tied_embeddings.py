@@ -122,8 +122,8 @@ def patch(module: ModuleType) -> None:
                         "; SkyRL's FSDP2 init had untied them" if id(model) in untied else "")
         return result
 
-    module.apply_fsdp2 = apply_fsdp2_tied
-    module.fsdp2_load_full_state_dict = load_full_state_dict_tied
+    module.apply_fsdp2 = apply_fsdp2_tied  # type: ignore[attr-defined]
+    module.fsdp2_load_full_state_dict = load_full_state_dict_tied  # type: ignore[attr-defined]
     strategy = module.FSDPStrategy
     optimizer_step = strategy.optimizer_step
     reported = False
