@@ -104,10 +104,6 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
     assert f"Ray workers run {REPO}/.venv/bin/python): vllm, flash_attn import; CUDA sees 1 GPU(s)" in first.stdout
-    # the built-in model's tied embeddings stayed tied in the policy worker, after its init and its optimizer step
-    # (ctu.backends.skyrl.tied_embeddings; SkyRL 0.4.0 alone unties them)
-    assert "rank 0: tied embeddings kept tied (lm_head.weight is the embedding; SkyRL's FSDP2 init had untied them)" in first.stdout
-    assert "rank 0: tied embeddings still tied after an optimizer step" in first.stdout
     run = tmp_path / "run"
     # the console is ctu's: SkyRL's and the libraries' logs went to the run's log file (named once), SkyRL's config
     # to a file of its own; the preflight said what passed
@@ -171,6 +167,10 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     # colocated as the GPU specs are: SkyRL slept vLLM for each training phase and woke its weights, then its KV
     # cache, around each weight sync (vLLM's CPU worker keeps the memory: the calls are SkyRL's real cycle)
     calls = "".join(log.read_text(errors="replace") for log in (run / "logs").glob("infra-*.log"))
+    # the built-in model's tied embeddings stayed tied in the policy worker (and the reference model's), after its
+    # init and its optimizer step (ctu.backends.skyrl.tied_embeddings; SkyRL 0.4.0 alone unties them)
+    assert "rank 0: tied embeddings kept tied (lm_head.weight is the embedding; SkyRL's FSDP2 init had untied them)" in calls
+    assert "rank 0: tied embeddings still tied after an optimizer step" in calls
     assert calls.count("POST /wake_up?tags=weights") == calls.count("POST /wake_up?tags=kv_cache") == 4
     assert calls.count("POST /sleep") >= 4
     # vLLM's own worker loaded each of them in place of the weights it served (its log line of every reload)
