@@ -133,6 +133,9 @@ def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
     right id and a wrong status (``wrong status``); tool calls, none of them `update_task_status` (``wrong tool``);
     no well-formed call, with a parse failure (``garbled call``) or without (``no call``: the episode ended first);
     ``other`` (the right write among others that broke the outcome)."""
+    from ctu.components.parsers.hermes import HermesParser
+
+    parser = HermesParser()  # the chain's policy writes its calls as text (the spec's `hermes` parser)
     gold = {str(task["id"]): task["evaluation_criteria"]["actions"][0]["arguments"]
             for task in json.loads(tasks_file.read_text())}
     counts = dict.fromkeys(FAILURE_KINDS, 0)
@@ -140,10 +143,9 @@ def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
         line = json.loads(text)
         if line.get("test_set") != TEST_SET:
             continue
-        calls = [call["function"] for message in line["messages"] if message.get("role") == "assistant"
-                 for call in message.get("tool_calls") or []]
-        writes = [json.loads(call["arguments"]) if isinstance(call["arguments"], str) else call["arguments"]
-                  for call in calls if call["name"] == "update_task_status"]
+        calls = [call for message in line["messages"] if message.get("role") == "assistant" and message.get("content")
+                 for call in parser.parse(message["content"]).tool_calls]
+        writes = [call.arguments for call in calls if call.name == "update_task_status"]
         want = gold[str(line["task_id"])]
         if line["reward"] >= 1.0 - 1e-6:
             kind = "success"
