@@ -81,6 +81,7 @@ def cleanup():
     yield
     for kind in KINDS:
         registry[kind].unregister("contract_test")
+    registry.user_simulators.unregister("contract_test_current")
 
 
 def test_a_wrong_signature_and_a_sync_method_are_named(cleanup):
@@ -189,3 +190,40 @@ def test_static_and_class_methods_count(cleanup):
             raise NotImplementedError
 
     assert "contract_test" in registry.user_simulators
+
+
+def test_a_component_written_before_an_optional_argument_was_added_keeps_working_with_a_warning(cleanup, caplog):
+    """`seed` joined `UserSimulator.session` after users wrote simulators to the earlier contract: theirs still
+    registers, naming what to add, and ctu's calls reach it without the argument it does not take."""
+    sessions = []
+
+    @registry.user_simulators.register("contract_test")
+    class Older:
+        """A user simulator of the earlier contract: session(task, user_tools, trajectory)."""
+
+        def __init__(self, params):
+            self.params = params
+
+        def session(self, task, user_tools, trajectory):
+            sessions.append((task, user_tools, trajectory))
+            return "a session"
+
+    assert "session takes no `seed`: ctu calls it without (deprecated; accept seed=None" in caplog.text
+    info = registry.user_simulators.get("contract_test")
+    simulator = info.build(info.params_model())
+    assert simulator.session("task", None, [], seed=7) == "a session"  # as tau_bench_env's episode calls it
+    assert sessions == [("task", None, [])]
+    caplog.clear()
+
+    @registry.user_simulators.register("contract_test_current")
+    class Current(Older):
+        """Of the current contract: no warning, and the seed reaches it."""
+
+        def session(self, task, user_tools, trajectory, *, seed=None):
+            sessions.append(seed)
+            return "a session"
+
+    assert "deprecated" not in caplog.text
+    info = registry.user_simulators.get("contract_test_current")
+    info.build(info.params_model()).session("task", None, [], seed=7)
+    assert sessions[-1] == 7

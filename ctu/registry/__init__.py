@@ -43,6 +43,7 @@ registry per kind with entry points follows spaCy's `registry` over catalogue (h
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 import types
 import typing
@@ -55,7 +56,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ctu.errors import ComponentError, RegistryError, did_you_mean
-from ctu.registry.contracts import Contract, contract_of, contract_problems
+from ctu.registry.contracts import Contract, adapt, contract_of, contract_problems, optional_problems
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "KINDS",
@@ -162,11 +165,13 @@ class ComponentInfo:
         """
         component = self.factory(params, **dependencies)
         wanted = registry[self.kind].contract
-        if not isinstance(self.factory, type) and wanted is not None:
+        if wanted is None:
+            return component
+        if not isinstance(self.factory, type):
             problems = contract_problems(wanted, component)
             if problems:
                 raise RegistryError(_contract_message(self.kind, self.name, self.origin, problems))
-        return component
+        return adapt(wanted, component)
 
 
 def _contract_message(kind: str, name: str, origin: str, problems: list[str]) -> str:
@@ -268,6 +273,8 @@ class ComponentRegistry:
         problems = contract_problems(self.contract, obj) if self.contract is not None else []
         if problems:
             raise RegistryError(_contract_message(self.kind, name, origin, problems))
+        for line in optional_problems(self.contract, obj) if self.contract is not None else []:
+            logger.warning("%s component %r (%s): %s", self.kind, name, origin, line)
         info = ComponentInfo(self.kind, name, obj, params_model, origin)
         self._infos[name] = info
         self._catalogue.register(name, func=obj)

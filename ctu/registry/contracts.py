@@ -5,7 +5,9 @@ owns it (`ComponentRegistry.declare_contract`, e.g. ``registry.rewards.declare_c
 of `ctu.components.rewards.base`): a Protocol, or a base class every component of the kind subclasses (domains:
 `tau_bench_env.domains.Domain`). The registry itself names no kind's owner. A Protocol's methods are the calls ctu
 makes: its positional parameters are passed positionally, its keyword-only ones by keyword, and an ``async def``
-is awaited; its ``ClassVar`` annotations are the class attributes ctu reads, with their types. The owner may add
+is awaited. A keyword-only parameter with a default is optional, as a contract's new arguments are: a component
+written before it was added still registers, with a deprecation warning (`optional_problems`), and `adapt` makes
+ctu's calls leave it out for that component; its ``ClassVar`` annotations are the class attributes ctu reads, with their types. The owner may add
 what a constructor is handed besides its params (`Contract.dependencies`: a reward with ``needs_judge = True`` is
 built as ``cls(params, judge=...)``) and a check of its own (`Contract.check`).
 
@@ -24,20 +26,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
-__all__ = ["Contract", "Method", "contract_of", "contract_problems", "dependencies"]
+__all__ = ["Contract", "Method", "adapt", "contract_of", "contract_problems", "dependencies", "optional_problems"]
 
 
 @dataclass(frozen=True)
 class Method:
-    """One method ctu calls: ``name(*args, **{k: ... for k in kwargs})``, awaited when `is_async`."""
+    """One method ctu calls: ``name(*args, **{k: ... for k in kwargs + optional})``, awaited when `is_async`;
+    `optional` are the keyword arguments added to the contract later, which an older component may not take."""
 
     name: str
     args: tuple[str, ...] = ()
     kwargs: tuple[str, ...] = ()
     is_async: bool = False
+    optional: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        shown = ", ".join((*self.args, *(f"{k}=..." for k in self.kwargs)))
+        shown = ", ".join((*self.args, *(f"{k}=..." for k in (*self.kwargs, *self.optional))))
         return f"{'async ' if self.is_async else ''}{self.name}({shown})"
 
 
@@ -82,10 +86,12 @@ def _runtime_type(annotation: Any) -> type | tuple[type, ...]:
 
 def _method(name: str, function: Callable[..., object]) -> Method:
     parameters = list(inspect.signature(function).parameters.values())[1:]  # after self
+    keyword = [p for p in parameters if p.kind is p.KEYWORD_ONLY]
     return Method(name,
                   args=tuple(p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD),
-                  kwargs=tuple(p.name for p in parameters if p.kind is p.KEYWORD_ONLY),
-                  is_async=inspect.iscoroutinefunction(function))
+                  kwargs=tuple(p.name for p in keyword if p.default is p.empty),
+                  is_async=inspect.iscoroutinefunction(function),
+                  optional=tuple(p.name for p in keyword if p.default is not p.empty))
 
 
 def contract_of(source: type, dependencies: Mapping[str, tuple[str, ...]] | None = None,
@@ -135,6 +141,60 @@ def _method_problem(owner: object, method: Method, is_class: bool) -> str | None
     if method.is_async and not inspect.iscoroutinefunction(value):
         return f"{method.name} must be `async def` (ctu awaits {method})"
     return None
+
+
+def _refused(value: Callable[..., object], names: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of the keyword arguments `names` that the callable `value` does not take (no parameter of that name
+    and no ``**kwargs``); () when it has no signature to read."""
+    try:
+        parameters = inspect.signature(value).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return ()
+    taken = {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return tuple(name for name in names if name not in taken)
+
+
+def optional_problems(wanted: Contract, obj: object) -> list[str]:
+    """The optional keyword arguments of `wanted`'s methods (added to the contract after a component may have been
+    written) that `obj`'s methods do not take, one line each for a deprecation warning; [] if none."""
+    lines = []
+    for method in wanted.methods:
+        value = getattr(obj, method.name, None)
+        missing = _refused(value, method.optional) if callable(value) else ()
+        if missing:
+            shown = ", ".join(f"`{name}`" for name in missing)
+            lines.append(f"{method.name} takes no {shown}: ctu calls it without (deprecated; accept "
+                         f"{', '.join(f'{name}=None' for name in missing)} as keyword-only arguments, as {method} does)")
+    return lines
+
+
+def adapt(wanted: Contract, component: object) -> object:
+    """`component` (built), its methods that do not take some of `wanted`'s optional keyword arguments wrapped on the
+    instance so that ctu's calls leave those out: an older component keeps working as it did. Returns `component`."""
+    for method in wanted.methods:
+        value = getattr(component, method.name, None)
+        missing = _refused(value, method.optional) if callable(value) else ()
+        if missing:
+            setattr(component, method.name, _without(value, missing))  # type: ignore[arg-type]
+    return component
+
+
+def _without(value: Callable[..., Any], missing: tuple[str, ...]) -> Callable[..., Any]:
+    """`value`, called without the keyword arguments `missing` (awaited alike when it is a coroutine function)."""
+    import functools
+
+    if inspect.iscoroutinefunction(value):
+        @functools.wraps(value)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            return await value(*args, **{k: v for k, v in kwargs.items() if k not in missing})
+        return call_async
+
+    @functools.wraps(value)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return value(*args, **{k: v for k, v in kwargs.items() if k not in missing})
+    return call
 
 
 def contract_problems(wanted: Contract, obj: object) -> list[str]:
