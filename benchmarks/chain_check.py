@@ -193,7 +193,14 @@ def table(report: dict) -> dict[str, list]:
             "rows": [["held-out tau2 success", *(f"{success[name]:.3f}" for name in POLICIES)],
                      ["difference, paired bootstrap 95% interval", "", f"{interval('sft_minus_base')} vs base",
                       f"{interval('grpo_minus_sft')} vs SFT", f"{interval('control_minus_sft')} vs SFT"],
+                     ["held-out episodes by outcome", *(outcomes(report, name) for name in POLICIES)],
                      ["wall time of the check (normalised)", f"{total:.1f} min ({normal:.1f} min)", "", "", ""]]}
+
+
+def outcomes(report: dict, policy: str) -> str:
+    """A policy's held-out episodes by outcome (`failure_kinds`), the kinds that occurred, most first."""
+    counts = sorted(((count, kind) for kind, count in report["outcomes"][policy].items() if count), reverse=True)
+    return ", ".join(f"{kind} {count}" for count, kind in counts)
 
 
 def seeds_table(reports: list[dict]) -> dict[str, list]:
