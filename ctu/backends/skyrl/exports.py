@@ -77,7 +77,7 @@ def untie_export_config(folder: str | Path) -> bool:
         return False
     config["tie_word_embeddings"] = False
     config_file.write_text(json.dumps(config, indent=2) + "\n")
-    logger.warning("%s: the trained output projection differs from the embedding (SkyRL's FSDP2 training unties "
-                   "them); the export's config now says tie_word_embeddings: false, so that it serves the model "
-                   "trained", folder)
+    logger.warning("%s: the trained output projection differs from the embedding though the config ties them (a "
+                   "run the tie fix did not reach); the export's config now says tie_word_embeddings: false, so that "
+                   "it serves the model trained", folder)
     return True

@@ -56,8 +56,9 @@ class CtuTraining:
     the tinker backend computes it), and a warning for a step past ``algorithm.logprob_gap.warn_mean``; SkyRL's own
     ``policy/rollout_train_logprobs_abs_diff_*`` stay beside them.
 
-    **Exports**: a Hugging Face export's config says what it holds (`ctu.backends.skyrl.exports`: SkyRL's FSDP2
-    training unties tied word embeddings).
+    **Exports**: a Hugging Face export's config says what it holds (`ctu.backends.skyrl.exports`: an export that
+    carries an output projection of its own is marked untied; ctu keeps tied embeddings tied,
+    `ctu.backends.skyrl.tied_embeddings`).
     """
 
     max_infra_error_rate: float = 0.5
