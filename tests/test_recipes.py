@@ -56,7 +56,8 @@ def test_each_stage_of_the_8b_recipe_is_valid_once_the_stages_before_it_ran(tmp_
 
 def test_the_chain_checks_stages_are_valid_once_the_stages_before_them_ran(tmp_path: Path):
     """`specs/learning_chain/` (benchmarks/chain_check.py): its template set yields verified tasks with held-out
-    ones, the SFT data of the training tasks leaves every held-out task out, and each stage validates."""
+    ones and ones set apart for GRPO, the SFT data of the training tasks leaves every one of both out, and each stage
+    validates."""
     import json
 
     chain = REPO / "specs" / "learning_chain"
@@ -64,10 +65,12 @@ def test_the_chain_checks_stages_are_valid_once_the_stages_before_them_ran(tmp_p
                     "task_generation.count=10", "--out", "runs/learning_chain/tasks", "--no-progress")
     assert generated.returncode == 0, generated.stdout + generated.stderr
     splits = json.loads((tmp_path / "runs" / "learning_chain" / "tasks" / "split_tasks.json").read_text())
-    assert len(splits["train"]) == 8 and len(splits["validation"]) == 2
+    assert splits["validation"] and splits["rl"] and len(splits["train"]) + len(splits["rl"]) + len(splits["validation"]) == 10
+    assert not set(splits["train"]) & set(splits["rl"]) and not set(splits["rl"]) & set(splits["validation"])
     written = ctu(tmp_path, "data", "sft", str(chain / "train.yaml"), "--out", "runs/learning_chain/sft_data")
     assert written.returncode == 0, written.stdout + written.stderr
     rows = pq.read_table(tmp_path / "runs" / "learning_chain" / "sft_data" / "train.parquet").to_pylist()
-    assert sorted(row["task_id"] for row in rows) == sorted(splits["train"])  # gold replays of every training task, no held-out one
+    # gold replays of every SFT task, none of the held-out or RL tasks
+    assert sorted(row["task_id"] for row in rows) == sorted(splits["train"])
     sft = ctu(tmp_path, "validate", str(chain / "sft.yaml"))
     assert sft.returncode == 0, sft.stdout + sft.stderr
