@@ -19,10 +19,11 @@ of turning every episode into an error record.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
@@ -156,35 +157,34 @@ def _refused(value: Callable[..., object], names: tuple[str, ...]) -> tuple[str,
     return tuple(name for name in names if name not in taken)
 
 
-def optional_problems(wanted: Contract, obj: object) -> list[str]:
-    """The optional keyword arguments of `wanted`'s methods (added to the contract after a component may have been
-    written) that `obj`'s methods do not take, one line each for a deprecation warning; [] if none."""
-    lines = []
+def _refusals(wanted: Contract, obj: object) -> Iterator[tuple[Method, Callable[..., Any], tuple[str, ...]]]:
+    """Each of `wanted`'s methods whose implementation on `obj` does not take some of its optional keyword
+    arguments: (the method, the implementation, the arguments it does not take)."""
     for method in wanted.methods:
         value = getattr(obj, method.name, None)
         missing = _refused(value, method.optional) if callable(value) else ()
-        if missing:
-            shown = ", ".join(f"`{name}`" for name in missing)
-            lines.append(f"{method.name} takes no {shown}: ctu calls it without (deprecated; accept "
-                         f"{', '.join(f'{name}=None' for name in missing)} as keyword-only arguments, as {method} does)")
-    return lines
+        if value is not None and missing:
+            yield method, value, missing
+
+
+def optional_problems(wanted: Contract, obj: object) -> list[str]:
+    """The optional keyword arguments of `wanted`'s methods (added to the contract after a component may have been
+    written) that `obj`'s methods do not take, one line each for a deprecation warning; [] if none."""
+    return [f"{method.name} takes no {', '.join(f'`{name}`' for name in missing)}: ctu calls it without (deprecated; "
+            f"accept {', '.join(f'{name}=None' for name in missing)} as keyword-only arguments, as {method} does)"
+            for method, _, missing in _refusals(wanted, obj)]
 
 
 def adapt(wanted: Contract, component: object) -> object:
     """`component` (built), its methods that do not take some of `wanted`'s optional keyword arguments wrapped on the
     instance so that ctu's calls leave those out: an older component keeps working as it did. Returns `component`."""
-    for method in wanted.methods:
-        value = getattr(component, method.name, None)
-        missing = _refused(value, method.optional) if callable(value) else ()
-        if missing:
-            setattr(component, method.name, _without(value, missing))  # type: ignore[arg-type]
+    for method, value, missing in list(_refusals(wanted, component)):
+        setattr(component, method.name, _without(value, missing))
     return component
 
 
 def _without(value: Callable[..., Any], missing: tuple[str, ...]) -> Callable[..., Any]:
     """`value`, called without the keyword arguments `missing` (awaited alike when it is a coroutine function)."""
-    import functools
-
     if inspect.iscoroutinefunction(value):
         @functools.wraps(value)
         async def call_async(*args: Any, **kwargs: Any) -> Any:
