@@ -58,8 +58,8 @@ def test_test_rewards_are_the_first_and_last_evaluations(check, tmp_path: Path):
 
 def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out_tasks():
     """benchmarks/chain_check.py on evaluation results written here: SFT that solves held-out tasks the base model
-    did not passes with an interval above zero; a control that moved nothing holds zero; a control that moved, or
-    an SFT that did not, fails the check."""
+    did not, and GRPO that solves more than SFT, pass with intervals above zero; a control that moved nothing holds
+    zero; a control that moved, an SFT or a GRPO that did not, fails the check."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         spec = importlib.util.spec_from_file_location("chain_check", REPO / "benchmarks" / "chain_check.py")
@@ -73,14 +73,51 @@ def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out
         return {"by_test_set": {chain.TEST_SET: {"by_task": by_task, "success_rate": solved / of}}}
 
     base, sft, still = evaluation(0), evaluation(10), evaluation(10)
-    report = {"sft_minus_base": chain.difference(base, sft), "control_minus_sft": chain.difference(sft, still)}
+    report = {"sft_minus_base": chain.difference(base, sft), "grpo_minus_sft": chain.difference(sft, evaluation(20)),
+              "control_minus_sft": chain.difference(sft, still)}
     assert report["sft_minus_base"]["difference"] == pytest.approx(0.25) and report["sft_minus_base"]["ci95"][0] > 0
     assert report["control_minus_sft"]["ci95"] == [0.0, 0.0]
     assert chain.passed(report)
     assert not chain.passed({**report, "control_minus_sft": chain.difference(sft, evaluation(20))})  # the control moved
     assert not chain.passed({**report, "sft_minus_base": chain.difference(base, evaluation(0))})  # SFT changed nothing
-    table = chain.table({**report, "grpo_minus_sft": chain.difference(sft, evaluation(14)),
+    assert not chain.passed({**report, "grpo_minus_sft": chain.difference(sft, still)})  # GRPO added nothing
+    outcomes = {name: dict.fromkeys(chain.FAILURE_KINDS, 0) for name in chain.POLICIES}
+    outcomes["SFT"].update({"success": 20, "wrong id": 60})
+    table = chain.table({**report, "grpo_minus_sft": chain.difference(sft, evaluation(14)), "outcomes": outcomes,
                          "success": {"base": 0.0, "SFT": 0.25, "GRPO": 0.35, "control": 0.25},
                          "wall_seconds_total": 1200.0, "wall_seconds_total_normalised": 900.0})
     assert table["rows"][0] == ["held-out tau2 success", "0.000", "0.250", "0.350", "0.250"]
     assert table["rows"][1][2].startswith("+0.250 [") and table["rows"][1][3].startswith("+0.100 [")
+    assert table["rows"][2] == ["held-out episodes by outcome", "", "wrong id 60, success 20", "", ""]
+
+
+def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(tmp_path: Path):
+    """`chain_check.failure_kinds` on trajectory lines as `ctu eval` writes them (the policy's calls as hermes text):
+    each held-out episode is a success, a wrong id, a wrong status, another tool, a garbled call or no call."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("chain_check", REPO / "benchmarks" / "chain_check.py")
+        chain = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(chain)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    gold = {"task_id": "task_158", "status": "pending"}
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps([{"id": "t0", "evaluation_criteria": {"actions": [{"name": "update_task_status", "arguments": gold}]}}]))
+
+    def call(name: str, arguments: dict) -> str:
+        return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+    replies = {"success": call("update_task_status", gold),
+               "wrong id": call("update_task_status", {**gold, "task_id": "task_15"}),
+               "wrong status": call("update_task_status", {**gold, "status": "completed"}),
+               "wrong tool": call("get_user", {"user_id": "user_2"}),
+               "garbled call": '<tool_call>\n{"name": "update_task_status", "arguments": {"task_id": "task_158": "status"}}\n</tool_call>',
+               "no call": "Goodbye."}
+    lines = [{"test_set": chain.TEST_SET, "task_id": "t0", "reward": 1.0 if kind == "success" else 0.0,
+              "parse_failures": int(kind == "garbled call"),
+              "messages": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": text}]}
+             for kind, text in replies.items()]
+    lines.append({**lines[0], "test_set": "other"})  # not a held-out episode
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert chain.failure_kinds(tmp_path, tasks) == {kind: int(kind in replies) for kind in chain.FAILURE_KINDS}
