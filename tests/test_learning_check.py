@@ -13,16 +13,27 @@ import pytest
 from .conftest import REPO
 
 
-@pytest.fixture(scope="module")
-def check():
-    sys.path.insert(0, str(REPO / "benchmarks"))  # the script imports its sibling `machine`
+def benchmark(name: str):
+    """The benchmark script `benchmarks/<name>.py` as a module (its siblings, `machine` and the rest, on the path
+    while it loads)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
     try:
-        spec = importlib.util.spec_from_file_location("learning_check", REPO / "benchmarks" / "learning_check.py")
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        yield module
+        return module
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
+
+
+@pytest.fixture(scope="module")
+def check():
+    return benchmark("learning_check")
+
+
+@pytest.fixture(scope="module")
+def chain():
+    return benchmark("chain_check")
 
 
 def write_steps(run_dir: Path, rewards_per_step: list[list[float]]) -> None:
@@ -56,17 +67,10 @@ def test_test_rewards_are_the_first_and_last_evaluations(check, tmp_path: Path):
     assert check.test_rewards(tmp_path) == (0.1, 0.5)
 
 
-def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out_tasks():
+def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out_tasks(chain):
     """benchmarks/chain_check.py on evaluation results written here: SFT that solves held-out tasks the base model
     did not, and GRPO that solves more than SFT, pass with intervals above zero; a control that moved nothing holds
     zero; a control that moved, an SFT or a GRPO that did not, fails the check."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("chain_check", REPO / "benchmarks" / "chain_check.py")
-        chain = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(chain)
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
 
     def evaluation(solved: int, of: int = 40) -> dict:  # tasks 0..solved-1 solved in both samples, the rest in none
         by_task = {str(n): [2 if n < solved else 0, 2] for n in range(of)}
@@ -91,16 +95,9 @@ def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out
     assert table["rows"][2] == ["held-out episodes by outcome", "", "wrong id 60, success 20", "", ""]
 
 
-def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(tmp_path: Path):
+def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(chain, tmp_path: Path):
     """`chain_check.failure_kinds` on trajectory lines as `ctu eval` writes them (the policy's calls as hermes text):
     each held-out episode is a success, a wrong id, a wrong status, another tool, a garbled call or no call."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("chain_check", REPO / "benchmarks" / "chain_check.py")
-        chain = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(chain)
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
     gold = {"task_id": "task_158", "status": "pending"}
     tasks = tmp_path / "tasks.json"
     tasks.write_text(json.dumps([{"id": "t0", "evaluation_criteria": {"actions": [{"name": "update_task_status", "arguments": gold}]}}]))

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.backends.tinker.batch import SampledBatch, StepPlan
 from ctu.backends.tinker.export import export_policy
+from ctu.backends.tinker.outputs import loss_sum, target_logprobs
 from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
@@ -252,7 +253,7 @@ class TinkerRunner:
             loss = (getattr(result, "metrics", None) or {}).get("loss:sum")
             if loss is not None and math.isfinite(loss):
                 losses.append(float(loss))
-            forward = _target_logprobs(result)
+            forward = target_logprobs(result)
             if batch.sampler_logprobs and forward is not None and len(forward) == len(data.targets):
                 positions = [i for i, generated in enumerate(data.generated) if generated]
                 sampled_logprobs += [data.logprobs[i] for i in positions]
@@ -307,7 +308,7 @@ class TinkerRunner:
                 },
             )
             result = await (await training.forward_backward_async([datum], "cross_entropy")).result_async()
-            loss = _loss_sum(result)
+            loss = loss_sum(result)
             if loss is not None and math.isfinite(loss):
                 losses.append(loss)
             trained_tokens += int(sum(weights[1:]))
@@ -376,32 +377,3 @@ class TinkerRunner:
         self.run_dir.checkpoints.mkdir(parents=True, exist_ok=True)
         (self.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": result.path}) + "\n")
         return str(result.path)
-
-
-def _target_logprobs(result: Any) -> list[float] | None:
-    """The trainer's log-probability of each target token of a one-datum `forward_backward` result, computed with the
-    weights before the step's update (Tinker's ``loss_fn_outputs[0]["logprobs"]``; SkyRL's JAX backend returns it for
-    every loss); None when the result has none."""
-    outputs = getattr(result, "loss_fn_outputs", None) or []
-    if len(outputs) != 1 or not isinstance(outputs[0], dict) or outputs[0].get("logprobs") is None:
-        return None
-    values = outputs[0]["logprobs"]
-    values = getattr(values, "data", None) if not isinstance(values, dict) else values.get("data")
-    return None if values is None else [float(value) for value in values]
-
-
-def _loss_sum(result: Any) -> float | None:
-    """A `forward_backward` result's summed loss: the server's ``loss:sum`` metric, else the sum of its per-token
-    ``elementwise_loss`` outputs (what SkyRL's JAX backend returns: already weighted by the loss mask); None when
-    it gives neither."""
-    metrics = getattr(result, "metrics", None) or {}
-    if "loss:sum" in metrics:
-        return float(metrics["loss:sum"])
-    outputs = getattr(result, "loss_fn_outputs", None) or []
-    parts: list[Any] = [output.get("elementwise_loss") for output in outputs if isinstance(output, dict)]
-    if not parts or any(part is None for part in parts):
-        return None
-    total = 0.0
-    for part in parts:
-        total += sum(float(value) for value in getattr(part, "data", part))
-    return total
