@@ -10,11 +10,14 @@ arXiv:2503.20783, leaves the division out). A group is the `n_samples_per_prompt
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctu.metrics import TRAIN, metric
+
+logger = logging.getLogger(__name__)
 
 EPSILON = 1e-6
 SPREAD_TOLERANCE = 1e-6
@@ -129,6 +132,21 @@ def logprob_gap_warning(step: int, metrics: dict[str, float], token_threshold: f
             f"= {warn_mean}: the policy trains off-policy. Check that the sampler serves the weights trained (the weight "
             "sync; tied embeddings), at the temperature and top_p the trainer assumes, with the same chat template and "
             "tokenizer; algorithm.off_policy_correction corrects a gap it cannot remove")
+
+
+def step_logprob_gap(step: int, sampled: Sequence[float], trained: Sequence[float], token_threshold: float,
+                     warn_mean: float | None) -> dict[str, float]:
+    """A training step's `logprob_gap` figures, as both backends log them, with `logprob_gap_warning`'s warning logged
+    once when the step is past `warn_mean` (the spec's `algorithm.logprob_gap`).
+
+    Raises:
+        ValueError: `sampled` and `trained` differ in length.
+    """
+    gap = logprob_gap(sampled, trained, token_threshold)
+    warning = logprob_gap_warning(step, gap, token_threshold, warn_mean)
+    if warning:
+        logger.warning(warning)
+    return gap
 
 
 @dataclass

@@ -197,7 +197,7 @@ class CtuTraining:
         """SkyRL's forward passes before the update, then ctu's on-policy figures from the policy's (see the class
         docstring); none when SkyRL skipped the policy's forward pass (a loss against the sampler's logprobs) or the
         batch has no sampler logprobs."""
-        from ctu.runners.grpo import logprob_gap, logprob_gap_warning
+        from ctu.runners.grpo import step_logprob_gap
         from ctu.spec.models import LogprobGap
 
         training_input = super().fwd_logprobs_values_reward(training_input)  # type: ignore[misc]
@@ -206,11 +206,8 @@ class CtuTraining:
             return training_input
         mask = training_input["loss_mask"] > 0
         settings = self.logprob_gap or LogprobGap()
-        gap = logprob_gap(sampled[mask].float().tolist(), trained[mask].float().tolist(), settings.token_threshold)
-        self.all_metrics.update(gap)
-        warning = logprob_gap_warning(self.global_step, gap, settings.token_threshold, settings.warn_mean)
-        if warning:
-            logger.warning(warning)
+        self.all_metrics.update(step_logprob_gap(self.global_step, sampled[mask].float().tolist(), trained[mask].float().tolist(),
+                                                 settings.token_threshold, settings.warn_mean))
         return training_input
 
     def train_critic_and_policy(self, data: Any) -> dict[str, float]:

@@ -1,10 +1,28 @@
-"""What a Tinker `forward_backward` result holds for the GRPO and SFT loops (`ctu.backends.tinker.runner`): the
-summed loss and the trainer's log-probability of each target token, read from the server's metrics or its per-datum
-``loss_fn_outputs`` (SkyRL's JAX backend returns the latter)."""
+"""What the GRPO and SFT loops (`ctu.backends.tinker.runner`) hand Tinker's `forward_backward` and read from its
+result: a trajectory as a `Datum`, and the summed loss and the trainer's log-probability of each target token, read
+from the server's metrics or its per-datum ``loss_fn_outputs`` (SkyRL's JAX backend returns the latter)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctu.runners.grpo import TokenData
+
+
+def grpo_datum(data: TokenData) -> Any:
+    """`data` as a Tinker `Datum` for the `importance_sampling` and `ppo` losses: the inputs, and per target its token
+    id (int64), the sampler's logprob and the advantage (float32)."""
+    import numpy as np
+    import tinker
+
+    def tensor(values: list, dtype: Any) -> Any:
+        return tinker.types.TensorData.from_numpy(np.array(values, dtype=dtype))
+
+    return tinker.types.Datum(model_input=tinker.types.ModelInput.from_ints(data.inputs),
+                              loss_fn_inputs={"target_tokens": tensor(data.targets, np.int64),
+                                              "logprobs": tensor(data.logprobs, np.float32),
+                                              "advantages": tensor(data.advantages, np.float32)})
 
 
 def target_logprobs(result: Any) -> list[float] | None:

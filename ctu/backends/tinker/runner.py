@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.backends.tinker.batch import SampledBatch, StepPlan
 from ctu.backends.tinker.export import export_policy
-from ctu.backends.tinker.outputs import loss_sum, target_logprobs
+from ctu.backends.tinker.outputs import grpo_datum, loss_sum, target_logprobs
 from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
@@ -40,10 +40,9 @@ from ctu.models.tiny_qwen3 import resolve
 from ctu.runners.grpo import (
     group_advantages,
     learning_rate,
-    logprob_gap,
-    logprob_gap_warning,
     skip_step,
     skipped_step_message,
+    step_logprob_gap,
     token_data,
 )
 from ctu.runners.rundir import RunDir, RunState
@@ -216,7 +215,6 @@ class TinkerRunner:
         return metrics
 
     async def _train_step(self, generator: Rollout, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
-        import numpy as np
         import tinker
 
         spec = self.spec
@@ -241,23 +239,14 @@ class TinkerRunner:
             if skipped or advantage == 0.0 or not any(mask):
                 continue
             data = token_data(prompt, response, mask, probs, advantage)
-            datum = tinker.types.Datum(
-                model_input=tinker.types.ModelInput.from_ints(data.inputs),
-                loss_fn_inputs={
-                    "target_tokens": tinker.types.TensorData.from_numpy(np.array(data.targets, dtype=np.int64)),
-                    "logprobs": tinker.types.TensorData.from_numpy(np.array(data.logprobs, dtype=np.float32)),
-                    "advantages": tinker.types.TensorData.from_numpy(np.array(data.advantages, dtype=np.float32)),
-                },
-            )
-            result = await (await training.forward_backward_async([datum], self.backend.loss, config)).result_async()
+            result = await (await training.forward_backward_async([grpo_datum(data)], self.backend.loss, config)).result_async()
             loss = (getattr(result, "metrics", None) or {}).get("loss:sum")
             if loss is not None and math.isfinite(loss):
                 losses.append(float(loss))
             forward = target_logprobs(result)
             if batch.sampler_logprobs and forward is not None and len(forward) == len(data.targets):
-                positions = [i for i, generated in enumerate(data.generated) if generated]
-                sampled_logprobs += [data.logprobs[i] for i in positions]
-                trainer_logprobs += [forward[i] for i in positions]
+                sampled_logprobs += [p for p, generated in zip(data.logprobs, data.generated, strict=True) if generated]
+                trainer_logprobs += [p for p, generated in zip(forward, data.generated, strict=True) if generated]
             trained += 1
         optimizer = spec.trainer.optimizer
         rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
@@ -277,12 +266,8 @@ class TinkerRunner:
         })
         if losses:
             metrics[metric(TRAIN, "loss_sum")] = sum(losses)
-        gap_settings = spec.algorithm.logprob_gap
-        gap = logprob_gap(sampled_logprobs, trainer_logprobs, gap_settings.token_threshold)
-        metrics.update(gap)
-        warning = logprob_gap_warning(step, gap, gap_settings.token_threshold, gap_settings.warn_mean)
-        if warning:
-            logger.warning(warning)
+        gap = spec.algorithm.logprob_gap
+        metrics.update(step_logprob_gap(step, sampled_logprobs, trainer_logprobs, gap.token_threshold, gap.warn_mean))
         return metrics
 
     async def _sft_step(self, account: Any, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
