@@ -6,6 +6,7 @@ loop's per-token training data and learning rate.
 Advantages follow GRPO (Shao et al. 2024, arXiv:2402.03300): each trajectory's reward minus its group's mean,
 divided by the group's standard deviation (plus 1e-6) when `norm_by_std` (Dr. GRPO, Liu et al. 2025,
 arXiv:2503.20783, leaves the division out). A group is the `n_samples_per_prompt` trajectories of one task.
+Negative advantages can then be weighed down (`weigh_negative`), toward reinforcing successes only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ctu.metrics import TRAIN, metric
 
@@ -54,6 +56,29 @@ def group_advantages(rewards: Sequence[float], group_size: int, norm_by_std: boo
             centred = 0.0 if excluded[i] else rewards[i] - mean
             advantages.append(centred / (std + EPSILON) if norm_by_std else centred)
     return advantages
+
+
+def weigh_negative(advantages: Any, weight: float) -> Any:
+    """`advantages` with each negative one multiplied by `weight` (in [0, 1]); positive ones unchanged.
+
+    `advantages` is a sequence of floats (returned as a list) or a tensor of any shape (a tensor is returned; torch
+    arithmetic, so the caller's device and dtype are kept). A weight of 1 is GRPO; 0 trains on the group's
+    better-than-average episodes only (positive sample reinforcement, PSR, in Zhu et al. 2025, "The Surprising
+    Effectiveness of Negative Reinforcement in LLM Reasoning", arXiv:2506.01347, which finds PSR raises pass@1 and
+    lowers the policy's entropy, while negative samples keep it high). In ctu's learning chain GRPO's negative
+    samples, most of a group's episodes when the policy rarely succeeds, raised the policy's entropy step by step,
+    and its calls broke (docs/learning-checks.md).
+
+    Raises:
+        ValueError: `weight` is outside [0, 1].
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"the weight of negative advantages must be in [0, 1], not {weight}")
+    if weight == 1.0:
+        return advantages if not isinstance(advantages, Sequence) else list(advantages)
+    if isinstance(advantages, Sequence):
+        return [a * weight if a < 0 else a for a in advantages]
+    return advantages - (1.0 - weight) * advantages.clamp(max=0.0)
 
 
 def groups_without_spread(rewards: Sequence[float], groups: Sequence[str], excluded: Sequence[bool]) -> set[str]:

@@ -277,6 +277,11 @@ class Algorithm(Section):
     """Advantage estimator; ctu trains with GRPO."""
     norm_adv_by_std: bool = True
     """Divide group-centred rewards by the group's standard deviation (GRPO); false gives Dr. GRPO's form."""
+    negative_advantage_weight: float = Field(1.0, ge=0.0, le=1.0)
+    """Multiplies every negative advantage (1: GRPO; 0: only the group's better-than-average episodes train, positive
+    sample reinforcement, Zhu et al. 2025, arXiv:2506.01347). Below 1 when the policy rarely succeeds and GRPO's
+    many negative samples raise its entropy until its outputs break (`policy/policy_entropy`, parse failures):
+    `ctu.runners.grpo.weigh_negative`."""
     eps_clip_low: float = Field(0.1, gt=0.0)
     """PPO clip range below 1 for the probability ratio."""
     eps_clip_high: float = Field(0.1, gt=0.0)

@@ -8,7 +8,7 @@ import pytest
 
 from ctu.backends.tinker.batch import StepPlan
 from ctu.metrics import evaluation_metrics
-from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data
+from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data, weigh_negative
 from ctu.runners.task_rows import TaskRow
 
 
@@ -33,6 +33,21 @@ def test_infrastructure_errors_are_left_out_of_their_groups_and_get_no_advantage
     assert group_advantages(rewards, 3, norm_by_std=False, excluded=excluded)[:3] == [0.5, -0.5, 0.0]
     with pytest.raises(ValueError, match="2 exclusion flags for 6"):
         group_advantages(rewards, 3, excluded=[False, True])
+
+
+def test_negative_advantages_are_weighed_and_positive_ones_kept_for_lists_and_tensors():
+    import torch
+
+    advantages = group_advantages([1.0, 0.0, 0.0, 0.0], group_size=4)  # one success in four: +1.5, three -0.5
+    assert weigh_negative(advantages, 1.0) == advantages
+    assert weigh_negative(advantages, 0.0) == [advantages[0], 0.0, 0.0, 0.0]
+    assert weigh_negative(advantages, 0.25) == pytest.approx([advantages[0]] + [advantages[1] / 4] * 3)
+    tensor = torch.tensor([[advantages[0]] * 3, [advantages[1]] * 3])  # (episodes, tokens), as SkyRL holds them
+    weighed = weigh_negative(tensor, 0.25)
+    assert weighed.shape == (2, 3) and weighed[0].tolist() == tensor[0].tolist()
+    assert weighed[1].tolist() == pytest.approx([advantages[1] / 4] * 3)
+    with pytest.raises(ValueError, match=r"in \[0, 1\], not 1.5"):
+        weigh_negative(advantages, 1.5)
 
 
 def test_a_step_is_skipped_only_above_the_infra_error_rate():

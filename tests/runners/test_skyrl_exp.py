@@ -151,6 +151,19 @@ def test_skyrls_advantages_are_unchanged_without_infrastructure_errors():
     assert data["loss_mask"].tolist() == expected["loss_mask"].tolist() and not plain._skip_step
 
 
+def test_skyrls_negative_advantages_are_weighed_by_the_spec_with_and_without_infrastructure_errors():
+    from ctu.runners.grpo import group_advantages
+
+    rewards, uids = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0], ["a", "a", "a", "b", "b", "b"]
+    for errors in ([None] * 6, [None, None, None, None, None, "user simulator: 503"]):
+        trainer = skyrl_trainer(errors)
+        trainer.negative_advantage_weight = 0.0
+        advantages = trainer.compute_advantages_and_returns(training_batch(rewards, uids, errors=errors))["advantages"]
+        expected = group_advantages(rewards, 3, excluded=[e is not None for e in errors])
+        assert advantages[:, -1].tolist() == pytest.approx([max(a, 0.0) for a in expected], abs=1e-5)
+        assert advantages[0, -1] > 1.0 and advantages[1, -1] == 0.0
+
+
 def test_small_datasets_are_filtered_in_process_and_one_short_of_a_batch_is_refused(tmp_path: Path):
     """SkyRL's `PromptDataset` would spawn 8 processes to filter a task list of a few rows (5-12 s a launch)."""
     from types import SimpleNamespace

@@ -170,6 +170,7 @@ class CtuPPOExp(BasePPOExp):
         )
         trainer.max_infra_error_rate = self.spec.trainer.max_infra_error_rate
         trainer.logprob_gap = self.spec.algorithm.logprob_gap
+        trainer.negative_advantage_weight = self.spec.algorithm.negative_advantage_weight
         trainer.run_dir = RunDir(self.run_dir)
         self._route_logs()  # SkyRL's trainer set its console sink up again
         return trainer

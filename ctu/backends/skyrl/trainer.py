@@ -65,6 +65,9 @@ class CtuTraining:
     """Set by `CtuPPOExp` from the spec."""
     logprob_gap: Any = None
     """The spec's `algorithm.logprob_gap` (`ctu.spec.models.LogprobGap`), set by `CtuPPOExp`; None: its defaults."""
+    negative_advantage_weight: float = 1.0
+    """The spec's `algorithm.negative_advantage_weight`, set by `CtuPPOExp`."""
+    """The spec's `algorithm.logprob_gap` (`ctu.spec.models.LogprobGap`), set by `CtuPPOExp`; None: its defaults."""
     run_dir: RunDir | None = None
     """The run directory, set by `CtuPPOExp`: its ``state.json`` follows each completed checkpoint."""
     _skip_step: bool = False
@@ -160,19 +163,26 @@ class CtuTraining:
     def compute_advantages_and_returns(self, data: Any) -> Any:
         """SkyRL's advantages with each excluded trajectory in a group of its own (so out of its group's mean and
         standard deviation), then excluded trajectories and groups of fewer than two kept ones zeroed, and SkyRL's
-        ``loss/avg_final_rewards`` over the kept trajectories (absent when none is); decides whether the step is
+        ``loss/avg_final_rewards`` over the kept trajectories (absent when none is); negative advantages weighed by
+        ``algorithm.negative_advantage_weight`` (`ctu.runners.grpo.weigh_negative`); decides whether the step is
         skipped."""
-        import torch
-
-        from ctu.runners.grpo import skip_step
+        from ctu.runners.grpo import skip_step, weigh_negative
 
         uids = list(data.metadata["uids"])
         flags = list(data.metadata.pop(EXCLUDED_KEY))
         episodes = len(flags)
         excluded = flags + [False] * (len(uids) - episodes)
         self._skip_step = skip_step(flags, self.max_infra_error_rate)
-        if not any(excluded):
-            return super().compute_advantages_and_returns(data)  # type: ignore[misc]
+        data = self._group_advantages(data, uids, flags, excluded) if any(excluded) else \
+            super().compute_advantages_and_returns(data)  # type: ignore[misc]
+        data["advantages"] = weigh_negative(data["advantages"], self.negative_advantage_weight)
+        return data
+
+    def _group_advantages(self, data: Any, uids: list[str], flags: list[bool], excluded: list[bool]) -> Any:
+        """SkyRL's advantages of a batch with excluded trajectories (see `compute_advantages_and_returns`)."""
+        import torch
+
+        episodes = len(flags)
         data.metadata["uids"] = mark_excluded(uids, excluded)
         try:
             data = super().compute_advantages_and_returns(data)  # type: ignore[misc]

@@ -44,6 +44,7 @@ from ctu.runners.grpo import (
     skipped_step_message,
     step_logprob_gap,
     token_data,
+    weigh_negative,
 )
 from ctu.runners.rundir import RunDir, RunState
 from ctu.runners.task_rows import TaskRow, episodes, evaluation_rows, train_rows
@@ -222,7 +223,8 @@ class TinkerRunner:
         batch = await self._sample(generator, plan, step)
         output, records = batch.output, batch.records
         excluded = [record.infra_error is not None for record in records]
-        advantages = group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std, excluded)
+        advantages = weigh_negative(group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std, excluded),
+                                    spec.algorithm.negative_advantage_weight)
         skipped = skip_step(excluded, spec.trainer.max_infra_error_rate)
         if skipped:
             logger.warning(skipped_step_message(step, [r.infra_error for r in records], spec.trainer.max_infra_error_rate))
