@@ -27,6 +27,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_SPEC_ERROR = 2
 """Exit code for a bad spec or bad arguments."""
+EXIT_NOTHING_MEASURED = 3
+"""Exit code of a command that ran but measured or kept nothing (`ctu.errors.NothingMeasuredError`): every episode an
+infrastructure error, no conversation kept."""
 EXIT_INTERRUPTED = 130
 """Exit code after Ctrl-C (128 + SIGINT, as shells report it)."""
 PATH_ERRORS = (PermissionError, NotADirectoryError, FileExistsError, IsADirectoryError, FileNotFoundError)
@@ -56,14 +59,18 @@ def _print_issues(title: str, issues: list, style: str) -> None:
 
 def _fail(error: Exception, *bad_input: type[Exception]) -> typer.Exit:
     """Print a ctu error without a traceback; the exit to raise for it: 2 for a bad spec, a run directory that
-    cannot be used, or an error of the command's own `bad_input` types; else 1."""
+    cannot be used, or an error of the command's own `bad_input` types; 3 for nothing measured or kept; else 1."""
     from ctu.runners.rundir import RunError
     from ctu.spec.errors import SpecError
 
     if isinstance(error, SpecError):
         _print_issues(str(error).splitlines()[0], error.issues, "red")
         return typer.Exit(EXIT_SPEC_ERROR)
+    from ctu.errors import NothingMeasuredError
+
     err.print(f"[red]error:[/red] {escape(str(error))}")
+    if isinstance(error, NothingMeasuredError):
+        return typer.Exit(EXIT_NOTHING_MEASURED)
     return typer.Exit(EXIT_SPEC_ERROR if isinstance(error, (RunError, *bad_input)) else 1)
 
 
@@ -310,6 +317,12 @@ def eval_(
     if failed - excluded:
         err.print(f"[yellow]{failed - excluded} episode(s) ended by an infrastructure error[/yellow] (left out of every "
                   f"figure; tracebacks in {escape(str(result.out_dir / 'eval.log'))}): the same command runs them again")
+    episodes = int(overall.get("episodes", 0)) if isinstance(overall, dict) else 0
+    if failed >= episodes:
+        err.print(f"[red]error:[/red] nothing measured: {'none of the' if episodes else 'no'} {episodes or ''} episode(s) "
+                  "finished without an infrastructure error or an excluded user-simulator fault, so eval.json holds no "
+                  "success figure; check the endpoint, then run the same command again")
+        raise typer.Exit(EXIT_NOTHING_MEASURED)
 
 
 def _regrade(folder: Path, tasks_file: Path) -> None:

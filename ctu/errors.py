@@ -14,6 +14,11 @@ class CtuError(Exception):
     """Base class of the errors ctu reports to users as a message, never as a traceback."""
 
 
+class NothingMeasuredError(CtuError):
+    """A command ran but measured or kept nothing (every episode an infrastructure error, no conversation kept):
+    it writes no result that looks measured, and the CLI exits 3 (`ctu.cli.EXIT_NOTHING_MEASURED`)."""
+
+
 class RegistryError(CtuError):
     """A component was registered wrongly: a name taken twice, a params model that is not a `ComponentParams`."""
 

@@ -78,18 +78,71 @@ def test_with_native_tool_calling_turns_are_structured_calls_with_the_tools(task
 def test_a_held_out_task_is_an_error_never_a_row(task_set: Path, tmp_path: Path):
     spec = sft_spec(tmp_path, task_set, test_split="base")  # the test set holds every task, the training ones too
     result = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft"), "--no-tokens")
-    assert result.returncode == 2 and "held-out task(s) (the spec's validation or test sets) would enter the SFT data" in result.stderr
+    assert result.returncode == 2 and "data.train.0.split: " in result.stderr and "held-out task(s) would train" in result.stderr
     assert "mock/mock_template_" in result.stderr and not (tmp_path / "sft" / "train.parquet").exists()
+
+
+def episode_line(task: str, reward: float, text: str, infra: str | None = None, domain: str = "mock") -> str:
+    messages = [{"role": "system", "content": "s"}, {"role": "assistant", "content": text}]
+    return json.dumps({"domain": domain, "task_id": task, "raw_reward": reward, "infra_error": infra, "messages": messages})
+
+
+def test_held_out_means_its_domains_held_out_splits_whatever_the_spec_names_and_whichever_rows_are_kept(
+        task_set: Path, tmp_path: Path):
+    """No test set in the spec: the task set's own held-out split (`validation`) and tau2's retail `test` split are
+    still held out, an episode of them refused even when its reward would have rejected it; `validate` reads
+    `data.sft`'s rows against the same tasks."""
+    splits = json.loads((task_set / "split_tasks.json").read_text())
+    spec = tmp_path / "no_test_set.yaml"
+    source = {"type": "mock", "tasks_file": str(task_set / "tasks.json"), "split_file": str(task_set / "split_tasks.json")}
+    spec.write_text(yaml.safe_dump({"extends": str(REPO / "specs" / "smoke.yaml"), "experiment": {"name": "sft"}})
+                    + f"data:\n  train: [{json.dumps({'domain': source, 'split': 'train'})}]\n"
+                    + "  test_sets:\n    retail: !delete\n")  # smoke.yaml's only test set
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    from tau_bench_env.gold_limits import gold_limits
+
+    retail_test = gold_limits()["retail"]["splits"]["test"][0]
+    for lines, expected in (([episode_line(splits["validation"][0], 0.0, "failed, so never kept")],
+                             f"mock/{splits['validation'][0]} (mock's held-out split 'validation')"),
+                            ([episode_line(retail_test, 1.0, "a success", domain="retail")],
+                             f"retail/{retail_test} (retail's held-out split 'test')")):
+        (episodes / "trajectories.jsonl").write_text("\n".join(lines) + "\n")
+        refused = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft"), "--from-eval", str(episodes), "--no-tokens")
+        assert refused.returncode == 2 and expected in " ".join(refused.stderr.split()), refused.stderr
+        assert not (tmp_path / "sft").exists()
+    # SFT data written elsewhere (a test task in it): validate refuses the spec that trains on it
+    import pyarrow as pa
+
+    from ctu.sft.data import parquet_schema
+
+    leaked = tmp_path / "leaked"
+    leaked.mkdir()
+    row = {"messages": [{"role": "user", "content": "hi", "tool_call_id": None, "tool_calls": None}], "tools": None,
+           "domain": "mock", "task_id": splits["validation"][0], "source": "gold", "reward": 1.0}
+    pq.write_table(pa.Table.from_pylist([row], schema=parquet_schema()), leaked / "train.parquet")
+    checked = ctu("validate", str(spec), f"data.sft={leaked}")
+    assert checked.returncode == 2, checked.stderr
+    assert f"data.sft: 1 held-out task(s) in the SFT data: mock/{splits['validation'][0]}" in " ".join(checked.stderr.split())
+
+
+def test_sft_data_that_keeps_nothing_exits_3_and_writes_nothing(task_set: Path, tmp_path: Path):
+    splits = json.loads((task_set / "split_tasks.json").read_text())
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    (episodes / "trajectories.jsonl").write_text(episode_line(splits["train"][0], 0.0, "a failure") + "\n")
+    result = ctu("data", "sft", str(sft_spec(tmp_path, task_set)), "--out", str(tmp_path / "sft"), "--no-gold",
+                 "--from-eval", str(episodes), "--no-tokens")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "no conversation kept (below_min_reward 1): nothing written" in " ".join(result.stderr.split())
+    assert not (tmp_path / "sft" / "train.parquet").exists()
 
 
 def test_rejection_sampling_keeps_a_teachers_successes_once_each_and_at_most_n_per_task(task_set: Path, tmp_path: Path):
     train = json.loads((task_set / "split_tasks.json").read_text())["train"]
     held = json.loads((task_set / "split_tasks.json").read_text())["validation"][0]
 
-    def line(task: str, reward: float, text: str, infra: str | None = None) -> str:
-        messages = [{"role": "system", "content": "s"}, {"role": "assistant", "content": text}]
-        return json.dumps({"domain": "mock", "task_id": task, "raw_reward": reward, "infra_error": infra, "messages": messages})
-
+    line = episode_line
     episodes = tmp_path / "episodes"
     episodes.mkdir()
     lines = [line(train[0], 1.0, "a"), line(train[0], 1.0, "a"), line(train[0], 1.0, "b"), line(train[0], 1.0, "c"),
@@ -105,7 +158,7 @@ def test_rejection_sampling_keeps_a_teachers_successes_once_each_and_at_most_n_p
         "below_min_reward": 1, "cut_line": 1, "duplicate": 1, "infra_error": 1, "over_max_per_task": 1}
     (episodes / "trajectories.jsonl").write_text(line(held, 1.0, "g") + "\n")
     leaked = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft2"), "--no-gold", "--from-eval", str(episodes), "--no-tokens")
-    assert leaked.returncode == 2 and f"mock/{held} (eval:{episodes})" in leaked.stderr
+    assert leaked.returncode == 2 and f"mock/{held} (test set 'held_out')" in leaked.stderr
     nothing = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft3"), "--no-gold")
     assert nothing.returncode == 2 and "no source of SFT data" in nothing.stderr
 

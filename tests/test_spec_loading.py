@@ -143,7 +143,7 @@ def test_overrides_parse_values_and_address_list_items(tmp_path: Path):
         [
             "trainer.epochs=3",
             "rollout.temperature=0.7",
-            "data.train.1.split=test",
+            "data.train.1.max_tasks=5",
             "experiment.tags=[x,y]",
             "rollout.parser={type: hermes}",
             "trainer.max_steps=null",
@@ -152,7 +152,7 @@ def test_overrides_parse_values_and_address_list_items(tmp_path: Path):
     ).spec
     assert spec.trainer.epochs == 3
     assert spec.rollout.temperature == 0.7
-    assert spec.data.train[1].split == "test"
+    assert spec.data.train[1].max_tasks == 5
     assert spec.experiment.tags == ["x", "y"]
     assert spec.trainer.max_steps is None
     assert [t.type for t in spec.tracking.trackers] == ["console", "jsonl"]
@@ -259,7 +259,7 @@ def test_hash_ignores_yaml_form_but_not_values(minimal):
 
 def test_spec_from_dict_does_not_mutate_its_input(minimal):
     snapshot = yaml.safe_dump(minimal)
-    spec_from_dict(minimal, ["trainer.epochs=4", "data.train.0.split=test"])
+    spec_from_dict(minimal, ["trainer.epochs=4", "data.train.0.max_tasks=3"])
     assert yaml.safe_dump(minimal) == snapshot
 
 

@@ -59,10 +59,13 @@ def test_dynamic_sampling_allowed_more_batches_than_an_epoch_holds_is_warned_on_
     assert messages(load_spec(smoke, ["algorithm.dynamic_sampling={type: filter, max_sample_batches: 9}"]), path) == []
 
 
-def test_a_test_set_that_is_a_training_set_is_warned():
-    loaded = load_spec(SPEC, ["data.test_sets={retail: {domain: retail, split: train, max_tasks: 5}}"])
-    [message] = [m for m in messages(loaded, "data.test_sets.retail") if "also training" in m]
-    assert "5 of its tasks are also training tasks (data.train.0" in message
+def test_a_test_set_that_is_a_training_set_is_an_error():
+    with pytest.raises(SpecError) as info:
+        load_spec(SPEC, ["data.test_sets={retail: {domain: retail, split: train, max_tasks: 5}}"])
+    [message] = [i.message for i in info.value.issues if i.path == "data.train.0.split"]
+    assert message.startswith("5 held-out task(s) would train: retail/") and "(test set 'retail')" in message
+    with pytest.raises(SpecError, match=r"40 held-out task\(s\) would train: retail/5 \(retail's held-out split 'test'\)"):
+        load_spec(SPEC, ["data.train.0.split=base", "data.test_sets={}"])  # tau2's test split, though no test set names it
     assert not [m for m in messages(load_spec(SPEC), "data.test_sets.retail") if "also training" in m]  # held out
 
 
@@ -79,9 +82,9 @@ def test_explain_prints_the_schedule():
     assert "800 optimizer steps, the first 100 warming up" in out.stdout
 
 
-def test_a_validation_set_is_warned_when_it_shares_tasks_with_training_or_a_test_set():
-    on_train = load_spec(SPEC, ["data.validation={domain: retail, split: train, max_tasks: 5}"])
-    assert [w.message for w in on_train.warnings if w.path == "data.validation" and "also training tasks" in w.message]
+def test_a_validation_set_on_training_tasks_is_an_error_and_on_a_test_sets_tasks_a_warning():
+    with pytest.raises(SpecError, match=r"data.train.0.split: 5 held-out task\(s\) would train"):
+        load_spec(SPEC, ["data.validation={domain: retail, split: train, max_tasks: 5}"])
     on_test = load_spec(SPEC, ["data.validation={domain: retail, split: test, max_tasks: 5}"])
     assert [w.message for w in on_test.warnings if w.path == "data.validation" and "test set 'retail'" in w.message]
     held_out = load_spec(SPEC, ["data.validation={domain: airline, split: train, max_tasks: 5}"])

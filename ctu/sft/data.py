@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctu.errors import CtuError
+from ctu.errors import CtuError, NothingMeasuredError
+from ctu.spec.held_out import held_out_keys, leaked
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -169,6 +170,21 @@ def eval_rows(folders: list[Path], min_reward: float, max_per_task: int, tools: 
     return rows, rejected
 
 
+def eval_task_keys(folders: list[Path]) -> list[tuple[str, str]]:
+    """``(domain, task id)`` of every line of `ctu eval`-format folders, kept or not, in file order (a line that is not
+    JSON has none)."""
+    keys: list[tuple[str, str]] = []
+    for folder in folders:
+        path = folder / "trajectories.jsonl" if folder.is_dir() else folder
+        for text in path.read_text(encoding="utf-8").splitlines() if path.is_file() else ():
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue
+            keys.append((str(line.get("domain")), str(line.get("task_id"))))
+    return keys
+
+
 def count_tokens(components: Components, rows: list[dict[str, Any]]) -> int:
     """Tokens of every row as the spec's chat template renders it for the spec's tokenizer."""
     from transformers import AutoTokenizer
@@ -187,7 +203,9 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     (`gold_rows`).
 
     Raises:
-        SFTDataError: no source; a held-out task among the rows (every one named); see `gold_rows`, `eval_rows`.
+        SFTDataError: no source; a held-out task among the training tasks or the evaluation folders' episodes, kept or
+            not (every one named; `ctu.spec.held_out`); see `gold_rows`, `eval_rows`.
+        NothingMeasuredError: no conversation kept (nothing is written).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -197,6 +215,15 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     if not gold and not from_eval:
         raise SFTDataError("no source of SFT data: gold replays (--gold) or evaluation folders (--from-eval DIR)")
     components = build_components(spec)
+    candidates = [(source.domain.type, str(task.id)) for source in components.spec.data.train
+                  for task in components.domain(source).tasks(source.split)[: source.max_tasks]] if gold else []
+    candidates += eval_task_keys([Path(folder) for folder in from_eval or ()])
+    held_out = held_out_keys(components.spec, {domain for domain, _ in candidates})
+    held_out.update({key: "the spec's validation or test sets" for key in evaluation_task_keys(components) - held_out.keys()})
+    if found := leaked(candidates, held_out):
+        raise SFTDataError(f"{len(found)} held-out task(s) would enter the SFT data: {', '.join(found[:10])}"
+                           f"{' ...' if len(found) > 10 else ''}; train on other tasks, or sample a teacher on the "
+                           "training tasks (`ctu tasks calibrate`). Held out whether or not its episode would be kept.")
     data = SFTData()
     if gold:
         rows, rejected = asyncio.run(gold_rows(components, min_reward, on_task))
@@ -208,13 +235,9 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
         rows, rejected = eval_rows([Path(folder) for folder in from_eval], min_reward, max_per_task, tools)
         data.rows += rows
         data.rejected += rejected
-    held_out = evaluation_task_keys(components)
-    leaked = sorted({f"{row['domain']}/{row['task_id']} ({row['source']})" for row in data.rows
-                     if (row["domain"], row["task_id"]) in held_out})
-    if leaked:
-        raise SFTDataError(f"{len(leaked)} held-out task(s) (the spec's validation or test sets) would enter the SFT "
-                           f"data: {', '.join(leaked[:10])}{' ...' if len(leaked) > 10 else ''}; train on other "
-                           "tasks, or sample a teacher on the training tasks (`ctu tasks calibrate`)")
+    if not data.rows:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in data.rejected.most_common()) or "no task, no episode"
+        raise NothingMeasuredError(f"no conversation kept ({reasons}): nothing written to {out_dir}")
     if tokens:
         data.tokens = count_tokens(components, data.rows)
     out_dir = Path(out_dir)

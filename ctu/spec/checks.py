@@ -266,13 +266,18 @@ def _shared_tasks(first, second) -> int:
 
 
 def check_test_sets(spec: Spec) -> Iterator[SpecIssue]:
-    """Warn when an evaluation set shares tasks with the training set (its scores then measure recall of trained
-    tasks, not generalisation), or the validation set with a test set (the step chosen on it would be chosen on
-    the test set)."""
+    """Warn when an evaluation set may share tasks with the training set where their task ids are not known without
+    loading a domain (its scores would then measure recall of trained tasks, not generalisation; where the ids are
+    known, `check_held_out` refuses the spec), or the validation set shares tasks with a test set (the step chosen on
+    it would be chosen on the test set)."""
+    from ctu.spec.schedule import source_task_ids
+
     data = spec.data
     for name, held_out in data.evaluation_sets().items():
         path = "data.validation" if held_out is data.validation else f"data.test_sets.{name}"
         for index, train in enumerate(data.train):
+            if source_task_ids(held_out) is not None and source_task_ids(train) is not None:
+                continue
             if shared := _shared_tasks(held_out, train):
                 yield SpecIssue(
                     path,
@@ -330,6 +335,34 @@ def check_sft_data(spec: Spec) -> Iterator[SpecIssue]:
                                     "folder, holding conversations in a `messages` column)")
 
 
+def check_held_out(spec: Spec) -> Iterator[SpecIssue]:
+    """No training source and no SFT conversation holds a held-out task (`ctu.spec.held_out`): a task of the spec's
+    validation or test sets, or of its domain's ``test`` or ``validation`` split, from what the task, split and SFT
+    files record."""
+    from pathlib import Path
+
+    from ctu.spec.held_out import held_out_keys, leaked
+    from ctu.spec.schedule import sft_row_count, source_task_ids
+
+    held_out = held_out_keys(spec)
+    for index, source in enumerate(spec.data.train):
+        if found := leaked([(source.domain.type, task_id) for task_id in source_task_ids(source) or ()], held_out):
+            yield SpecIssue(f"data.train.{index}.split", f"{len(found)} held-out task(s) would train: "
+                            f"{', '.join(found[:5])}{' ...' if len(found) > 5 else ''}; train on a split without them")
+    if spec.data.sft is None or not sft_row_count(spec.data.sft):
+        return
+    import pyarrow.parquet as pq
+
+    file = Path(spec.data.sft) / "train.parquet" if Path(spec.data.sft).is_dir() else Path(spec.data.sft)
+    table = pq.read_table(file, columns=[name for name in ("domain", "task_id") if name in pq.read_schema(file).names])
+    if table.num_columns < 2:
+        return  # conversations that do not record their tasks (not ctu's): nothing to check them against
+    rows = list(zip(map(str, table.column("domain").to_pylist()), map(str, table.column("task_id").to_pylist()), strict=True))
+    if found := leaked(rows, held_out_keys(spec, {domain for domain, _ in rows})):
+        yield SpecIssue("data.sft", f"{len(found)} held-out task(s) in the SFT data: {', '.join(found[:5])}"
+                                    f"{' ...' if len(found) > 5 else ''}; write it again with `ctu data sft`, which refuses them")
+
+
 def check_user_fault_retries(spec: Spec) -> Iterator[SpecIssue]:
     """`retry` replays an episode to draw another customer; an LLM customer sampled at temperature 0 answers a
     replay as it answered before, so the replay repeats the fault (and the episode is then excluded)."""
@@ -364,6 +397,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_validation_name,
     check_task_generation,
     check_sft_data,
+    check_held_out,
     check_model_exports,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,

@@ -211,8 +211,11 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
 
     down = ctu("eval", str(spec_file), "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "--model", "gold", "--limit", "1",
                "--no-progress", "--out", str(tmp_path / "down"))
-    assert down.returncode == 0 and "Traceback" not in down.stdout + down.stderr, down.stderr[-3000:]
+    # nothing measured: exit 3 (not a success), and eval.json holds no success figure
+    assert down.returncode == 3 and "Traceback" not in down.stdout + down.stderr, down.stderr[-3000:]
     assert down.stderr.count("is an infrastructure error") == 2 and "2 episode(s) ended by an infrastructure error" in down.stderr
+    assert "nothing measured: none of the 2 episode(s) finished" in " ".join(down.stderr.split())
+    assert "success_rate" not in json.loads((tmp_path / "down" / "eval.json").read_text())["overall"]
     assert "Traceback" in (tmp_path / "down" / "eval.log").read_text()
     other = tmp_path / "other"
     other.mkdir()
