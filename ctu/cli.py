@@ -350,8 +350,13 @@ def compare(
 ) -> None:
     """Put several `ctu eval` results side by side (e.g. the base model, checkpoints, an API model), each one's
     success rate against the first's with a paired-bootstrap 95% interval; test sets holding other tasks are flagged."""
+    from ctu.evaluation.comparison import label_apart, without_common_test_set
     from ctu.evaluation.report import comparison_table, plot_comparison, read_report
 
+    if len(results) < 2:
+        err.print(f"[red]error:[/red] `ctu compare` needs two or more results (the first is the baseline), got one: "
+                  f"{escape(str(results[0]))}; its own figures are its eval.json (the table `ctu eval` printed)")
+        raise typer.Exit(EXIT_SPEC_ERROR)
     reports = []
     for path in results:
         try:
@@ -359,6 +364,15 @@ def compare(
         except ValueError as error:
             err.print(f"[red]error:[/red] {escape(str(error))}")
             raise typer.Exit(EXIT_SPEC_ERROR) from None
+    reports = label_apart(reports, [str(path) for path in results])
+    apart = without_common_test_set(reports)
+    for index in apart:
+        err.print(f"[yellow]{escape(str(reports[index]['policy']))} shares no test set with the baseline "
+                  f"{escape(str(reports[0]['policy']))}[/yellow] (its: {', '.join(reports[index]['by_test_set']) or 'none'}; "
+                  f"the baseline's: {', '.join(reports[0]['by_test_set']) or 'none'}): nothing of it is compared")
+    if len(apart) == len(reports) - 1:
+        err.print("[red]error:[/red] no result shares a test set with the baseline: nothing to compare")
+        raise typer.Exit(EXIT_SPEC_ERROR)
     out.print(comparison_table(reports))
     if plot is not None:
         plot_comparison(reports, plot)

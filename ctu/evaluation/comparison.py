@@ -107,3 +107,18 @@ def task_mismatches(reports: Sequence[Mapping[str, Any]]) -> list[str]:
                 lines.append(f"{name}: {policy} and {first} read their tasks from different\n"
                              "  task files (same ids, other contents)")
     return lines
+
+
+def label_apart(reports: Sequence[Mapping[str, Any]], sources: Sequence[str]) -> list[dict[str, Any]]:
+    """`reports` with each policy label made unique: a label two results share gets its result's `sources` entry
+    (its path) appended, so a comparison keyed by label never merges two results (copies; `reports` unchanged)."""
+    labels = [str(report["policy"]) for report in reports]
+    return [{**report, "policy": label if labels.count(label) == 1 else f"{label} ({source})"}
+            for report, label, source in zip(reports, labels, sources, strict=True)]
+
+
+def without_common_test_set(reports: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The indices of the reports after the first that share no test set name with the first (the baseline):
+    nothing of them can be compared with it."""
+    first = set(reports[0]["by_test_set"]) if reports else set()
+    return [index for index, report in enumerate(reports) if index and not first & set(report["by_test_set"])]

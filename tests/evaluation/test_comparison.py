@@ -82,3 +82,24 @@ def test_results_on_different_tasks_under_one_name_are_flagged_and_compared_on_t
     del old["test_set_sources"], old["by_test_set"]["retail"]["by_task"]  # written before ctu recorded them
     plain = compare(base, write(tmp_path / "old", old))
     assert plain.returncode == 0 and "success - base" not in plain.stdout and "old" in plain.stdout
+
+
+def test_compare_says_what_it_cannot_compare(tmp_path: Path):
+    """Two results of one label are two columns, never one; one result, or none sharing a test set with the
+    baseline, is refused; a result without a common test set is named."""
+    base = write(tmp_path / "base", result("ckpt", 0.5, 1))
+    same_label = write(tmp_path / "same_label", result("ckpt", 0.5, 2, tasks=[str(i) for i in range(40, 80)]))
+    shown = compare(base, same_label)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert f"ckpt ({same_label}) ran 40 task(s), ckpt ({base}) 60; 20 in common" in text.replace("│", "")
+    alone = compare(base)
+    assert alone.returncode == 2 and "needs two or more results" in alone.stderr
+    airline = result("airline-only", 0.5, 3)
+    airline["by_test_set"] = {"airline": airline["by_test_set"].pop("retail")}
+    other = write(tmp_path / "other", airline)
+    apart = compare(base, other)
+    assert apart.returncode == 2 and "airline-only shares no test set with the baseline ckpt" in " ".join(apart.stderr.split())
+    mixed = compare(base, other, write(tmp_path / "better", result("better", 0.9, 4)))
+    assert mixed.returncode == 0 and "airline-only shares no test set" in " ".join(mixed.stderr.split())
+    assert "success - ckpt" in mixed.stdout
