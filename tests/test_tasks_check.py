@@ -97,3 +97,27 @@ def test_tau2s_own_retail_airline_and_telecom_tasks_check_as_the_readme_says():
         report = check_tasks(domain, domain.tasks("base"), 80, 50)
         found[name] = (report.checked, len(report.failed_ids), sum(fault.unsolvable for fault in report.faults))
     assert found == {"retail": (114, 19, 0), "airline": (50, 0, 0), "telecom": (114, 0, 0)}
+
+
+def test_a_file_that_is_no_task_set_is_bad_input_with_every_fault_listed_at_once(tmp_path: Path):
+    """Exit 2 and each fault named in one run, never the crash path: not JSON; an entry without an id, an id twice
+    and a task tau2 rejects in one file, with a split file naming tasks the file lacks; tasks of another domain."""
+    (tmp_path / "not.json").write_text("[{")
+    result = ctu("tasks", "check", str(tmp_path / "not.json"), "--domain", "mock")
+    assert result.returncode == 2 and "cannot read" in result.stderr and "traceback" not in result.stderr
+    good = json.loads((MOCK / "tasks.json").read_text())[0]
+    rejected = {**good, "id": "bad-scenario", "user_scenario": 5}
+    file = tmp_path / "tasks.json"
+    file.write_text(json.dumps([good, {k: v for k, v in good.items() if k != "id"}, good, rejected]))
+    (tmp_path / "split.json").write_text(json.dumps({"train": [good["id"], "nowhere"], "test": ["gone"]}))
+    result = ctu("tasks", "check", str(file), "--domain", "mock", "--split-file", str(tmp_path / "split.json"))
+    text = " ".join(result.stderr.split())
+    assert result.returncode == 2 and "traceback" not in text, result.stdout + result.stderr
+    assert "entries without an `id`" in text and "at index 1" in text
+    assert f"holds task id(s) more than once: {good['id']}" in text and "Task model rejects task bad-scenario" in text
+    assert "split 'train' names task(s)" in text and "lacks: nowhere" in text and "split 'test' names task(s)" in text
+    airline = ctu("tasks", "check", str(DATA_DIR / "tau2" / "domains" / "airline" / "tasks.json"), "--domain", "retail")
+    named = " ".join(airline.stderr.split())
+    assert airline.returncode == 2 and airline.stdout == "", airline.stdout
+    assert "is not of domain 'retail'" in named and "call tools it lacks (book_reservation" in named
+    assert "they are tools of airline: --domain airline?" in named

@@ -149,7 +149,8 @@ def check_domains(spec: Spec) -> Iterator[SpecIssue]:
             try:
                 task_file_ids(source.domain.params, source.split)
             except TaskFileError as error:
-                yield SpecIssue(f"{path}.{error.where}", str(error))
+                for where, message in error.faults:
+                    yield SpecIssue(f"{path}.{where}", message)
             continue
         splits = getattr(registry.domains.get(source.domain.type).factory, "splits", ())
         for part in source.split.split("+"):

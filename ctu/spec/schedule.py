@@ -14,16 +14,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ctu.errors import CtuError
 from ctu.spec.backend_rules import backend_rules
 from ctu.spec.models import DatasetSource, Spec
 
 
-class TaskFileError(ValueError):
-    """A task file or split file that cannot serve a data source; `where` is the domain param at fault."""
+class TaskFileError(CtuError, ValueError):
+    """A task file or split file that cannot serve a data source: bad input, never a crash. `faults` lists every
+    fault found, each as ``(where, message)`` with `where` the domain param at fault; `where` is the first's."""
 
-    def __init__(self, where: str, message: str) -> None:
-        super().__init__(message)
-        self.where = where
+    def __init__(self, where: str, message: str, faults: list[tuple[str, str]] | None = None) -> None:
+        self.faults = faults or [(where, message)]
+        super().__init__("\n".join(text for _, text in self.faults))
+        self.where = self.faults[0][0]
+
+
+MOST_LISTED = 10
+"""At most this many ids or tasks named in one fault's message (then "..." and the count)."""
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:MOST_LISTED])
+    return shown + (f" ... ({len(items)} in all)" if len(items) > MOST_LISTED else "")
 
 
 def task_file_ids(params: Any, split: str) -> list[str]:
@@ -31,50 +43,63 @@ def task_file_ids(params: Any, split: str) -> list[str]:
     `tau_bench_env.domains.TaskSetParams`), in the tasks file's order, read as JSON without tau2.
 
     Raises:
-        TaskFileError: a file is missing or not of tau2's shape (a task tau2's `Task` model rejects included), a
-            split file without a tasks file, no task, a task id twice, a split naming a task the file lacks, or no
-            such split.
+        TaskFileError: every fault of the files at once (`faults`): a file missing or not of tau2's shape, an entry
+            without an id, no task, a task id twice, tasks tau2's `Task` model rejects, a split file without a tasks
+            file or not a mapping of lists, a split naming a task the file lacks, no such split.
     """
     import json
     from pathlib import Path
+
+    faults: list[tuple[str, str]] = []
 
     def read(name: str) -> Any:
         path = getattr(params, name)
         try:
             return json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as error:
-            raise TaskFileError(f"domain.{name}", f"cannot read {path!r}: {error}") from None
+            faults.append((f"domain.{name}", f"cannot read {path!r}: {error}"))
+            return None
 
     if params.tasks_file is None:
         raise TaskFileError("domain.split_file", "a split file needs its tasks_file")
     tasks = read("tasks_file")
-    if not isinstance(tasks, list) or not all(isinstance(task, dict) and "id" in task for task in tasks):
-        raise TaskFileError("domain.tasks_file", f"{params.tasks_file!r} is not a JSON list of tau2 tasks (objects with an `id`)")
-    if not tasks:
-        raise TaskFileError("domain.tasks_file", f"{params.tasks_file!r} holds no task")
-    ids = [str(task["id"]) for task in tasks]
-    if twice := sorted({task_id for task_id in ids if ids.count(task_id) > 1}):
-        raise TaskFileError("domain.tasks_file", f"{params.tasks_file!r} holds task id(s) more than once: {', '.join(twice[:10])}")
-    if rejected := _rejected_tasks(tasks):
-        raise TaskFileError("domain.tasks_file", f"{params.tasks_file!r}: tau2's Task model rejects " + "; ".join(rejected))
-    from tau_bench_env.domains import split_task_ids
-
     splits = read("split_file") if params.split_file is not None else {}
-    if not isinstance(splits, dict) or not all(isinstance(v, list) for v in splits.values()):
-        raise TaskFileError("domain.split_file", f"{params.split_file!r} is not a JSON mapping of split name to task ids")
-    known = set(ids)
-    if unknown := sorted({str(task_id) for named in splits.values() for task_id in named} - known):
-        raise TaskFileError("domain.split_file", f"{params.split_file!r} names task(s) {params.tasks_file!r} lacks: "
-                                                 f"{', '.join(unknown[:10])}{' ...' if len(unknown) > 10 else ''}")
-    try:
-        return split_task_ids([str(task["id"]) for task in tasks], splits, split, repr(params.split_file or params.tasks_file))
-    except ValueError as error:
-        raise TaskFileError("split", str(error)) from None
+    where, name = "domain.tasks_file", repr(params.tasks_file)
+    ids: list[str] = []
+    if tasks is not None and not isinstance(tasks, list):
+        faults.append((where, f"{name} is not a JSON list of tau2 tasks (objects with an `id`)"))
+    elif tasks is not None:
+        if not tasks:
+            faults.append((where, f"{name} holds no task"))
+        if no_id := [str(index) for index, task in enumerate(tasks) if not isinstance(task, dict) or "id" not in task]:
+            faults.append((where, f"{name}: entries without an `id` (a tau2 task is an object with one), at index "
+                                  f"{_listed(no_id)}"))
+        ids = [str(task["id"]) for task in tasks if isinstance(task, dict) and "id" in task]
+        if twice := sorted({task_id for task_id in ids if ids.count(task_id) > 1}):
+            faults.append((where, f"{name} holds task id(s) more than once: {_listed(twice)}"))
+        if rejected := _rejected_tasks([task for task in tasks if isinstance(task, dict) and "id" in task]):
+            faults.append((where, f"{name}: tau2's Task model rejects " + "; ".join(rejected)))
+    if splits is not None and (not isinstance(splits, dict) or not all(isinstance(v, list) for v in splits.values())):
+        faults.append(("domain.split_file", f"{params.split_file!r} is not a JSON mapping of split name to task ids"))
+    elif splits and tasks is not None:
+        known = set(ids)
+        for split_name, named in splits.items():
+            if unknown := sorted({str(task_id) for task_id in named} - known):
+                faults.append(("domain.split_file", f"{params.split_file!r}: split {split_name!r} names task(s) "
+                                                    f"{name} lacks: {_listed(unknown)}"))
+    if not faults:
+        from tau_bench_env.domains import split_task_ids
+
+        try:
+            return split_task_ids(ids, splits, split, repr(params.split_file or params.tasks_file))
+        except ValueError as error:
+            faults.append(("split", str(error)))
+    raise TaskFileError(*faults[0], faults=faults)
 
 
-def _rejected_tasks(tasks: list[dict[str, Any]], most: int = 5) -> list[str]:
+def _rejected_tasks(tasks: list[dict[str, Any]], most: int = MOST_LISTED) -> list[str]:
     """Why tau2's `Task` model rejects each task it rejects (the first `most`, each as "task ID: the first
-    error"); imports tau2's task model (~0.6 s)."""
+    error", then how many in all); imports tau2's task model (~0.6 s)."""
     import pydantic
 
     from tau_bench_env.runtime import prepare
@@ -90,9 +115,7 @@ def _rejected_tasks(tasks: list[dict[str, Any]], most: int = 5) -> list[str]:
             first = error.errors(include_url=False)[0]
             where = ".".join(str(part) for part in first["loc"])
             rejected.append(f"task {task['id']}: {where + ': ' if where else ''}{first['msg']}")
-            if len(rejected) == most:
-                break
-    return rejected
+    return rejected[:most] + ([f"... ({len(rejected)} tasks in all)"] if len(rejected) > most else [])
 
 
 def source_task_ids(source: DatasetSource) -> list[str] | None:
