@@ -79,6 +79,27 @@ class PolicyChoice:
         return "base"
 
 
+    def identity(self) -> dict[str, object]:
+        """What makes this policy this one, recorded in an evaluation folder and checked before it is reused
+        (`ctu.evaluation.runner`): the endpoint's URL and model; the Tinker checkpoint; a run's folder, step and the
+        policy it names, with each weight file's size and modification time (a run trained again exports new
+        weights under the same path); for the base model, nothing (the spec's hash names it).
+
+        Raises:
+            EvalError: `run_dir` holds no policy of `step`."""
+        if self.endpoint is not None:
+            return {"endpoint": self.endpoint.rstrip("/"), "model": self.model}
+        if self.checkpoint is not None:
+            return {"checkpoint": self.checkpoint}
+        if self.run_dir is not None:
+            step, policy = latest_checkpoint(self.run_dir, self.step)
+            folder = Path(policy)
+            weights = sorted((file.name, file.stat().st_size, file.stat().st_mtime_ns) for file in folder.iterdir()
+                             if file.suffix in (".safetensors", ".bin")) if folder.is_dir() else None
+            return {"run_dir": str(Path(self.run_dir).resolve()), "step": step, "policy": policy, "weights": weights}
+        return {"base": True}
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-") or "policy"
 

@@ -132,10 +132,43 @@ def read_lines(path: Path) -> dict[Key, dict[str, object]]:
     return lines
 
 
+OWN_FILES = frozenset({TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png", "tinker"})
+"""What `ctu eval` writes in its folder (``tinker``: a local Tinker server's state, for a checkpoint or export)."""
+
+IDENTITY = {"spec_hash": "spec (its resolved content)", "policy_identity": "policy", "samples": "samples per task",
+            "tasks_sha256": "tasks files (their content)"}
+"""The keys of an evaluation folder's identity (`eval_config.json`) and what each names in a refusal."""
+
+
+def _differences(before: dict[str, object], config: dict[str, object]) -> list[str]:
+    """What of `config`'s identity differs from `before` (an earlier `eval_config.json`), each as "what: was ->
+    is"; a config written before a key was recorded is compared on the keys it has (its policy by label)."""
+    changed = []
+    for key, what in IDENTITY.items():
+        if key not in before:
+            if key == "policy_identity" and before.get("policy") != config["policy"]:
+                changed.append(f"policy: {before.get('policy')} -> {config['policy']}")
+            continue
+        if before[key] != config[key]:
+            was, now = before[key], config[key]
+            if isinstance(was, dict) and isinstance(now, dict):
+                keys = [k for k in dict.fromkeys([*was, *now]) if was.get(k) != now.get(k)]
+                was, now = ({k: side.get(k) for k in keys} for side in (was, now))
+            changed.append(f"{what}: {json.dumps(was)} -> {json.dumps(now)}")
+    return changed
+
+
 def _check_config(out_dir: Path, config: dict[str, object], overwrite: bool) -> None:
+    """Make `out_dir` this evaluation's folder: refuse a folder holding files `ctu eval` does not write, and one
+    holding an evaluation of another identity (`IDENTITY`) unless `overwrite` (which deletes its files first);
+    record `config`."""
     path = out_dir / CONFIG
+    foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in OWN_FILES) if out_dir.is_dir() else []
+    if foreign:
+        raise EvalError(f"{out_dir} holds files `ctu eval` does not write ({', '.join(foreign[:5])}"
+                        f"{' ...' if len(foreign) > 5 else ''}): name another --out; nothing there is overwritten")
     if overwrite:
-        for name in (TRAJECTORIES, CONFIG, RESULT, LOG):
+        for name in (TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png"):
             (out_dir / name).unlink(missing_ok=True)
     elif path.exists():
         try:
@@ -145,10 +178,12 @@ def _check_config(out_dir: Path, config: dict[str, object], overwrite: bool) -> 
                             "--overwrite starts the evaluation in that folder afresh") from None
         if not isinstance(before, dict):
             raise EvalError(f"{path} is not an evaluation's configuration; --overwrite starts afresh")
-        changed = [key for key in ("spec_hash", "policy", "samples") if before.get(key) != config[key]]
-        if changed:
-            raise EvalError(f"{out_dir} holds an evaluation of another {' and '.join(changed)}; name another --out, "
-                            "or --overwrite to start afresh")
+        if changed := _differences(before, config):
+            raise EvalError(f"{out_dir} holds an evaluation of another " + "; another ".join(changed)
+                            + ": name another --out, or --overwrite to start afresh")
+    elif (out_dir / TRAJECTORIES).exists() or (out_dir / RESULT).exists():
+        raise EvalError(f"{out_dir} holds an evaluation's files without its {CONFIG}: nothing says what they "
+                        "evaluated; name another --out, or --overwrite to start afresh")
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2) + "\n")
 
@@ -162,7 +197,8 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     Args:
         spec: a valid spec (any backend).
         choice: the policy (`PolicyChoice`).
-        out_dir: the output folder; an evaluation already there of the same spec, policy and samples is resumed.
+        out_dir: the output folder; an evaluation already there of the same identity (spec, policy, samples, tasks
+            files' content: `IDENTITY`) is resumed, one of another refused.
         test_set: only this test set.
         limit: the first `limit` tasks of each test set.
         concurrency: episodes in flight at once.
@@ -173,7 +209,8 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
             repeats into the same folder add to the repeats already there).
 
     Raises:
-        EvalError: see `plan_evaluation`, `PolicyChoice.check`, and an `out_dir` holding another evaluation.
+        EvalError: see `plan_evaluation`, `PolicyChoice.check`; an `out_dir` holding another evaluation, an
+            evaluation's files without their configuration, or files `ctu eval` does not write.
         TinkerServerError: a local Tinker server did not start.
     """
     from ctu.composition import build_components
@@ -182,7 +219,9 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     components = build_components(spec)
     plan = plan_evaluation(components, test_set, limit, repeats)
     out_dir = Path(out_dir)
-    config = {"spec": spec.experiment.name, "spec_hash": spec_hash(spec), "policy": choice.label(), "samples": plan.samples}
+    config = {"spec": spec.experiment.name, "spec_hash": spec_hash(spec), "policy": choice.label(),
+              "policy_identity": choice.identity(), "samples": plan.samples,
+              "tasks_sha256": {name: source["tasks_sha256"] for name, source in test_set_sources(spec, plan).items()}}
     _check_config(out_dir, config, overwrite)
     path = out_dir / TRAJECTORIES
     done = {key for key, line in read_lines(path).items() if line.get("infra_error") is None}

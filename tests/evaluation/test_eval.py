@@ -82,9 +82,9 @@ def by_key(out: Path) -> dict[tuple[str, int], dict[str, Any]]:
 def test_eval_scores_an_endpoint_as_tau2_and_resumes_what_an_outage_left(native: bool, tmp_path: Path):
     spec = eval_spec(native)
     policy = GoldPolicy(native, down=True)
-    with ScriptedOpenAIServer(default=policy) as server:
-        choice = PolicyChoice(endpoint=server.base_url, model="gold", api_key_env=None)
-        first = run_evaluation(spec, choice, tmp_path, concurrency=4, progress=False)
+    server = ScriptedOpenAIServer(default=policy).__enter__()
+    choice = PolicyChoice(endpoint=server.base_url, model="gold", api_key_env=None)
+    first = run_evaluation(spec, choice, tmp_path, concurrency=4, progress=False)
     overall = first.report["overall"]
     # 6 episodes: one infrastructure error; of the other 5, task 0 sample 1 is spoiled
     assert first.ran == 6 and overall["episodes"] == 6 and overall["infra_errors"] == 1
@@ -99,11 +99,14 @@ def test_eval_scores_an_endpoint_as_tau2_and_resumes_what_an_outage_left(native:
     log = (tmp_path / "eval.log").read_text()  # the outage's traceback is in the evaluation's log, not the console
     assert "is an infrastructure error" in log and "Traceback" in log and "EndpointError" in log
 
-    policy.down = False  # the endpoint is back: a rerun runs only the episode the outage spoiled
-    with ScriptedOpenAIServer(default=policy) as server:
+    policy.down = False  # the endpoint is back (the same URL: the same policy): a rerun runs only the spoiled episode
+    asked = len(server.requests)
+    try:
         second = run_evaluation(spec, PolicyChoice(endpoint=server.base_url, model="gold", api_key_env=None), tmp_path,
                                 concurrency=4, progress=False)
-        assert second.ran == 1 and len({m["seed"] for m in server.requests}) == 1
+        assert second.ran == 1 and len({m["seed"] for m in list(server.requests)[asked:]}) == 1
+    finally:
+        server.__exit__(None, None, None)
     overall = second.report["overall"]
     assert overall["infra_errors"] == 0 and overall["success_rate"] == pytest.approx(5 / 6)
     assert overall["pass^k"] == {"1": pytest.approx((0.5 + 1 + 1) / 3), "2": pytest.approx((0 + 1 + 1) / 3)}
@@ -250,3 +253,52 @@ def test_the_eval_table_reads_in_80_columns_and_the_pass_k_axis_is_whole_numbers
     assert (tmp_path / "eval.png").stat().st_size > 0
     assert plt.gcf().axes[1].get_xlim() == (0.5, 1.5)  # k = 1 alone, centred; not 0.945-1.05
     plt.close("all")
+
+
+def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path: Path):
+    """An evaluation folder's identity (`eval_config.json`): the same command resumes; another endpoint serving a
+    model of the same name, or the test set's tasks file edited in place, is refused naming what differs; a folder
+    holding someone else's files is refused and left as it was."""
+    import tau2
+
+    tasks = json.loads((Path(tau2.__file__).parent / "data" / "tau2" / "domains" / "retail" / "tasks.json").read_text())
+    test_ids = {str(task.id) for task in tau2_domain("retail").tasks("test")}
+    tasks_file = tmp_path / "retail_test.json"
+    tasks_file.write_text(json.dumps([task for task in tasks if task["id"] in test_ids]))
+    data = json.loads(json.dumps(MINIMAL_SPEC))
+    data["experiment"]["seed"] = SEED
+    data["model"] = {"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}
+    data["data"]["test_sets"] = {"retail": {"domain": {"type": "retail", "tasks_file": str(tasks_file)}, "split": "base",
+                                            "max_tasks": 1}}
+    data["rollout"] = {"native_tool_calling": True, "eval_n_samples_per_prompt": 1}
+    data["environment"]["max_turns"] = 30
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(data))
+    out = tmp_path / "eval"
+
+    def ctu(url: str, folder: Path = out) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ctu.cli", "eval", str(spec_file), "--endpoint", url, "--model", "gold",
+                               "--no-progress", "--out", str(folder)], capture_output=True, text=True, timeout=600)
+
+    with ScriptedOpenAIServer(default=GoldPolicy(native=True, down=False)) as first, \
+            ScriptedOpenAIServer(default=GoldPolicy(native=True, down=False)) as second:
+        done = ctu(first.base_url)
+        assert done.returncode == 0 and "1 episode(s) run" in done.stdout, done.stdout + done.stderr
+        again = ctu(first.base_url)
+        assert again.returncode == 0 and "0 episode(s) run" in again.stdout, again.stdout + again.stderr
+        other = ctu(second.base_url)
+        said = " ".join(other.stderr.split())
+        assert other.returncode == 2 and "holds an evaluation of another policy:" in said, said
+        assert first.base_url.rstrip("/") in said and second.base_url.rstrip("/") in said
+        edited = json.loads(tasks_file.read_text())
+        edited[0]["user_scenario"]["instructions"]["reason_for_call"] += " Quickly."
+        tasks_file.write_text(json.dumps(edited))
+        stale = ctu(first.base_url)
+        assert stale.returncode == 2 and "another tasks files (their content)" in " ".join(stale.stderr.split())
+        theirs = tmp_path / "theirs"
+        theirs.mkdir()
+        (theirs / "notes.txt").write_text("mine")
+        refused = ctu(first.base_url, theirs)
+        assert refused.returncode == 2 and "holds files `ctu eval` does not write (notes.txt)" in " ".join(refused.stderr.split())
+        assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]
+    assert json.loads((out / "eval.json").read_text())["overall"]["episodes"] == 1
