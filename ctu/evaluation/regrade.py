@@ -53,7 +53,8 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
 
     Raises:
         EvalError: `eval_dir` holds no evaluation, its lines carry no tau2 messages (written before ctu kept
-            them: evaluate again), or `tasks_file` cannot be read as tau2 tasks.
+            them: evaluate again), `tasks_file` cannot be read as tau2 tasks, or holds other tasks than those
+            evaluated (`not_the_evaluations_tasks`).
     """
     from tau2.data_model.message import AssistantMessage, ToolMessage, UserMessage
     from tau2.data_model.simulation import SimulationRun
@@ -76,6 +77,9 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
     if lines and all("tau2_messages" not in line for line in lines):
         raise EvalError(f"the episodes in {eval_dir} carry no tau2 messages (written before ctu kept them): "
                         "evaluate again, then regrade")
+    if problem := not_the_evaluations_tasks(before, lines, tasks):
+        raise EvalError(f"{tasks_file} does not hold the tasks {eval_dir} evaluated: {problem}; regrade against a "
+                        "revision of those tasks (the same customers and databases, other evaluation criteria)")
     kinds = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolMessage}
     counts: Counter[str] = Counter()
     regraded = []
@@ -107,3 +111,51 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
     (out_dir / RESULT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return Regrade(out_dir, counts["rescored"], counts["became_success"], counts["became_failure"], counts["missing"],
                    counts["skipped"], report, before["overall"])
+
+
+def not_the_evaluations_tasks(report: dict[str, Any], lines: list[dict[str, Any]], tasks: dict[str, Any]) -> str | None:
+    """Why `tasks` (id -> tau2 `Task`) are not a revision of the tasks an evaluation ran (its ``eval.json`` `report`
+    and trajectory `lines`), or None: they call tools the evaluation's domain lacks (`ctu.tasks.check.
+    domain_mismatch`), or more than half of the evaluated tasks they hold (compared where the original is at hand:
+    tau2's own, or the tasks file ``eval.json`` names) ask for another customer (``user_scenario``) or start from
+    another database (``initial_state``). A regrade keeps the episodes; only the evaluation criteria may differ."""
+    from tau2.data_model.tasks import Task
+
+    from ctu.tasks.check import domain_mismatch
+    from tau_bench_env.env import shared_domain
+
+    sources = report.get("test_set_sources") or {}
+    evaluated: dict[tuple[str, str], str | None] = {}  # (domain, task id) -> the tasks file it was read from
+    for line in lines:
+        source = sources.get(str(line.get("test_set"))) or {}
+        evaluated.setdefault((str(line["domain"]), str(line["task_id"])), source.get("tasks_file"))
+    for domain in sorted({domain for domain, _ in evaluated}):
+        held = [tasks[task_id] for name, task_id in evaluated if name == domain and task_id in tasks]
+        try:
+            if held and (mismatch := domain_mismatch(shared_domain(domain), held)):
+                return f"they are not of domain {domain!r}: {mismatch}"
+        except KeyError:  # not one of tau2's domains: nothing to check its tools against
+            continue
+    originals: dict[str, dict[str, Any]] = {}
+    compared = differ = 0
+    for (domain, task_id), tasks_file in evaluated.items():
+        if task_id not in tasks:
+            continue
+        try:
+            if tasks_file is None:
+                original = shared_domain(domain).task(task_id)
+            else:
+                if tasks_file not in originals:
+                    originals[tasks_file] = {str(t["id"]): t for t in json.loads(Path(tasks_file).read_text(encoding="utf-8"))}
+                original = Task.model_validate(originals[tasks_file][task_id])
+        except (KeyError, OSError, ValueError):
+            continue
+        compared += 1
+        new = tasks[task_id]
+        differ += (original.user_scenario.model_dump() != new.user_scenario.model_dump()
+                   or (original.initial_state.model_dump() if original.initial_state else None)
+                   != (new.initial_state.model_dump() if new.initial_state else None))
+    if compared and differ * 2 > compared:
+        return (f"{differ} of the {compared} evaluated tasks it holds ask for another customer or start from another "
+                "database than the tasks evaluated")
+    return None

@@ -194,6 +194,14 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     before = report["by_test_set"]["retail"]["by_task"]
     assert again[f"retail/{first}"] == [0, 4] and all(again[t] == before[t] for t in before if t != f"retail/{first}")
     assert f"12 episode(s) re-scored against fixed.json: 0 became successes, {before[f'retail/{first}'][0]} failures" in " ".join(regraded.stdout.split())
+    # another domain's tasks (ids 0-49 exist in both), or retail's with the ids moved to other tasks: refused
+    airline = Path(tau2.__file__).parent / "data" / "tau2" / "domains" / "airline" / "tasks.json"
+    wrong = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", str(airline))
+    assert wrong.returncode == 2 and "they are not of domain 'retail'" in " ".join(wrong.stderr.split()), wrong.stderr
+    (tmp_path / "moved.json").write_text(json.dumps([{**task, "id": tasks[(i + 1) % len(tasks)]["id"]} for i, task in enumerate(tasks)]))
+    moved = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", "moved.json")
+    assert moved.returncode == 2 and "3 of the 3 evaluated tasks it holds ask for another customer" in " ".join(moved.stderr.split())
+    assert not (out / "regraded" / "airline").exists() and not (out / "regraded" / "moved").exists()
     from tau2.scripts.leaderboard.submission import Submission
 
     submitted = Submission.model_validate_json((tmp_path / "sub.json").read_text())  # tau2's own schema
