@@ -222,3 +222,29 @@ def test_more_splits_are_carved_out_of_the_training_tasks_and_the_rest_stays_put
     refused = generate(str(generation_spec(tmp_path, {**MOCK_SECTION, "validation_ratio": 0.5, "splits": {"rl": 0.5}})),
                        "--out", str(tmp_path / "none"))
     assert refused.exit_code == 2 and "leave no task for split `train`" in refused.output
+
+
+def test_a_generation_folder_is_continued_only_by_the_generation_it_holds(tmp_path: Path):
+    """An edited template file is another generation: the same command with a larger count is refused (not
+    continued into one tasks.json holding tasks of both versions); a folder holding a task set of one's own, or
+    other files, is refused and left as it was, `--overwrite` or not."""
+    templates = tmp_path / "templates.yaml"
+    templates.write_text((REPO / "specs" / "learning_chain" / "templates.yaml").read_text())
+    section = {"domain": "mock", "generator": {"type": "template", "templates": str(templates)}, "count": 4, "seed": 1}
+    out = tmp_path / "out"
+    assert generate(str(generation_spec(tmp_path, section)), "--out", str(out)).exit_code == 0
+    templates.write_text(templates.read_text().replace("want your task marked as completed", "need the task done"))
+    larger = generation_spec(tmp_path, {**section, "count": 8}, "larger.yaml")
+    result = generate(str(larger), "--out", str(out))
+    assert result.exit_code == 2 and "holds another generation" in result.output
+    assert "generator_inputs_sha256" in result.output and len(json.loads((out / "tasks.json").read_text())) == 4
+    assert generate(str(larger), "--out", str(out), "--overwrite").exit_code == 0  # afresh, on the new templates
+    assert "need the task done" in (out / "tasks.json").read_text() and "want your task marked as completed" not in (out / "tasks.json").read_text()
+    for name, content in (("tasks.json", "[]"), ("notes.txt", "mine")):
+        mine = tmp_path / f"mine_{name}"
+        mine.mkdir()
+        (mine / name).write_text(content)
+        for extra in ((), ("--overwrite",)):
+            refused = generate(str(larger), "--out", str(mine), *extra)
+            assert refused.exit_code == 2 and "holds files `ctu tasks generate` does not write" in " ".join(refused.output.split())
+        assert [(p.name, p.read_text()) for p in mine.iterdir()] == [(name, content)]

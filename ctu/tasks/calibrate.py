@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctu.errors import NothingMeasuredError
 from ctu.metrics import is_success
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ class Calibration:
         return {name: sum(task["bucket"] == name for task in self.tasks.values()) for name, _, _ in BUCKETS}
 
 
+OWN_FILES = frozenset({"episodes", "calibration.json", "tasks.json", "split_tasks.json"})
+"""What `calibrate_tasks` writes in its output folder (``episodes``: the evaluation it runs)."""
+
+
 def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: int = 0, samples: int = 4,
                     limit: int | None = None, concurrency: int = 32, overwrite: bool = False,
                     progress: bool = True) -> Calibration:
@@ -66,7 +71,9 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     docstring).
 
     Raises:
-        EvalError: no such training source; as `ctu.evaluation.runner.run_evaluation`.
+        EvalError: no such training source; `out_dir` holding files this command does not write (a task set of
+            one's own included); as `ctu.evaluation.runner.run_evaluation`.
+        NothingMeasuredError: every episode ended by an infrastructure error (nothing is written but the episodes).
     """
     from tau2.data_model.tasks import Task
 
@@ -76,13 +83,19 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
 
     if not 0 <= source < len(spec.data.train):
         raise EvalError(f"no training source {source}: the spec has {len(spec.data.train)} (data.train.0 ...)")
+    out_dir = Path(out_dir)
+    if out_dir.is_dir():
+        foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in OWN_FILES)
+        if foreign or ((out_dir / "tasks.json").exists() and not (out_dir / "calibration.json").exists()):
+            raise EvalError(f"{out_dir} holds files `ctu tasks calibrate` did not write "
+                            f"({', '.join(foreign) or 'tasks.json without calibration.json'}): name another --out; "
+                            "nothing there is overwritten")
     train = spec.data.train[source]
     calibrating = spec.model_copy(deep=True)
     calibrating.data.test_sets = {"calibration": train}
     calibrating.data.validation = None
     calibrating.rollout.eval_n_samples_per_prompt = samples
     calibrating.rollout.eval_temperature = spec.rollout.temperature
-    out_dir = Path(out_dir)
     result = run_evaluation(calibrating, choice, out_dir / "episodes", limit=limit, concurrency=concurrency,
                             overwrite=overwrite, progress=progress)
     by_task: dict[str, list[bool]] = defaultdict(list)
@@ -94,6 +107,11 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
         rate = sum(outcomes) / len(outcomes)
         tasks[task_id] = {"pass_rate": round(rate, 4), "successes": sum(outcomes), "samples": len(outcomes),
                           "bucket": bucket(rate)}
+    if not tasks:
+        raise NothingMeasuredError(f"no task calibrated: every one of the {len(read_lines(out_dir / 'episodes' / TRAJECTORIES))} "
+                                   "episode(s) ended by an infrastructure error (their tracebacks in "
+                                   f"{out_dir / 'episodes' / 'eval.log'}); no bucket written. Check the endpoint, then "
+                                   "run the same command again: it plays them again")
     params = train.domain.params
     domain = build_domain(train.domain.type, params.model_dump())
     tasks_file = getattr(params, "tasks_file", None)

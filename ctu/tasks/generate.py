@@ -6,9 +6,11 @@ The folder it writes (``--out DIR``):
   appended and flushed at once: a killed generation keeps every task already verified, and the same command
   continues after the last proposal recorded (`GenerationContext.index` makes the next proposals the ones an
   uninterrupted generation would have made);
-- ``generation.json``: what decides each proposal's verdict (the domain, the generator and its params, the seed,
-  the episode limits and the held-out task ids), so that a rerun deciding otherwise is refused rather than mixed
-  in; `count`, `max_proposals`, `validation_ratio`, `splits` and `concurrency` may change between runs (a larger `count`
+- ``generation.json``: what decides each proposal's verdict (the domain, the generator and its params, the content
+  of what the generator reads (a template file: `TaskGenerator`'s optional ``inputs_fingerprint``) and of the
+  domain's task files, the seed, the episode limits and the held-out task ids), so that a rerun deciding otherwise
+  is refused rather than mixed in; a folder holding other files, or a task set without this record, is refused
+  and never overwritten; `count`, `max_proposals`, `validation_ratio`, `splits` and `concurrency` may change between runs (a larger `count`
   continues a finished generation);
 - at the end, in tau2's format, ``tasks.json`` (the kept tasks, in order) and ``split_tasks.json`` (``train`` and
   ``validation``, by `validation_ratio` and the seed, and each of `splits` by its share; ``base`` is every task), and ``provenance.json`` (generator,
@@ -81,6 +83,14 @@ def held_out_tasks(spec: Spec, generation: TaskGeneration, domain: Domain) -> li
     return list(tasks.values())
 
 
+def files_sha256(params: Any) -> dict[str, str]:
+    """SHA-256 of each task or split file a domain's `params` name (``tasks_file``, ``split_file``), by param."""
+    import hashlib
+
+    return {name: hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            for name in ("tasks_file", "split_file") if (path := getattr(params, name, None)) and Path(path).is_file()}
+
+
 def _read_proposals(path: Path) -> list[dict[str, Any]]:
     """The lines of proposals.jsonl; a cut last line (a kill mid-write) is dropped, and with it its index's lines."""
     if not path.exists():
@@ -94,7 +104,23 @@ def _read_proposals(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
+OWN_FILES = frozenset({PROPOSALS, SECTION, TASKS, SPLITS, PROVENANCE})
+"""What a generation writes in its folder (and its ``.NAME.tmp`` files while writing)."""
+
+
 def _check_folder(out_dir: Path, section: dict[str, Any], overwrite: bool) -> None:
+    """Make `out_dir` this generation's folder: refuse one holding files a generation does not write, or a task set
+    without the record of the generation that wrote it (never overwritten, even with `overwrite`); refuse one
+    holding a generation of another `section` (its identity) unless `overwrite`, which deletes its files first."""
+    if out_dir.is_dir():
+        foreign = sorted(entry.name for entry in out_dir.iterdir()
+                         if entry.name not in OWN_FILES and not (entry.name.startswith(".") and entry.name.endswith(".tmp")))
+        if not foreign and (out_dir / TASKS).exists() and not (out_dir / SECTION).exists():
+            foreign = [f"{TASKS} without {SECTION}: a task set `ctu tasks generate` did not write"]
+        if foreign:
+            raise GenerationError(f"{out_dir} holds files `ctu tasks generate` does not write ({', '.join(foreign[:5])}"
+                                  f"{' ...' if len(foreign) > 5 else ''}): name another --out; nothing there is "
+                                  "overwritten")
     if overwrite:
         for name in (PROPOSALS, SECTION, TASKS, SPLITS, PROVENANCE):
             (out_dir / name).unlink(missing_ok=True)
@@ -123,7 +149,8 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
         on_decision: called after each proposal as ``(kept, proposed, reason)`` (reason None when kept): progress.
 
     Raises:
-        GenerationError: no `task_generation` section; `out_dir` holds another generation.
+        GenerationError: no `task_generation` section; `out_dir` holds another generation (another section, template
+            content or domain task files: `generation.json`), or files a generation does not write.
         EndpointError: an `llm` generator's endpoint stayed down (every task verified so far is kept).
         TemplateError: a `template` generator's set cannot be used.
     """
@@ -141,14 +168,16 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
     domain = build_domain(generation.domain.type, generation.domain.params.model_dump())
     held_out = held_out_tasks(spec, generation, domain)
     held_ids = {str(task.id) for task in held_out}
+    generator = generation.generator.build()
+    fingerprint = getattr(generator, "inputs_fingerprint", None)
     section = {**generation.model_dump(mode="json", include={"domain", "generator", "seed"}),
                "max_turns": spec.environment.max_turns, "max_errors": spec.environment.max_errors,
-               "held_out": sorted(held_ids)}
+               "held_out": sorted(held_ids), "generator_inputs_sha256": fingerprint() if fingerprint else None,
+               "domain_files_sha256": files_sha256(generation.domain.params)}
     _check_folder(out_dir, section, overwrite)
     examples = [task for split in domain.splits if split not in ("base", "test")
                 for task in domain.tasks(split) if str(task.id) not in held_ids][:64]
     verifier = TaskVerifier(domain, spec.environment.max_turns, spec.environment.max_errors, held_out, examples)
-    generator = generation.generator.build()
     prefix = f"{generation.domain.type}_{generation.generator.type}_"
 
     lines = _read_proposals(out_dir / PROPOSALS)

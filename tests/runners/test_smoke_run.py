@@ -279,6 +279,22 @@ def test_ctu_tasks_calibrate_buckets_generated_tasks_by_the_builtin_models_pass_
     validated = subprocess.run([sys.executable, "-m", "ctu.cli", "validate", "specs/smoke.yaml", every], cwd=REPO,
                                capture_output=True, text=True, env=run_env())
     assert validated.returncode == 0, validated.stderr
+    # a task set of the user's own in --out is refused and left as it was; an endpoint down measures nothing: exit 3
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "tasks.json").write_text("[]")
+    refused = ctu_command("tasks", "calibrate", "specs/smoke.yaml", training_data(generated_tasks), "--source", "1",
+                          "--limit", "1", "--out", str(mine))
+    assert refused.returncode == 2 and "holds files `ctu tasks calibrate` did not write" in " ".join(refused.stderr.split())
+    assert (mine / "tasks.json").read_text() == "[]" and sorted(p.name for p in mine.iterdir()) == ["tasks.json"]
+    from ctu.backends.tinker.server import free_port
+
+    down = ctu_command("tasks", "calibrate", "specs/smoke.yaml", training_data(generated_tasks), "--source", "1",
+                       "--samples", "1", "--limit", "1", "--out", str(tmp_path / "down"),
+                       "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "--model", "nothing")
+    assert down.returncode == 3 and "no task calibrated: every one of the 1 episode(s) ended by an infrastructure error" \
+        in " ".join(down.stderr.split()), down.stdout[-2000:] + down.stderr[-2000:]
+    assert not (tmp_path / "down" / "calibration.json").exists() and not (tmp_path / "down" / "tasks.json").exists()
 
 
 def test_the_cpu_recipe_runs_end_to_end_as_its_commands_say(tmp_path: Path):

@@ -61,7 +61,11 @@ class GenerationContext:
 
 
 class TaskGenerator(Protocol):
-    """A built task generator (the `task_generators` kind's contract)."""
+    """A built task generator (the `task_generators` kind's contract).
+
+    Optionally it has ``inputs_fingerprint() -> str``: a digest of the content of what it reads beyond its params
+    (a template file, a prompt file), recorded in a generation's folder so that a generation continued after that
+    content changed is refused instead of mixing tasks of both versions (`ctu.tasks.generate`)."""
 
     async def propose(self, context: GenerationContext) -> list[Proposal]:
         """The tasks proposed for `context.index` (usually one; an LLM may propose several per request). A

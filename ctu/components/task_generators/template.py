@@ -206,6 +206,16 @@ class TemplateTaskGenerator:
             loaded = loaded.model_copy(update={"templates": [t for t in loaded.templates if t.name in self.params.only]})
         return loaded
 
+    def inputs_fingerprint(self) -> str:
+        """SHA-256 of the template set as loaded (narrowed to `only`): an edited template file is another generation.
+
+        Raises:
+            TemplateError: as `template_set`."""
+        import hashlib
+        import json
+
+        return hashlib.sha256(json.dumps(self.template_set.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
     def spec_problems(self, domain_type: str) -> list[tuple[str, str]]:
         """``(param, message)`` of what stops this generator writing tasks of `domain_type` (`ctu validate`): a
         template set that cannot be loaded, names in `only` that it lacks, or a set for another domain."""
