@@ -536,6 +536,10 @@ def data_sft(
                                   max_per_task=max_per_task, tokens=tokens, on_task=on_task)
     except CtuError as error:
         raise _fail(error, SFTDataError) from None
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted:[/yellow] nothing written to {escape(str(out_dir))} (the SFT data is written whole "
+                  "at the end, so an earlier train.parquet there is as it was); the same command starts again")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     report = data.report()
     rejected = ", ".join(f"{reason} {n}" for reason, n in report["rejected"].items()) or "none"
     shown = f"; {report['tokens']} tokens" if report["tokens"] is not None else ""

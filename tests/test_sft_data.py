@@ -136,6 +136,9 @@ def test_sft_data_that_keeps_nothing_exits_3_and_writes_nothing(task_set: Path, 
     assert result.returncode == 3, result.stdout + result.stderr
     assert "no conversation kept (below_min_reward 1): nothing written" in " ".join(result.stderr.split())
     assert not (tmp_path / "sft" / "train.parquet").exists()
+    calibrated = ctu("data", "sft", str(sft_spec(tmp_path, task_set)), "--out", str(tmp_path / "sft"), "--no-gold",
+                     "--from-eval", str(tmp_path), "--no-tokens")  # a `ctu tasks calibrate` folder: its episodes/ read
+    assert calibrated.returncode == 3 and "below_min_reward 1" in calibrated.stderr, calibrated.stderr
 
 
 def test_rejection_sampling_keeps_a_teachers_successes_once_each_and_at_most_n_per_task(task_set: Path, tmp_path: Path):

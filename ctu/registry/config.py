@@ -16,6 +16,7 @@ from typing import Self, cast
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
+from ctu.errors import closest
 from ctu.registry import ComponentParams, registry
 
 
@@ -111,6 +112,10 @@ class ComponentMarker:
                 value,
             )
         if "type" not in value:
+            near = [key for key in value if isinstance(key, str) and closest(key, ["type"])]
+            if near:  # `tyype: hermes`: name the misspelt key, not only the missing one
+                raise _error("unknown_component_key", f"unknown key {near[0]!r} (did you mean 'type'?): a {self.kind} "
+                             "component names its kind in `type`", (near[0],), value)
             raise _error("missing", f"a {self.kind} component needs `type`", ("type",), value)
         name = value["type"]
         kind_registry = registry[self.kind]

@@ -143,7 +143,7 @@ def eval_rows(folders: list[Path], min_reward: float, max_per_task: int, tools: 
     per_task: Counter[tuple[str, str]] = Counter()
     seen: set[str] = set()
     for folder in folders:
-        path = folder / "trajectories.jsonl" if folder.is_dir() else folder
+        path = episodes_file(folder)
         if not path.is_file():
             raise SFTDataError(f"{folder} holds no trajectories.jsonl (a `ctu eval` or `ctu tasks calibrate` folder)")
         for text in path.read_text(encoding="utf-8").splitlines():
@@ -170,12 +170,21 @@ def eval_rows(folders: list[Path], min_reward: float, max_per_task: int, tools: 
     return rows, rejected
 
 
+def episodes_file(folder: Path) -> Path:
+    """The trajectories file of a `ctu eval` folder, of a `ctu tasks calibrate` folder (its ``episodes/``), or
+    `folder` itself when it is a file."""
+    if not folder.is_dir():
+        return folder
+    own = folder / "trajectories.jsonl"
+    return own if own.exists() or not (folder / "episodes" / "trajectories.jsonl").exists() else folder / "episodes" / "trajectories.jsonl"
+
+
 def eval_task_keys(folders: list[Path]) -> list[tuple[str, str]]:
     """``(domain, task id)`` of every line of `ctu eval`-format folders, kept or not, in file order (a line that is not
     JSON has none)."""
     keys: list[tuple[str, str]] = []
     for folder in folders:
-        path = folder / "trajectories.jsonl" if folder.is_dir() else folder
+        path = episodes_file(folder)
         for text in path.read_text(encoding="utf-8").splitlines() if path.is_file() else ():
             try:
                 line = json.loads(text)
