@@ -113,6 +113,10 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     if changes:
         _record_spec_change(run_dir, spec, changes)
     run_dir.path.mkdir(parents=True, exist_ok=True)
+    if resume is not None and (lost := run_dir.lost_metric_steps()):
+        console.print(f"[yellow]warning:[/yellow] {run_dir.metrics_file} has no line for step(s) "
+                      f"{', '.join(map(str, lost))}, which the run completed (the file was cut or edited): their figures "
+                      "are lost and the resume does not train them again; their checkpoints and trajectories are kept")
     silence_progress_bars()  # the libraries' bars (Hugging Face's loading and saving, tqdm's): ctu's are its own
     for model in {spec.model.path, spec.model.reference_path or spec.model.path}:
         build_builtin_model(model, console, progress)

@@ -132,6 +132,26 @@ class RunDir:
         temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
         temporary.replace(self.state_file)
 
+    def metric_lines(self) -> list[dict]:
+        """The lines of ``metrics.jsonl`` that parse as JSON objects with a ``step`` (a line cut by a kill is
+        skipped), in file order; [] without the file."""
+        lines = []
+        for text in self.metrics_file.read_text(encoding="utf-8").splitlines() if self.metrics_file.exists() else ():
+            try:
+                record = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("step"), int):
+                lines.append(record)
+        return lines
+
+    def lost_metric_steps(self) -> list[int]:
+        """The steps up to the state's `step` (completed, checkpointed) without a line in ``metrics.jsonl``: figures
+        lost (a file cut or edited), which a resume does not train again."""
+        done = self.read_state().get("step", 0)
+        logged = {record["step"] for record in self.metric_lines()}
+        return [step for step in range(1, done + 1) if step not in logged]
+
     def plot_rewards(self) -> Path | None:
         """`plots/reward.png`: training reward per step and each test set's average reward, from metrics.jsonl."""
         if not self.metrics_file.exists():
@@ -142,8 +162,7 @@ class RunDir:
         import matplotlib.pyplot as plt
 
         series: dict[str, list[tuple[int, float]]] = {}
-        for line in self.metrics_file.read_text().splitlines():
-            record = json.loads(line)
+        for record in self.metric_lines():
             for name, value in record.items():
                 if value is not None and (name == "generation/avg_reward" or name.endswith("/average_reward")):
                     series.setdefault(name, []).append((record["step"], value))

@@ -60,3 +60,20 @@ def test_the_reward_plot_steps_are_whole_numbers(tmp_path, monkeypatch):
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", recording)
     assert run.plot_rewards() == run.plots / "reward.png" and (run.plots / "reward.png").stat().st_size > 1000
     assert seen == [[1.0, 2.0]]
+
+
+def test_metric_lines_a_kill_cut_are_named_as_lost_steps_and_the_plot_still_draws(tmp_path):
+    import json
+
+    from ctu.runners.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    run.write_state({"backend": "tinker", "step": 3})
+    run.metrics_file.write_text(json.dumps({"step": 1, "generation/avg_reward": 0.1}) + "\n"
+                                + json.dumps({"step": 3, "generation/avg_reward": 0.3}) + "\n" + '{"step": 2, "gener')
+    assert [line["step"] for line in run.metric_lines()] == [1, 3]
+    assert run.lost_metric_steps() == [2]
+    assert run.plot_rewards() == run.plots / "reward.png"
+    run.write_state({"backend": "tinker", "step": 1})
+    assert run.lost_metric_steps() == []
