@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ctu.backends.skyrl.cluster import driver_environment, joining_cluster, runtime_env
 from ctu.backends.skyrl.params import RayRuntimeEnv, SkyRLParams
 
@@ -85,3 +87,24 @@ def test_a_cluster_without_a_gpu_node_is_a_problem_named_not_a_crash():
     assert "needs 1 node(s) with 2 GPU(s) each and the Ray cluster has 0 (GPUs per node: none)" in problem
     # not colocated, the inference engines' GPUs count too, as in the local check
     assert "needs 1 node(s) with 4 GPU(s) each (the trainer's and, not colocated" in separate_problem
+
+
+def test_a_ray_address_where_nothing_answers_fails_within_seconds_naming_it():
+    import socket
+    import time
+
+    from ctu.backends.skyrl.cluster import check_address
+    from ctu.backends.skyrl.preflight import PreflightError
+    from ctu.backends.tinker.server import free_port
+
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(PreflightError, match=rf"no Ray cluster answers at RAY_ADDRESS=127.0.0.1:{port} "):
+        check_address(f"127.0.0.1:{port}")
+    assert time.monotonic() - started < 5
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        check_address(f"ray://127.0.0.1:{listening.getsockname()[1]}")  # something answers: Ray's to go on
+    for resolved_by_ray in (None, "auto", "local"):
+        check_address(resolved_by_ray)

@@ -76,6 +76,33 @@ def runtime_env(config: Any, backend: SkyRLParams, worker_log: Path | None = Non
     return {"env_vars": env_vars, "worker_process_setup_hook": worker_setup.HOOK}
 
 
+ADDRESS_TIMEOUT_S = 5.0
+"""How long `check_address` waits for a TCP connection to a Ray cluster's address."""
+
+
+def check_address(address: str | None, timeout_s: float = ADDRESS_TIMEOUT_S) -> None:
+    """Fail fast when ``RAY_ADDRESS`` names a cluster that does not answer: Ray itself retries for minutes, its
+    retries in the log file only. Checks ``host:port`` and ``ray://host:port`` forms by opening a TCP connection;
+    None, ``auto`` and ``local`` are Ray's to resolve.
+
+    Raises:
+        PreflightError: nothing accepts a connection at the address within `timeout_s` seconds."""
+    import socket
+
+    from ctu.backends.skyrl.preflight import PreflightError
+
+    if not address or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise PreflightError(f"no Ray cluster answers at RAY_ADDRESS={address} ({error}): start it there (`ray start "
+                             "--head`), correct the address, or unset RAY_ADDRESS to start a cluster for the run") from None
+
+
 def init_ray(config: Any, backend: SkyRLParams, worker_log: Path | None = None) -> None:
     """Join the cluster at ``RAY_ADDRESS`` or start one on this machine, with `runtime_env` (the workers' standard
     error appended to `worker_log`, None: left on the console), then create SkyRL's named registry actors
@@ -84,10 +111,14 @@ def init_ray(config: Any, backend: SkyRLParams, worker_log: Path | None = None) 
     in its session's log folder: unlike SkyRL, ctu does not set ``RAY_BACKEND_LOG_LEVEL``, whose very setting is a
     line on the console). With `worker_log`, the job has Ray's logging config, so the workers' lines Ray streams
     to the console (ctu's own, `ctu.backends.skyrl.worker_setup`) carry no ``(task pid=...)`` prefix; it resets
-    the root logger of this process, which `ctu.runners.console.route_driver_logs` sets again afterwards."""
+    the root logger of this process, which `ctu.runners.console.route_driver_logs` sets again afterwards.
+
+    Raises:
+        PreflightError: ``RAY_ADDRESS`` names a cluster that does not answer (`check_address`)."""
     import ray
     from skyrl.backends.skyrl_train.utils.ppo_utils import sync_registries
 
+    check_address(os.environ.get("RAY_ADDRESS"))
     env = runtime_env(config, backend, worker_log)
     if os.environ.get("SKYRL_DUMP_INFRA_LOG_TO_STDOUT") != "1":
         log_dir = Path(config.trainer.log_path).resolve()
