@@ -162,6 +162,12 @@ def test_rejection_sampling_keeps_a_teachers_successes_once_each_and_at_most_n_p
     (episodes / "trajectories.jsonl").write_text(line(held, 1.0, "g") + "\n")
     leaked = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft2"), "--no-gold", "--from-eval", str(episodes), "--no-tokens")
     assert leaked.returncode == 2 and f"mock/{held} (test set 'held_out')" in leaked.stderr
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "train.parquet").write_text("mine")  # a file of one's own, not ctu's (no sft_report.json beside it)
+    refused = ctu("data", "sft", str(spec), "--out", str(theirs), "--no-gold", "--from-eval", str(episodes), "--no-tokens")
+    assert refused.returncode == 2 and "holds files `ctu data sft` does not write" in " ".join(refused.stderr.split())
+    assert (theirs / "train.parquet").read_text() == "mine"
     nothing = ctu("data", "sft", str(spec), "--out", str(tmp_path / "sft3"), "--no-gold")
     assert nothing.returncode == 2 and "no source of SFT data" in nothing.stderr
 

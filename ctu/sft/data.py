@@ -212,7 +212,7 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     (`gold_rows`).
 
     Raises:
-        SFTDataError: no source; a held-out task among the training tasks or the evaluation folders' episodes, kept or
+        SFTDataError: no source; `out_dir` holding files this command does not write; a held-out task among the training tasks or the evaluation folders' episodes, kept or
             not (every one named; `ctu.spec.held_out`); see `gold_rows`, `eval_rows`.
         NothingMeasuredError: no conversation kept (nothing is written).
     """
@@ -223,6 +223,12 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
 
     if not gold and not from_eval:
         raise SFTDataError("no source of SFT data: gold replays (--gold) or evaluation folders (--from-eval DIR)")
+    out_dir = Path(out_dir)
+    if out_dir.is_dir():
+        foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in (ROWS, REPORT, f".{ROWS}.tmp"))
+        if foreign or ((out_dir / ROWS).exists() and not (out_dir / REPORT).exists()):
+            raise SFTDataError(f"{out_dir} holds files `ctu data sft` does not write ({', '.join(foreign[:5]) or f'{ROWS} without {REPORT}'}"
+                               f"{' ...' if len(foreign) > 5 else ''}): name another --out; nothing there is overwritten")
     components = build_components(spec)
     candidates = [(source.domain.type, str(task.id)) for source in components.spec.data.train
                   for task in components.domain(source).tasks(source.split)[: source.max_tasks]] if gold else []
@@ -249,7 +255,6 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
         raise NothingMeasuredError(f"no conversation kept ({reasons}): nothing written to {out_dir}")
     if tokens:
         data.tokens = count_tokens(components, data.rows)
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist([{**row, "messages": [_message(m) for m in row["messages"]],
                                    "tools": None if row["tools"] is None else json.dumps(row["tools"])}
