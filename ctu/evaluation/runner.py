@@ -119,16 +119,23 @@ class EvalResult:
 
 def read_lines(path: Path) -> dict[Key, dict[str, object]]:
     """The trajectory lines of an evaluation folder, the last line of each key winning (a truncated last line,
-    from a process killed while writing, is ignored)."""
+    from a process killed while writing, is ignored).
+
+    Raises:
+        EvalError: a line lacks its test set, task id or sample index."""
     lines: dict[Key, dict[str, object]] = {}
     if not path.exists():
         return lines
-    for text in path.read_text(encoding="utf-8").splitlines():
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
             line = json.loads(text)
         except ValueError:
-            continue
-        lines[episode_key(line)] = line
+            continue  # cut by a kill while it was written (a resume appends after it)
+        try:
+            lines[episode_key(line)] = line
+        except (KeyError, TypeError, ValueError) as error:
+            raise EvalError(f"{path}, line {number}, has no valid test set, task id or sample index ({error}): not a "
+                            "line `ctu eval` wrote; move the file away, or --overwrite to start afresh") from None
     return lines
 
 

@@ -310,3 +310,9 @@ def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path
         assert refused.returncode == 2 and "holds files `ctu eval` does not write (notes.txt)" in " ".join(refused.stderr.split())
         assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]
     assert json.loads((out / "eval.json").read_text())["overall"]["episodes"] == 1
+    line = json.loads((out / "trajectories.jsonl").read_text())
+    del line["sample"]  # edited by hand: not a line ctu eval wrote
+    (out / "trajectories.jsonl").write_text(json.dumps(line) + "\n")
+    edited = subprocess.run([sys.executable, "-m", "ctu.cli", "eval", str(spec_file), "--out", str(out), "--regrade",
+                             str(tasks_file)], capture_output=True, text=True, timeout=600)
+    assert edited.returncode == 2 and "line 1, has no valid test set, task id or sample index" in " ".join(edited.stderr.split())
