@@ -1,36 +1,40 @@
 """The learning check of the whole chain: tasks -> SFT data -> SFT -> GRPO -> evaluation, scored by tau2's own
 binary success on held-out tasks, on this CPU with the built-in model.
 
-Run: `uv run python benchmarks/chain_check.py [--seed S ...] [--report-only]`; it writes under `runs/learning_chain/`,
-the folder the specs name. `--seed S` sets the task generation's seed (hence the tasks and their splits) and the
-experiment's (sampling, SFT and GRPO) to S at every stage; several seeds run one after another, each chain's report
-kept as `chain_seed<S>.json`. Without it, the specs' own seeds.
+Run: `uv run python benchmarks/chain_check.py [--grpo-backend tinker|skyrl] [--seed S ...] [--report-only]`; it
+writes under `runs/learning_chain/`, the folder the specs name. `--seed S` sets the task generation's seed (hence
+the tasks and their splits) and the experiment's (sampling, SFT and GRPO) to S at every stage; several seeds run one
+after another, each chain's report kept as `chain[_<backend>]_seed<S>.json`. Without it, the specs' own seeds.
 
 It runs the stages of `specs/learning_chain/` as a user types them (each a `ctu` command in a new process, from
 the repository's root), then a negative control:
 
-1. `ctu tasks generate`: 300 verified tau2 `mock` tasks from `specs/learning_chain/templates.yaml`, a fifth of
-   them held out (split `validation`, the spec's test set `heldout`: never in the SFT data, never trained on), two
-   fifths set apart for GRPO (split `rl`), the rest for SFT (split `train`);
+1. `ctu tasks generate`: 1,600 verified tau2 `mock` tasks from `specs/learning_chain/templates.yaml`: 100 held out
+   (split `validation`, the spec's test set `heldout`: never in the SFT data, never trained on), 160 set apart for
+   GRPO (split `rl`), the rest for SFT (split `train`);
 2. `ctu data sft`: gold replays of the SFT tasks with the scripted user;
 3. `ctu eval` of the base model on the held-out tasks;
-4. SFT on the skyrl backend (SkyRL's `SFTTrainer`, full fine-tuning) on a local Ray cluster of logical GPUs with
-   the test suite's CPU stand-ins (`tests/skyrl_cpu/`, as `learning_check.py --backend skyrl-cpu` runs SkyRL);
+4. SFT on the skyrl backend (SkyRL's `SFTTrainer`, full fine-tuning, 600 steps) on a local Ray cluster of logical
+   GPUs with the test suite's CPU stand-ins (`tests/skyrl_cpu/`, as `learning_check.py --backend skyrl-cpu` runs
+   SkyRL);
 5. `ctu eval --run-dir` of the SFT export;
-6. GRPO from the SFT export on the RL tasks (tinker backend: the local Tinker server, LoRA), rewarded by tau2's
-   success;
+6. GRPO from the SFT export on the RL tasks, rewarded by tau2's success, only its successes trained
+   (`algorithm.negative_advantage_weight: 0`): on the tinker backend (the local Tinker server, LoRA; `grpo.yaml`) or,
+   with `--grpo-backend skyrl`, on SkyRL's trainer on CPU (full fine-tuning; `grpo_skyrl.yaml`);
 7. `ctu eval --run-dir` of the GRPO run;
 8. the negative control: step 6 at a learning rate of 1e-12, and its evaluation.
 
-It prints, and writes to `runs/learning_chain/chain.json` and `chain.png` (and its table to
-`benchmarks/results/chain_check.json`, from which docs/learning-checks.md's table is generated): the held-out success rate of each policy; the
-differences SFT - base, GRPO - SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out
-tasks (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); GRPO's and the control's
-training success per step; each stage's wall time and this machine's reference loop (`machine.py`).
+It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its plot (without `--seed`, its table to
+`benchmarks/results/chain_check.json`): the held-out success rate of each policy; the differences SFT - base, GRPO -
+SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out tasks
+(`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome;
+GRPO's and the control's training success per step; each stage's wall time and this machine's reference loop
+(`machine.py`).
 
 The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
 control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
-`benchmarks/results/chain_check_<backend>.json`, from which docs/learning-checks.md's per-seed tables are generated.
+`benchmarks/results/chain_check_<backend>.json`, from which the README's and docs/learning-checks.md's per-seed tables
+are generated.
 """
 
 from __future__ import annotations

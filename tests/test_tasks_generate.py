@@ -248,3 +248,12 @@ def test_a_generation_folder_is_continued_only_by_the_generation_it_holds(tmp_pa
             refused = generate(str(larger), "--out", str(mine), *extra)
             assert refused.exit_code == 2 and "holds files `ctu tasks generate` does not write" in " ".join(refused.output.split())
         assert [(p.name, p.read_text()) for p in mine.iterdir()] == [(name, content)]
+
+
+def test_a_generation_that_keeps_nothing_exits_3_and_writes_no_task_set(tmp_path: Path):
+    spec = tmp_path / "none.yaml"
+    spec.write_text(yaml.safe_dump({"extends": SMOKE, "experiment": {"name": "gen"}, "environment": {"max_turns": 1},
+                                    "task_generation": {**MOCK_SECTION, "count": 2, "max_proposals": 4}}))
+    result = generate(str(spec), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 3 and "no task kept of 4 proposed (rejected: " in " ".join(result.output.split())
+    assert not (tmp_path / "out" / "tasks.json").exists() and (tmp_path / "out" / "proposals.jsonl").exists()

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctu.errors import CtuError
+from ctu.errors import CtuError, NothingMeasuredError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -151,6 +151,7 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
     Raises:
         GenerationError: no `task_generation` section; `out_dir` holds another generation (another section, template
             content or domain task files: `generation.json`), or files a generation does not write.
+        NothingMeasuredError: no proposal was kept (no task set is written).
         EndpointError: an `llm` generator's endpoint stayed down (every task verified so far is kept).
         TemplateError: a `template` generator's set cannot be used.
     """
@@ -236,6 +237,10 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
 
     asyncio.run(run())
     result.seconds = time.monotonic() - started
+    if not kept:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none proposed"
+        raise NothingMeasuredError(f"no task kept of {result.proposed} proposed (rejected: {reasons}): no task set written "
+                                   f"to {out_dir}; each proposal's reason is in {out_dir / PROPOSALS}")
     _write_outputs(out_dir, kept, generation, result)
     return result
 
