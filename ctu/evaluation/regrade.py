@@ -115,13 +115,13 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
 
 def not_the_evaluations_tasks(report: dict[str, Any], lines: list[dict[str, Any]], tasks: dict[str, Any]) -> str | None:
     """Why `tasks` (id -> tau2 `Task`) are not a revision of the tasks an evaluation ran (its ``eval.json`` `report`
-    and trajectory `lines`), or None: they call tools the evaluation's domain lacks (`ctu.tasks.check.
+    and trajectory `lines`), or None: they call tools the evaluation's domain lacks (`ctu.components.domains.
     domain_mismatch`), or more than half of the evaluated tasks they hold (compared where the original is at hand:
     tau2's own, or the tasks file ``eval.json`` names) ask for another customer (``user_scenario``) or start from
     another database (``initial_state``). A regrade keeps the episodes; only the evaluation criteria may differ."""
     from tau2.data_model.tasks import Task
 
-    from ctu.tasks.check import domain_mismatch
+    from ctu.components.domains import domain_mismatch
     from tau_bench_env.env import shared_domain
 
     sources = report.get("test_set_sources") or {}

@@ -170,7 +170,7 @@ def check_task_file(domain_type: str, tasks_file: Path, split_file: Path | None,
 
     Raises:
         TaskFileError: every file-level fault (`ctu.spec.schedule.task_file_ids`), or tasks of another domain
-            (`domain_mismatch`).
+            (`ctu.components.domains.domain_mismatch`).
         ComponentError: `domain_type` is not a registered domain.
     """
     import json
@@ -178,7 +178,7 @@ def check_task_file(domain_type: str, tasks_file: Path, split_file: Path | None,
 
     from tau2.data_model.tasks import Task
 
-    from ctu.components.domains import build_domain
+    from ctu.components.domains import build_domain, domain_mismatch
     from ctu.spec.schedule import TaskFileError, task_file_ids
 
     ids = task_file_ids(SimpleNamespace(tasks_file=str(tasks_file), split_file=None if split_file is None else str(split_file)),
@@ -190,37 +190,6 @@ def check_task_file(domain_type: str, tasks_file: Path, split_file: Path | None,
     if mismatch := domain_mismatch(domain, tasks):
         raise TaskFileError("domain", f"{tasks_file} is not of domain {domain_type!r}: {mismatch}")
     return check_tasks(domain, tasks, max_turns, max_errors)
-
-
-def domain_mismatch(domain: Domain, tasks: list[Task]) -> str | None:
-    """Why `tasks` are not of `domain`, when more than half of those with gold actions call a tool the domain does
-    not have (its agent's or, for tau2's telecom, its user's): the unknown tools, and the registered domains that
-    have them all; None when they are of it (a few unknown tools are each task's own fault, `replay_gold`)."""
-    from ctu.components.domains import build_domain
-    from ctu.registry import registry
-
-    def tools(of: Domain) -> set[str]:
-        names = {schema["function"]["name"] for schema in of.tool_schemas}  # type: ignore[index]
-        return names | {tool.name for tool in of.user_tools or ()}
-
-    known = tools(domain)
-    acting = [task for task in tasks if task.evaluation_criteria and task.evaluation_criteria.actions]
-    foreign = [task for task in acting if any(a.name not in known for a in task.evaluation_criteria.actions)]  # type: ignore[union-attr]
-    if not acting or len(foreign) * 2 <= len(acting):
-        return None
-    unknown = sorted({a.name for task in foreign for a in task.evaluation_criteria.actions if a.name not in known})  # type: ignore[union-attr]
-    fits = []
-    for name in registry.domains.names():
-        if name == domain.name:
-            continue
-        try:
-            if set(unknown) <= tools(build_domain(name, {})):
-                fits.append(name)
-        except Exception:  # a domain that cannot be built with default params suggests nothing
-            continue
-    return (f"{len(foreign)} of its {len(acting)} tasks with gold actions call tools it lacks ({', '.join(unknown[:8])}"
-            f"{' ...' if len(unknown) > 8 else ''}); " + (f"they are tools of {' and '.join(fits)}: --domain {fits[0]}?"
-                                                           if fits else "no registered domain has them all"))
 
 
 CHECK_VERSION = 2

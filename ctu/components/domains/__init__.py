@@ -24,6 +24,8 @@ A custom domain is a `Domain` subclass registered under its own name; specs then
 
 from __future__ import annotations
 
+from typing import Any
+
 from ctu.registry import ComponentParams, registry
 from ctu.registry.config import ComponentConfig
 from tau_bench_env import domains as environment_domains
@@ -86,3 +88,32 @@ def build_domain(name: str, params: dict[str, object]) -> environment_domains.Do
     domain.name = name
     return domain
 
+
+def domain_mismatch(domain: environment_domains.Domain, tasks: list[Any]) -> str | None:
+    """Why `tasks` (tau2 `Task`s) are not of `domain`, when more than half of those with gold actions call a tool the
+    domain does not have (its agent's or, for tau2's telecom, its user's): the unknown tools, and the registered
+    domains that have them all; None when they are of it (a few unknown tools are each task's own fault,
+    `ctu.tasks.check.replay_gold`). Used by `ctu tasks check` and `ctu eval --regrade`."""
+
+    def tools(of: environment_domains.Domain) -> set[str]:
+        names = {schema["function"]["name"] for schema in of.tool_schemas}  # type: ignore[index]
+        return names | {tool.name for tool in of.user_tools or ()}
+
+    known = tools(domain)
+    acting = [task for task in tasks if task.evaluation_criteria and task.evaluation_criteria.actions]
+    foreign = [task for task in acting if any(a.name not in known for a in task.evaluation_criteria.actions)]  # type: ignore[union-attr]
+    if not acting or len(foreign) * 2 <= len(acting):
+        return None
+    unknown = sorted({a.name for task in foreign for a in task.evaluation_criteria.actions if a.name not in known})  # type: ignore[union-attr]
+    fits = []
+    for name in registry.domains.names():
+        if name == domain.name:
+            continue
+        try:
+            if set(unknown) <= tools(build_domain(name, {})):
+                fits.append(name)
+        except Exception:  # a domain that cannot be built with default params suggests nothing
+            continue
+    return (f"{len(foreign)} of its {len(acting)} tasks with gold actions call tools it lacks ({', '.join(unknown[:8])}"
+            f"{' ...' if len(unknown) > 8 else ''}); " + (f"they are tools of {' and '.join(fits)}: --domain {fits[0]}?"
+                                                           if fits else "no registered domain has them all"))
