@@ -54,7 +54,8 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
     Raises:
         EvalError: `eval_dir` holds no evaluation, its lines carry no tau2 messages (written before ctu kept
             them: evaluate again), `tasks_file` cannot be read as tau2 tasks, or holds other tasks than those
-            evaluated (`not_the_evaluations_tasks`).
+            evaluated (`not_the_evaluations_tasks`), or its folder under ``regraded/`` holds a regrade against another
+            file of the same name (the same file again re-scores in place).
     """
     from tau2.data_model.message import AssistantMessage, ToolMessage, UserMessage
     from tau2.data_model.simulation import SimulationRun
@@ -102,11 +103,17 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
             line = {**line, "raw_reward": reward, "regraded_from": line["raw_reward"]}
         regraded.append(line)
     out_dir = eval_dir / REGRADED / tasks_file.stem
+    digest = hashlib.sha256(raw).hexdigest()
+    if (out_dir / RESULT).is_file():
+        earlier = json.loads((out_dir / RESULT).read_text(encoding="utf-8")).get("regraded_with") or {}
+        if earlier.get("tasks_sha256") != digest:
+            raise EvalError(f"{out_dir} holds a regrade against another {tasks_file.name} ({earlier.get('tasks_file')}, "
+                            "other contents): rename the tasks file, or delete that folder to regrade again")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / TRAJECTORIES).write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in regraded),
                                         encoding="utf-8")
     report = {**{key: value for key, value in before.items() if key not in ("by_test_set", "overall", "repeats")},
-              "regraded_with": {"tasks_file": str(tasks_file.absolute()), "tasks_sha256": hashlib.sha256(raw).hexdigest()},
+              "regraded_with": {"tasks_file": str(tasks_file.absolute()), "tasks_sha256": digest},
               **summarize(regraded, int(before.get("samples_per_task", 1)))}
     (out_dir / RESULT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return Regrade(out_dir, counts["rescored"], counts["became_success"], counts["became_failure"], counts["missing"],

@@ -202,6 +202,11 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     moved = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", "moved.json")
     assert moved.returncode == 2 and "3 of the 3 evaluated tasks it holds ask for another customer" in " ".join(moved.stderr.split())
     assert not (out / "regraded" / "airline").exists() and not (out / "regraded" / "moved").exists()
+    elsewhere = tmp_path / "elsewhere" / "fixed.json"  # another file of the same name: its regrade would mix into fixed/
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(json.dumps(tasks[::-1]))
+    clash = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", str(elsewhere))
+    assert clash.returncode == 2 and "holds a regrade against another fixed.json" in " ".join(clash.stderr.split())
     from tau2.scripts.leaderboard.submission import Submission
 
     submitted = Submission.model_validate_json((tmp_path / "sub.json").read_text())  # tau2's own schema
