@@ -7,7 +7,7 @@ import platform
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from ctu.errors import CtuError
 from ctu.spec import Spec, dump_spec, spec_hash
@@ -132,7 +132,7 @@ class RunDir:
         temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
         temporary.replace(self.state_file)
 
-    def metric_lines(self) -> list[dict]:
+    def metric_lines(self) -> list[dict[str, Any]]:
         """The lines of ``metrics.jsonl`` that parse as JSON objects with a ``step`` (a line cut by a kill is
         skipped), in file order; [] without the file."""
         lines = []

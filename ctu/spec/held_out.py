@@ -6,6 +6,7 @@ tau2 (`ctu validate` runs it)."""
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
 
 from ctu.spec.models import DatasetSource, Spec
@@ -42,7 +43,7 @@ def held_out_split_ids(domain_type: str, params: Any) -> dict[str, list[str]] | 
     return {name: list(ids) for name, ids in recorded["splits"].items() if name in HELD_OUT_SPLITS}
 
 
-def held_out_keys(spec: Spec, other_domains: set[str] = frozenset()) -> dict[tuple[str, str], str]:
+def held_out_keys(spec: Spec, other_domains: Set[str] = frozenset()) -> dict[tuple[str, str], str]:
     """``(domain, task id)`` -> why it is held out, for every task the spec holds out that is known without loading
     a domain: its validation and test sets' tasks, and the held-out splits of every domain its data sources use (as
     those sources' params give them); `other_domains` (domains some data names that the spec does not, e.g. the

@@ -101,10 +101,10 @@ def domain_mismatch(domain: environment_domains.Domain, tasks: list[Any]) -> str
 
     known = tools(domain)
     acting = [task for task in tasks if task.evaluation_criteria and task.evaluation_criteria.actions]
-    foreign = [task for task in acting if any(a.name not in known for a in task.evaluation_criteria.actions)]  # type: ignore[union-attr]
+    foreign = [task for task in acting if any(a.name not in known for a in task.evaluation_criteria.actions)]
     if not acting or len(foreign) * 2 <= len(acting):
         return None
-    unknown = sorted({a.name for task in foreign for a in task.evaluation_criteria.actions if a.name not in known})  # type: ignore[union-attr]
+    unknown = sorted({a.name for task in foreign for a in task.evaluation_criteria.actions if a.name not in known})
     fits = []
     for name in registry.domains.names():
         if name == domain.name:
