@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ctu.evaluation.policies import EvalError, PolicyChoice, open_policy
 from ctu.evaluation.report import summarize
+from ctu.output_folders import refusal, unowned
 from ctu.runners.task_rows import TaskRow, test_rows
 from ctu.spec import Spec, spec_hash
 
@@ -170,10 +171,8 @@ def _check_config(out_dir: Path, config: dict[str, object], overwrite: bool) -> 
     holding an evaluation of another identity (`IDENTITY`) unless `overwrite` (which deletes its files first);
     record `config`."""
     path = out_dir / CONFIG
-    foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in OWN_FILES) if out_dir.is_dir() else []
-    if foreign:
-        raise EvalError(f"{out_dir} holds files `ctu eval` does not write ({', '.join(foreign[:5])}"
-                        f"{' ...' if len(foreign) > 5 else ''}): name another --out; nothing there is overwritten")
+    if found := unowned(out_dir, OWN_FILES):
+        raise EvalError(refusal(out_dir, "ctu eval", found))
     if overwrite:
         for name in (TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png"):
             (out_dir / name).unlink(missing_ok=True)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctu.errors import CtuError, NothingMeasuredError
+from ctu.output_folders import refusal, unowned
 from ctu.spec.held_out import held_out_keys, leaked
 
 if TYPE_CHECKING:
@@ -224,11 +225,8 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     if not gold and not from_eval:
         raise SFTDataError("no source of SFT data: gold replays (--gold) or evaluation folders (--from-eval DIR)")
     out_dir = Path(out_dir)
-    if out_dir.is_dir():
-        foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in (ROWS, REPORT, f".{ROWS}.tmp"))
-        if foreign or ((out_dir / ROWS).exists() and not (out_dir / REPORT).exists()):
-            raise SFTDataError(f"{out_dir} holds files `ctu data sft` does not write ({', '.join(foreign[:5]) or f'{ROWS} without {REPORT}'}"
-                               f"{' ...' if len(foreign) > 5 else ''}): name another --out; nothing there is overwritten")
+    if found := unowned(out_dir, (ROWS, REPORT), (ROWS, REPORT)):
+        raise SFTDataError(refusal(out_dir, "ctu data sft", found))
     components = build_components(spec)
     candidates = [(source.domain.type, str(task.id)) for source in components.spec.data.train
                   for task in components.domain(source).tasks(source.split)[: source.max_tasks]] if gold else []

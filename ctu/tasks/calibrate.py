@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ctu.errors import NothingMeasuredError
 from ctu.metrics import is_success
+from ctu.output_folders import refusal, unowned
 
 if TYPE_CHECKING:
     from ctu.evaluation.policies import PolicyChoice
@@ -84,12 +85,8 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     if not 0 <= source < len(spec.data.train):
         raise EvalError(f"no training source {source}: the spec has {len(spec.data.train)} (data.train.0 ...)")
     out_dir = Path(out_dir)
-    if out_dir.is_dir():
-        foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in OWN_FILES)
-        if foreign or ((out_dir / "tasks.json").exists() and not (out_dir / "calibration.json").exists()):
-            raise EvalError(f"{out_dir} holds files `ctu tasks calibrate` did not write "
-                            f"({', '.join(foreign) or 'tasks.json without calibration.json'}): name another --out; "
-                            "nothing there is overwritten")
+    if found := unowned(out_dir, OWN_FILES, ("tasks.json", "calibration.json")):
+        raise EvalError(refusal(out_dir, "ctu tasks calibrate", found))
     train = spec.data.train[source]
     calibrating = spec.model_copy(deep=True)
     calibrating.data.test_sets = {"calibration": train}

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctu.errors import CtuError, NothingMeasuredError
+from ctu.output_folders import refusal, unowned
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -112,15 +113,8 @@ def _check_folder(out_dir: Path, section: dict[str, Any], overwrite: bool) -> No
     """Make `out_dir` this generation's folder: refuse one holding files a generation does not write, or a task set
     without the record of the generation that wrote it (never overwritten, even with `overwrite`); refuse one
     holding a generation of another `section` (its identity) unless `overwrite`, which deletes its files first."""
-    if out_dir.is_dir():
-        foreign = sorted(entry.name for entry in out_dir.iterdir()
-                         if entry.name not in OWN_FILES and not (entry.name.startswith(".") and entry.name.endswith(".tmp")))
-        if not foreign and (out_dir / TASKS).exists() and not (out_dir / SECTION).exists():
-            foreign = [f"{TASKS} without {SECTION}: a task set `ctu tasks generate` did not write"]
-        if foreign:
-            raise GenerationError(f"{out_dir} holds files `ctu tasks generate` does not write ({', '.join(foreign[:5])}"
-                                  f"{' ...' if len(foreign) > 5 else ''}): name another --out; nothing there is "
-                                  "overwritten")
+    if found := unowned(out_dir, OWN_FILES, (TASKS, SECTION)):
+        raise GenerationError(refusal(out_dir, "ctu tasks generate", found))
     if overwrite:
         for name in (PROPOSALS, SECTION, TASKS, SPLITS, PROVENANCE):
             (out_dir / name).unlink(missing_ok=True)

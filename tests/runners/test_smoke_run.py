@@ -285,7 +285,7 @@ def test_ctu_tasks_calibrate_buckets_generated_tasks_by_the_builtin_models_pass_
     (mine / "tasks.json").write_text("[]")
     refused = ctu_command("tasks", "calibrate", "specs/smoke.yaml", training_data(generated_tasks), "--source", "1",
                           "--limit", "1", "--out", str(mine))
-    assert refused.returncode == 2 and "holds files `ctu tasks calibrate` did not write" in " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and "holds files `ctu tasks calibrate` does not write" in " ".join(refused.stderr.split())
     assert (mine / "tasks.json").read_text() == "[]" and sorted(p.name for p in mine.iterdir()) == ["tasks.json"]
     from ctu.backends.tinker.server import free_port
 
