@@ -353,10 +353,6 @@ def compare(
     from ctu.evaluation.comparison import label_apart, without_common_test_set
     from ctu.evaluation.report import comparison_table, plot_comparison, read_report
 
-    if len(results) < 2:
-        err.print(f"[red]error:[/red] `ctu compare` needs two or more results (the first is the baseline), got one: "
-                  f"{escape(str(results[0]))}; its own figures are its eval.json (the table `ctu eval` printed)")
-        raise typer.Exit(EXIT_SPEC_ERROR)
     reports = []
     for path in results:
         try:
@@ -364,6 +360,10 @@ def compare(
         except ValueError as error:
             err.print(f"[red]error:[/red] {escape(str(error))}")
             raise typer.Exit(EXIT_SPEC_ERROR) from None
+    if len(results) < 2:
+        err.print(f"[red]error:[/red] `ctu compare` needs two or more results (the first is the baseline), got one: "
+                  f"{escape(str(results[0]))}; its own figures are its eval.json (the table `ctu eval` printed)")
+        raise typer.Exit(EXIT_SPEC_ERROR)
     reports = label_apart(reports, [str(path) for path in results])
     apart = without_common_test_set(reports)
     for index in apart:
