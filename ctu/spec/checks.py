@@ -12,6 +12,7 @@ from ctu.errors import did_you_mean
 from ctu.registry import registry
 from ctu.spec.backend_rules import backend_rules
 from ctu.spec.errors import SpecIssue
+from ctu.spec.held_out import check_held_out
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, THINKING_FAMILIES, model_family
 from ctu.spec.models import Spec
 
@@ -334,34 +335,6 @@ def check_sft_data(spec: Spec) -> Iterator[SpecIssue]:
     if spec.data.sft is not None and not sft_row_count(spec.data.sft):
         yield SpecIssue("data.sft", f"{spec.data.sft!r} is not SFT data `ctu data sft` wrote (a train.parquet, or its "
                                     "folder, holding conversations in a `messages` column)")
-
-
-def check_held_out(spec: Spec) -> Iterator[SpecIssue]:
-    """No training source and no SFT conversation holds a held-out task (`ctu.spec.held_out`): a task of the spec's
-    validation or test sets, or of its domain's ``test`` or ``validation`` split, from what the task, split and SFT
-    files record."""
-    from pathlib import Path
-
-    from ctu.spec.held_out import held_out_keys, leaked
-    from ctu.spec.schedule import sft_row_count, source_task_ids
-
-    held_out = held_out_keys(spec)
-    for index, source in enumerate(spec.data.train):
-        if found := leaked([(source.domain.type, task_id) for task_id in source_task_ids(source) or ()], held_out):
-            yield SpecIssue(f"data.train.{index}.split", f"{len(found)} held-out task(s) would train: "
-                            f"{', '.join(found[:5])}{' ...' if len(found) > 5 else ''}; train on a split without them")
-    if spec.data.sft is None or not sft_row_count(spec.data.sft):
-        return
-    import pyarrow.parquet as pq
-
-    file = Path(spec.data.sft) / "train.parquet" if Path(spec.data.sft).is_dir() else Path(spec.data.sft)
-    table = pq.read_table(file, columns=[name for name in ("domain", "task_id") if name in pq.read_schema(file).names])
-    if table.num_columns < 2:
-        return  # conversations that do not record their tasks (not ctu's): nothing to check them against
-    rows = list(zip(map(str, table.column("domain").to_pylist()), map(str, table.column("task_id").to_pylist()), strict=True))
-    if found := leaked(rows, held_out_keys(spec, {domain for domain, _ in rows})):
-        yield SpecIssue("data.sft", f"{len(found)} held-out task(s) in the SFT data: {', '.join(found[:5])}"
-                                    f"{' ...' if len(found) > 5 else ''}; write it again with `ctu data sft`, which refuses them")
 
 
 def check_user_fault_retries(spec: Spec) -> Iterator[SpecIssue]:

@@ -6,9 +6,10 @@ tau2 (`ctu validate` runs it)."""
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Iterator, Set
 from typing import Any
 
+from ctu.spec.errors import SpecIssue
 from ctu.spec.models import DatasetSource, Spec
 
 HELD_OUT_SPLITS = ("test", "validation")
@@ -69,3 +70,34 @@ def leaked(keys: list[tuple[str, str]], held_out: dict[tuple[str, str], str]) ->
     """Each of `keys` that `held_out` holds, once, as ``domain/task_id (why)``, in order."""
     return list(dict.fromkeys(f"{domain}/{task_id} ({held_out[(domain, task_id)]})" for domain, task_id in keys
                               if (domain, task_id) in held_out))
+
+
+def sft_task_keys(path: str) -> list[tuple[str, str]]:
+    """``(domain, task id)`` of every row of `ctu data sft`'s ``train.parquet`` (`path`: the file or its folder),
+    from its columns; [] when the file does not record them (conversations not written by ctu)."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    file = Path(path) / "train.parquet" if Path(path).is_dir() else Path(path)
+    table = pq.read_table(file, columns=[name for name in ("domain", "task_id") if name in pq.read_schema(file).names])
+    if table.num_columns < 2:
+        return []
+    return list(zip(map(str, table.column("domain").to_pylist()), map(str, table.column("task_id").to_pylist()), strict=True))
+
+
+def check_held_out(spec: Spec) -> Iterator[SpecIssue]:
+    """No training source and no SFT conversation holds a held-out task: a task of the spec's validation or test
+    sets, or of its domain's ``test`` or ``validation`` split, from what the task, split and SFT files record
+    (a `ctu validate` check, `ctu.spec.checks`)."""
+    from ctu.spec.schedule import sft_row_count, source_task_ids
+
+    rows = sft_task_keys(spec.data.sft) if spec.data.sft is not None and sft_row_count(spec.data.sft) else []
+    held_out = held_out_keys(spec, {domain for domain, _ in rows})
+    for index, source in enumerate(spec.data.train):
+        if found := leaked([(source.domain.type, task_id) for task_id in source_task_ids(source) or ()], held_out):
+            yield SpecIssue(f"data.train.{index}.split", f"{len(found)} held-out task(s) would train: "
+                            f"{', '.join(found[:5])}{' ...' if len(found) > 5 else ''}; train on a split without them")
+    if found := leaked(rows, held_out):
+        yield SpecIssue("data.sft", f"{len(found)} held-out task(s) in the SFT data: {', '.join(found[:5])}"
+                                    f"{' ...' if len(found) > 5 else ''}; write it again with `ctu data sft`, which refuses them")
