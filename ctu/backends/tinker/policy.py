@@ -66,7 +66,8 @@ async def _tinker_url(params: TinkerParams | None, model_path: str, folder: Path
         return
     from ctu.backends.tinker.server import LocalTinkerServer
 
-    lora_rank = params.lora_rank if params is not None else 8
-    with LocalTinkerServer(model_path, folder, lora_rank=lora_rank) as server:
+    params = params if params is not None else TinkerParams()
+    with LocalTinkerServer(model_path, folder, lora_rank=params.lora_rank,
+                           sample_max_num_sequences=params.sample_batch_size) as server:
         await asyncio.to_thread(server.wait_healthy)
         yield server.base_url

@@ -88,7 +88,8 @@ class TinkerRunner:
             return
         from ctu.backends.tinker.server import LocalTinkerServer
 
-        with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank) as server:
+        with LocalTinkerServer(model_path, self.run_dir.path / "tinker", lora_rank=self.backend.lora_rank,
+                               sample_max_num_sequences=self.backend.sample_batch_size) as server:
             yield server.wait_healthy
 
     async def _run(self, model_path: str) -> RunState:

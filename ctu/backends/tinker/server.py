@@ -44,15 +44,15 @@ class LocalTinkerServer:
         folder: where the database, checkpoints and `server.log` go.
         lora_rank: the largest LoRA rank clients may ask for.
         max_lora_adapters: adapters alive at once (a training client and its samplers).
-        sample_max_num_sequences: sequences the JAX engine samples in one compiled batch. The engine pads a batch
-            to this size and compiles one program per (batch size, length bucket); left unset, every new number
-            of waiting requests compiled anew (5-10 s each on this CPU). One sequence at a time keeps a single
-            program per length bucket, and on a CPU a larger batch saves little (measured on the smoke job).
+        sample_max_num_sequences: sequences the JAX engine samples in one compiled batch (`TinkerParams.
+            sample_batch_size`). The engine pads a batch to this size and compiles one program per (batch size,
+            length bucket); left unset, every new number of waiting requests compiled anew (5-10 s each on this
+            CPU).
         startup_timeout_s: seconds to wait for health.
     """
 
     def __init__(self, base_model: str, folder: Path, lora_rank: int = 8, max_lora_adapters: int = 4,
-                 sample_max_num_sequences: int = 1, startup_timeout_s: float = 300.0) -> None:
+                 sample_max_num_sequences: int = 16, startup_timeout_s: float = 300.0) -> None:
         self.base_model = base_model
         self.folder = Path(folder)
         self.lora_rank = lora_rank
