@@ -595,8 +595,8 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
     from ctu.composition import build_components
     from ctu.models.tiny_qwen3 import tokenizer_path
     from ctu.rollout.build import build_generator
+    from ctu.rollout.requests import TaskRow, requests_for
     from ctu.rollout.sampling import OpenAIChatSampler
-    from ctu.runners.task_rows import TaskRow, episodes
     from ctu.spec import spec_from_dict
 
     tasks, warm_up = batch_tasks(row)
@@ -636,9 +636,9 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
     processes = generator.processes
 
     def rows(ids: list[Episode]) -> list[TaskRow]:
-        return [TaskRow({"domain": domain, "task_id": task, "split": "base", "domain_params": {}}) for domain, task in ids]
+        return [TaskRow(domain, task) for domain, task in ids]
 
-    warm_output = await generator.run_batch(*episodes(rows(warm_up), warm_up_samples(row.episodes, warm_up)), "eval", 0)  # not measured; held, see above
+    warm_output = await generator.run_batch(requests_for(rows(warm_up), warm_up_samples(row.episodes, warm_up)), "eval", 0)  # not measured; held, see above
     gc.collect()
     await asyncio.sleep(pause)
     workers = sorted(getattr(generator, "worker_pids", ()))
@@ -662,7 +662,7 @@ async def generate(row: Row, base_url: str, profile: bool, processes: int | str 
         profiler.enable()
     ended.clear()
     started = wall
-    output = await generator.run_batch(*episodes(rows(tasks), row.samples), "eval", 0)
+    output = await generator.run_batch(requests_for(rows(tasks), row.samples), "eval", 0)
     if profiler:
         profiler.disable()
     returned = time.perf_counter()

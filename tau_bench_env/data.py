@@ -10,14 +10,17 @@ domain, or the evaluation set), and the extras SkyRL passes to the environment: 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tau_bench_env.domains import Domain
-from tau_bench_env.env import ENV_CLASS, key_of
+from tau_bench_env.env import DomainKey, domain_key, key_of
 from tau_bench_env.runtime import prepare
 
+ENV_CLASS = "tau_bench"
+"""The `env_class` column of prepared datasets: the id the skyrl backend registers its SkyRL-gym environment under
+(`ctu.backends.skyrl.gym_env`)."""
 COMBINED_TRAIN = "train.parquet"
 """The file pooling every domain's `train` split."""
 
@@ -32,16 +35,66 @@ def agent_system_prompt(policy: str) -> str:
 
 @dataclass(frozen=True)
 class TaskRow:
-    """One task as a run takes it: the extras `TauBenchEnv` reads (``domain``, ``task_id``, ``split``,
-    ``domain_params``, and ``test_set`` for an evaluation set's rows) and a placeholder prompt (the episode builds its
-    own). The one row type of both backends: the Tinker runner hands rows to the generator, the skyrl backend writes
-    them to parquet (`parquet_rows`)."""
+    """One task as a run takes it, the one row type of both backends: the task by domain, its params and id, with
+    the split it was drawn from and, for an evaluation set's rows, the set's name. The Tinker runner and `ctu eval`
+    hand rows to the rollout (`ctu.rollout.requests.EpisodeRequest`), the skyrl backend writes them to parquet
+    (`parquet_rows`) and reads them back from SkyRL's ``env_extras`` (`from_extras`).
 
-    extras: dict[str, object] = field(default_factory=dict)
+    Attributes:
+        domain: a registered domain's name.
+        task_id: the task's id in that domain.
+        split: the split the task was drawn from.
+        domain_params: the domain's params that differ from their defaults (JSON-able; `key` finds the domain).
+        test_set: the evaluation set the row belongs to, None for a training row.
+        data_source: SkyRL's ``data_source`` column (the evaluation set, or the domain), when the row came from one.
+    """
+
+    domain: str
+    task_id: str
+    split: str = "base"
+    domain_params: Mapping[str, object] = field(default_factory=dict)
+    test_set: str | None = None
+    data_source: str | None = None
+
+    @property
+    def key(self) -> DomainKey:
+        """The key of the row's domain with its params (`tau_bench_env.env.domain_key`)."""
+        return domain_key(self.domain, self.domain_params)
 
     @property
     def prompt(self) -> list[dict[str, object]]:
+        """A placeholder prompt: the episode writes its own."""
         return [{"role": "system", "content": ""}]
+
+    @property
+    def extras(self) -> dict[str, object]:
+        """The row as the flat mapping trajectory records and logs keep (``domain``, ``task_id``, ``split``,
+        ``domain_params``, and ``test_set`` / ``data_source`` when set)."""
+        extras: dict[str, object] = {"domain": self.domain, "task_id": self.task_id, "split": self.split,
+                                     "domain_params": dict(self.domain_params)}
+        if self.test_set is not None:
+            extras["test_set"] = self.test_set
+        if self.data_source is not None:
+            extras["data_source"] = self.data_source
+        return extras
+
+    @classmethod
+    def from_extras(cls, extras: Mapping[str, object]) -> TaskRow:
+        """The row of a flat mapping: SkyRL's ``env_extras`` of a parquet row (its ``extra_info`` nested mapping
+        merged in, ``domain_params`` as JSON), or `extras` of a row.
+
+        Raises:
+            KeyError: no ``domain`` or no ``task_id``.
+        """
+        nested = extras.get("extra_info")
+        flat = {**(nested if isinstance(nested, Mapping) else {}), **extras}
+        if "domain" not in flat or "task_id" not in flat:
+            raise KeyError("a task row needs `domain` and `task_id` (see `ctu data prepare`)")
+        params = flat.get("domain_params")
+        mapping = json.loads(params) if isinstance(params, str) else dict(params) if isinstance(params, Mapping) else {}
+        test_set, source = flat.get("test_set"), flat.get("data_source")
+        return cls(str(flat["domain"]), str(flat["task_id"]), str(flat.get("split") or "base"), mapping,
+                   None if test_set is None else str(test_set), None if source is None else str(source))
 
 
 def task_rows(domain: Domain, split: str, max_tasks: int | None = None, test_set: str | None = None) -> list[TaskRow]:
@@ -54,10 +107,7 @@ def task_rows(domain: Domain, split: str, max_tasks: int | None = None, test_set
     if max_tasks is not None:
         tasks = tasks[:max_tasks]
     name, params = key_of(domain)
-    extras: dict[str, object] = {"domain": name, "split": split, "domain_params": json.loads(params)}
-    if test_set is not None:
-        extras["test_set"] = test_set
-    return [TaskRow({**extras, "task_id": task.id}) for task in tasks]
+    return [TaskRow(name, task.id, split, json.loads(params), test_set) for task in tasks]
 
 
 def parquet_rows(domain: Domain, rows: Sequence[TaskRow], data_source: str | None = None) -> list[dict[str, object]]:
@@ -69,11 +119,11 @@ def parquet_rows(domain: Domain, rows: Sequence[TaskRow], data_source: str | Non
         {
             "prompt": [{"role": "system", "content": system}],
             "env_class": ENV_CLASS,
-            "data_source": data_source or row.extras["domain"],
-            "domain": row.extras["domain"],
-            "task_id": row.extras["task_id"],
-            "split": row.extras["split"],
-            "domain_params": json.dumps(row.extras["domain_params"], sort_keys=True),
+            "data_source": data_source or row.domain,
+            "domain": row.domain,
+            "task_id": row.task_id,
+            "split": row.split,
+            "domain_params": json.dumps(dict(row.domain_params), sort_keys=True),
         }
         for row in rows
     ]

@@ -1,9 +1,9 @@
-"""`TauBenchEnv`: a tau-bench episode as a SkyRL-gym text environment (registered as ``tau_bench``).
+"""`TauBenchEnv`: one tau-bench episode of one task, as ctu's rollout plays it.
 
-One environment object is one episode of one task; the task comes from the dataset row's extras
-(``{"domain": "retail", "task_id": "..."}``, as `ctu data prepare` writes them). The async methods `ainit` and
-`astep` are the real interface (the user simulator is async and must not block the event loop); `init` and
-`step` are SkyRL-gym's synchronous interface over them.
+The task is a `tau_bench_env.data.TaskRow` (domain, params, task id). The async methods `ainit` and `astep` are the
+interface (the user simulator is async and must not block the event loop); `init` and `step` are synchronous
+wrappers for scripts. Nothing here knows a trainer: the skyrl backend wraps the class as a SkyRL-gym environment
+at its edge (`ctu.backends.skyrl.gym_env`), and importing this module imports no trainer, Ray or torch.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import json
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from pydantic import BaseModel
-from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from tau_bench_env.domains import Domain
 from tau_bench_env.episode import Episode
@@ -27,8 +26,7 @@ from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, Termination
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
 
-ENV_CLASS = "tau_bench"
-"""The environment's id in skyrl-gym's registry and the `env_class` column of prepared datasets."""
+    from tau_bench_env.data import TaskRow
 
 T = TypeVar("T")
 
@@ -109,40 +107,53 @@ class StartInfo(TypedDict):
     """Whether the episode is over already (the user hung up at once)."""
 
 
-class TauBenchEnv(BaseTextEnv):
-    """One tau-bench episode as a SkyRL-gym `BaseTextEnv`.
+@dataclass(frozen=True)
+class EnvStep:
+    """What one policy turn gives back (`TauBenchEnv.astep`).
+
+    Attributes:
+        observations: the messages that answer the turn (tool results, the customer's reply), OpenAI format.
+        reward: the episode's reward once it is done, else 0.0.
+        done: whether the episode ended with this turn.
+        metadata: the episode's result (`EpisodeResult.as_dict`) once it is done, else empty.
+    """
+
+    observations: list[dict[str, Any]]
+    reward: float
+    done: bool
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class TauBenchEnv:
+    """One tau-bench episode of one task.
 
     Args:
-        env_config: the run's `EnvSetup`.
-        extras: the dataset row's extras: ``domain`` (a registered domain name), ``task_id``, optionally
-            ``domain_params`` (a mapping, or its JSON as parquet rows carry it); also accepted under ``extra_info``.
+        setup: the run's `EnvSetup`.
+        task: the task, as a `TaskRow` or its flat mapping (`TaskRow.from_extras`: a dataset row's extras).
         user_seed: the seed the user simulator samples with (`Episode`), None for unseeded.
 
     Raises:
-        TypeError: `env_config` is not an `EnvSetup`.
-        KeyError: the extras name no domain or task, a domain the setup does not hold, or an unknown task.
+        TypeError: `setup` is not an `EnvSetup`.
+        KeyError: the task names no domain or task, a domain the setup does not hold, or an unknown task.
     """
 
-    def __init__(self, env_config: EnvSetup, extras: Mapping[str, object] | None = None, *, user_seed: int | None = None):
-        super().__init__()
-        if not isinstance(env_config, EnvSetup):
-            raise TypeError(f"TauBenchEnv needs an EnvSetup (user simulator, parser, episode config), got {type(env_config).__name__}")
-        setup = env_config
-        extras = dict(extras or {})
-        extra_info = extras.get("extra_info")  # SkyRL's dataset rows nest the row's extras here
-        extras = {**(extra_info if isinstance(extra_info, dict) else {}), **extras}
-        if "domain" not in extras or "task_id" not in extras:
-            raise KeyError("TauBenchEnv needs extras with `domain` and `task_id` (see `ctu data prepare`)")
-        key = domain_key(str(extras["domain"]), extras.get("domain_params"))
-        if key not in setup.domains:
+    def __init__(self, setup: EnvSetup, task: TaskRow | Mapping[str, object], *, user_seed: int | None = None):
+        from tau_bench_env.data import TaskRow
+
+        if not isinstance(setup, EnvSetup):
+            raise TypeError(f"TauBenchEnv needs an EnvSetup (user simulator, parser, episode config), got {type(setup).__name__}")
+        row = task if isinstance(task, TaskRow) else TaskRow.from_extras(task)
+        if row.key not in setup.domains:
             known = ", ".join(f"{name} {params}" for name, params in setup.domains) or "none"
-            raise KeyError(f"the environment setup has no domain {key[0]} with params {key[1]} (it has: {known}); "
+            raise KeyError(f"the environment setup has no domain {row.key[0]} with params {row.key[1]} (it has: {known}); "
                            "a run's domains are those of its spec's data sources")
-        domain = setup.domains[key]
-        task = domain.task(str(extras["task_id"]))
+        domain = setup.domains[row.key]
         self.setup = setup
-        self.episode = Episode(domain, task, setup.user_simulator, setup.parser, setup.config, user_seed=user_seed)
+        self.row = row
+        self.episode = Episode(domain, domain.task(row.task_id), setup.user_simulator, setup.parser, setup.config,
+                               user_seed=user_seed)
         self.max_turns = setup.config.max_turns
+        self.turns = 0
 
     @property
     def tools(self) -> list[dict[str, object]]:
@@ -186,23 +197,18 @@ class TauBenchEnv(BaseTextEnv):
         conversation = await self.episode.reset()
         return conversation, {"tools": self.episode.tools, "done": self.episode.done}
 
-    async def astep(self, action: str | ParsedTurn) -> BaseTextEnvStepOutput:
+    async def astep(self, action: str | ParsedTurn) -> EnvStep:
         """One policy turn: raw text (parsed by the parser) or a parsed turn (native tool calling)."""
         result = await self.episode.step(action)
         self.turns = self.episode.turns
-        return BaseTextEnvStepOutput(
-            observations=result.observations,
-            reward=result.reward,
-            done=result.done,
-            metadata=result.result.as_dict() if result.result is not None else {},
-            postprocessed_action=None,
-        )
+        return EnvStep(list(result.observations), float(result.reward), bool(result.done),
+                       result.result.as_dict() if result.result is not None else {})
 
     def init(self, prompt: list[dict[str, object]] | None = None) -> tuple[list[dict[str, object]], StartInfo]:
         """Synchronous `ainit`."""
         return run_sync(self.ainit(prompt))
 
-    def step(self, action: str) -> BaseTextEnvStepOutput:
+    def step(self, action: str | ParsedTurn) -> EnvStep:
         """Synchronous `astep`."""
         return run_sync(self.astep(action))
 
@@ -220,14 +226,3 @@ class TauBenchEnv(BaseTextEnv):
         if episode.termination is not None:
             metrics[f"termination/{episode.termination.value}"] = 1
         return metrics
-
-
-def register_with_skyrl_gym() -> None:
-    """Register `TauBenchEnv` with skyrl-gym as ``tau_bench`` (idempotent; call it in every Ray worker too)."""
-    from skyrl_gym.envs import registration
-
-    if ENV_CLASS not in registration.registry:
-        registration.register(id=ENV_CLASS, entry_point="tau_bench_env.env:TauBenchEnv")
-
-
-register_with_skyrl_gym()

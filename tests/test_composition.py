@@ -59,12 +59,12 @@ def test_a_generator_component_sets_the_loop_and_wraps_it_and_must_keep_the_cont
         def __init__(self, loop):
             self.loop, self.batches = loop, 0
 
-        async def run_batch(self, prompts, extras, phase, step):
+        async def run_batch(self, requests, phase, step):
             self.batches += 1
-            return await self.loop.run_batch(prompts, extras, phase, step)
+            return await self.loop.run_batch(requests, phase, step)
 
-        async def run_episode(self, prompt, extras, phase, repetition=0):
-            return await self.loop.run_episode(prompt, extras, phase, repetition)
+        async def run_episode(self, request, phase):
+            return await self.loop.run_episode(request, phase)
 
     @registry.generators.register("counting_test")
     class CountingComponent:

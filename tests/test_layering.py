@@ -80,15 +80,42 @@ def test_no_cycle_between_packages() -> None:
     assert not cycles
 
 
-def test_the_rollout_contract_imports_no_trainer() -> None:
-    """ctu's rollout layer (its contract, the agent loop, its records) names no trainer's module, lazily or not:
-    SkyRL's types stay in its backend's adapter (`ctu/backends/skyrl/generator.py`)."""
-    trainers = {"skyrl", "skyrl_gym", "tinker", "ray", "torch", "vllm"}
-    found = {}
-    for path in sorted(ROOT.glob("ctu/rollout/**/*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
-            found.update({f"{path.relative_to(ROOT)}: {name}": True for name in names if name.split(".")[0] in trainers})
+TRAINERS = frozenset({"skyrl", "skyrl_gym", "tinker", "ray", "torch", "vllm"})
+"""Modules of a trainer, its cluster or its sampler: only the backend folders and the runners that need them import
+these."""
+GROUND_FLOORS = ("tau_bench_env", "ctu/spec", "ctu/rollout")
+"""The floors every backend stands on: the environment, the spec and the rollout."""
+
+
+def test_the_ground_floors_name_no_trainer() -> None:
+    """The environment, the spec layer and ctu's rollout (its contract, the agent loop, its records) name no
+    trainer's module, lazily or not: SkyRL's types stay in its backend's adapters (`ctu/backends/skyrl/generator.py`,
+    `gym_env.py`, `keys.py`)."""
+    found = []
+    for floor in GROUND_FLOORS:
+        for path in sorted(ROOT.glob(f"{floor}/**/*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+                found += [f"{path.relative_to(ROOT)}: {name}" for name in names if name.split(".")[0] in TRAINERS]
     assert not found
 
+
+def test_importing_the_ground_floors_loads_no_trainer() -> None:
+    """Every module of `tau_bench_env`, `ctu.spec` and `ctu.rollout` imported in a fresh interpreter: none of them
+    (nor what they import: tau2, the components, the registry's entry points) loads a trainer's module."""
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib, pkgutil, sys\n"
+        "for name in ('tau_bench_env', 'ctu.spec', 'ctu.rollout'):\n"
+        "    package = importlib.import_module(name)\n"
+        "    for found in pkgutil.walk_packages(package.__path__, name + '.'):\n"
+        "        importlib.import_module(found.name)\n"
+        "from ctu.registry import registry\n"
+        "registry.domains.get('retail')\n"  # the entry points of every kind, loaded
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(TRAINERS)!r}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

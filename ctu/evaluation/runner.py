@@ -256,6 +256,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
 async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pending: list[Key], out_dir: Path,
                concurrency: int, progress: bool) -> None:
     from ctu.rollout.build import build_generator
+    from ctu.rollout.requests import EpisodeRequest
     from ctu.rollout.trajectories import trajectory_line
 
     rows = {(name, str(row.extras["task_id"])): row for name, found in plan.rows.items() for row in found}
@@ -268,7 +269,7 @@ async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pen
                 name, task_id, sample = key
                 row = rows[(name, task_id)]
                 async with limit:
-                    record = await generator.run_episode(row.prompt, dict(row.extras), "eval", sample)
+                    record = await generator.run_episode(EpisodeRequest(row, row.prompt, sample), "eval")
                 line = {**trajectory_line(record, "eval", 0), "sample": sample,  # tau2's messages: for --regrade
                         "tau2_messages": [message.model_dump(mode="json") for message in record.result.trajectory]}
                 handle.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -3,19 +3,26 @@ resolve rollout settings."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import logging
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctu.components.rewards.base import Phase
 from ctu.composition import PHASES, Components, build_components
 from ctu.errors import ComponentError
-from ctu.rollout.records import Rollout
+from ctu.rollout.records import Rollout, RolloutBatch, TrajectoryRecord
+from ctu.rollout.requests import EpisodeRequest
 from ctu.rollout.sampling import Sampler, SamplingParams
 from ctu.rollout.setup import RolloutSetup
 from ctu.spec import spec_from_dict, spec_to_dict
 from ctu.spec.models import Spec
 from tau_bench_env.env import EnvSetup
 from tau_bench_env.outcome import EpisodeConfig
+
+logger = logging.getLogger(__name__)
 
 
 def sampling_params(spec: Spec, phase: str, eos_id: int | None) -> SamplingParams:
@@ -116,4 +123,49 @@ def build_generator(
         raise ComponentError(f"generator component {spec.rollout.generator.type!r} built a {type(built).__name__}, which "
                              f"lacks ctu's rollout contract (`ctu.rollout.records.Rollout`): "
                              f"{', '.join(missing)}")
+    if OlderRollout.fits(built):
+        message = (f"generator component {spec.rollout.generator.type!r} built a {type(built).__name__} with the rollout "
+                   "contract before EpisodeRequest (run_batch(prompts, extras, phase, step), run_episode(prompt, extras, "
+                   "phase, repetition)); ctu calls it through an adapter (deprecated: take `requests` and `request`, "
+                   "ctu.rollout.requests.EpisodeRequest)")
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        logger.warning(message)
+        return OlderRollout(built)
     return built
+
+
+class OlderRollout:
+    """A generator written to the rollout contract before `EpisodeRequest`, called through ctu's current one:
+    `run_batch(prompts, extras, phase, step)` with each request's prompt and its task's flat extras (a task's k-th
+    request in the batch its sample k, as that contract had it), `run_episode(prompt, extras, phase, repetition)`.
+    Anything else is the wrapped object's.
+
+    Args:
+        inner: the generator of the older contract.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @staticmethod
+    def fits(built: object) -> bool:
+        """Whether `built`'s `run_batch` takes the older contract's ``prompts`` and ``extras``."""
+        try:
+            parameters = inspect.signature(built.run_batch).parameters  # type: ignore[attr-defined]
+        except (TypeError, ValueError):
+            return False
+        return "prompts" in parameters and "extras" in parameters
+
+    async def run_batch(self, requests: Sequence[EpisodeRequest], phase: Phase, step: int) -> RolloutBatch:
+        """`Rollout.run_batch` through the older contract."""
+        batch: RolloutBatch = await self.inner.run_batch([r.prompt for r in requests], [r.task.extras for r in requests],
+                                                         phase, step)
+        return batch
+
+    async def run_episode(self, request: EpisodeRequest, phase: Phase) -> TrajectoryRecord:
+        """`Rollout.run_episode` through the older contract."""
+        record: TrajectoryRecord = await self.inner.run_episode(request.prompt, request.task.extras, phase, request.sample or 0)
+        return record
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

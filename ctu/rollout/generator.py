@@ -21,10 +21,9 @@ import logging
 import time
 import traceback
 import uuid
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
@@ -34,6 +33,7 @@ from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.loop_load import BUSY_WARNING, LoopLoad, LoopLoadMeter
 from ctu.rollout.records import RolloutBatch, TrajectoryRecord, infrastructure_error, rollout_metrics
+from ctu.rollout.requests import EpisodeRequest, older_batch, older_episode, sample_indices
 from ctu.rollout.tokens import TokenAccount
 from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
 from tau_bench_env.env import TauBenchEnv
@@ -60,22 +60,23 @@ class TauGenerator:
         self._warned_busy = False
         self._batches = 0
 
-    async def run_batch(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
-                        phase: Phase, step: int) -> RolloutBatch:
-        """One episode per prompt, concurrently, records in input order (`Rollout.run_batch`). Never raises for
+    async def run_batch(self, requests: Sequence[EpisodeRequest], phase: Phase, step: int, *older: Any) -> RolloutBatch:
+        """One episode per request, concurrently, records in input order (`Rollout.run_batch`). Never raises for
         an episode's failure: a failed episode yields an empty, zero-reward record that is an infrastructure error,
-        counted in `generation/episode_errors`. Calls `setup.on_episode(len(prompts), False)` first and
-        `setup.on_records(records, phase, step)` last.
+        counted in `generation/episode_errors`. Calls `setup.on_episode(len(requests), False)` first and
+        `setup.on_records(records, phase, step)` last. A call of the contract before `EpisodeRequest`,
+        ``run_batch(prompts, extras, phase, step)``, still runs, with a deprecation warning (`older_batch`).
 
         Raises:
-            ValueError: `prompts` and `extras` differ in length.
+            ValueError: an older call's prompts and extras differ in length.
         """
-        if len(prompts) != len(extras):
-            raise ValueError(f"a batch of {len(prompts)} prompts and {len(extras)} tasks' extras: one of each an episode")
+        if older or not isinstance(phase, str):
+            requests, phase, step = older_batch(requests, phase, step, *older)  # type: ignore[arg-type]
         started = time.perf_counter()
         if self.setup.on_episode is not None:
-            self.setup.on_episode(len(prompts), False)
-        records = await self.batch_records(prompts, extras, phase)
+            self.setup.on_episode(len(requests), False)
+        numbered = [replace(request, sample=k) for request, k in zip(requests, sample_indices(requests), strict=True)]
+        records = await self.batch_records(numbered, phase)
         if self.setup.on_records is not None:
             self.setup.on_records(records, phase, step)
         metrics = rollout_metrics(records)
@@ -99,47 +100,42 @@ class TauGenerator:
                 100 * busiest.busy, busiest.seconds, self.processes)
         return {metric(TIMING, "rollout_loop_busy"): busiest.busy}
 
-    async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
-                            phase: Phase, on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
-        """One record per prompt, in input order: every episode on this event loop, at most
-        `max_concurrent_episodes` at once, the loop's load measured into `loop_loads`. The k-th sample of a task
-        (the same ``domain`` and ``task_id`` in `extras`) is its repetition k (`run_episode`). As each episode
-        ends, calls `on_record(its index, its record)` and `setup.on_episode(len(prompts), True)`."""
+    async def batch_records(self, requests: Sequence[EpisodeRequest], phase: Phase,
+                            on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
+        """One record per request, in input order: every episode on this event loop, at most
+        `max_concurrent_episodes` at once, the loop's load measured into `loop_loads` (`run_episode` each, a
+        request without a sample index numbered by `sample_indices`). As each episode ends, calls
+        `on_record(its index, its record)` and `setup.on_episode(len(requests), True)`."""
         self.account.new_batch()
         limit = asyncio.Semaphore(self.setup.max_concurrent_episodes)
         notify = self.setup.on_episode
 
-        async def one(index: int, prompt: list[dict[str, object]] | None, extra: dict[str, object], repetition: int) -> TrajectoryRecord:
+        async def one(index: int, request: EpisodeRequest) -> TrajectoryRecord:
             async with limit:
-                record = await self.run_episode(prompt, extra, phase, repetition)
+                record = await self.run_episode(request, phase)
             if on_record is not None:
                 on_record(index, record)
             if notify is not None:
-                notify(len(prompts), True)
+                notify(len(requests), True)
             return record
 
-        seen: Counter[str] = Counter()
-        repetitions = []
-        for extra in extras:
-            key = task_key(extra)
-            repetitions.append(seen[key])
-            seen[key] += 1
+        numbered = [replace(request, sample=k) for request, k in zip(requests, sample_indices(requests), strict=True)]
         meter = LoopLoadMeter()
         try:
             with frozen_heap():
-                return list(await asyncio.gather(*(one(n, p, e, r) for n, (p, e, r) in enumerate(zip(prompts, extras, repetitions, strict=True)))))
+                return list(await asyncio.gather(*(one(n, request) for n, request in enumerate(numbered))))
         finally:
             self.loop_loads = [meter.stop()]
 
-    def failed_record(self, extras: dict[str, object], error: str) -> TrajectoryRecord:
+    def failed_record(self, request: EpisodeRequest, error: str) -> TrajectoryRecord:
         """The record of an episode that could not run (`error` says why): empty, zero reward, an
         infrastructure error."""
         eos = self.account.eos_id if self.account.eos_id is not None else 0
-        result = EpisodeResult(str(extras.get("domain")), str(extras.get("task_id")))
+        result = EpisodeResult(request.task.domain, request.task.task_id)
         return TrajectoryRecord([eos], [eos], [0], [0.0], 0.0, "error", result,
-                                extras=dict(extras), error=error, infra_error=f"episode failed: {error}")
+                                extras=request.task.extras, error=error, infra_error=f"episode failed: {error}")
 
-    async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int = 0) -> TrajectoryRecord:
+    async def run_episode(self, request: EpisodeRequest, phase: Phase, *older: Any) -> TrajectoryRecord:
         """One trajectory; an unexpected failure becomes an empty zero-reward record with `error` set (logged in a
         line when it is a `CtuError`, e.g. an endpoint that stayed down, its traceback at DEBUG; else with its
         traceback).
@@ -147,21 +143,24 @@ class TauGenerator:
         A phase sampled with a fixed seed (evaluation) samples repetition k of a task with seed + k, so a
         task's samples differ and pass^k over them means what it says; its user simulator samples with the same
         seed (as tau2 seeds agent and user with a trial's seed), and with another on each replay for a user fault
-        (`user_seed`), so that a replay meets another customer.
+        (`user_seed`), so that a replay meets another customer. A call of the contract before `EpisodeRequest`,
+        ``run_episode(prompt, extras, phase, repetition)``, still runs, with a deprecation warning (`older_episode`).
         """
+        if not isinstance(request, EpisodeRequest):  # the older contract: (prompt, extras, phase, repetition)
+            request, phase = older_episode(request, phase, *older)
         started = time.perf_counter()
         faults = self.setup.user_faults
         replays = 0
         while True:
             try:
-                record = await self._episode(prompt, extras, phase, repetition, replays)
+                record = await self._episode(request, phase, replays)
             except Exception as exc:  # one broken episode must not end a multi-day run
                 if isinstance(exc, CtuError):  # an endpoint that stayed down or answered garbage: a line, not a stack
-                    logger.warning("episode %s/%s is an infrastructure error: %s", extras.get("domain"), extras.get("task_id"), exc)
-                    logger.debug("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
+                    logger.warning("episode %s is an infrastructure error: %s", request.task_key, exc)
+                    logger.debug("episode %s failed:\n%s", request.task_key, traceback.format_exc())
                 else:
-                    logger.error("episode %s failed:\n%s", extras.get("task_id"), traceback.format_exc())
-                record = self.failed_record(extras, f"{type(exc).__name__}: {exc}")
+                    logger.error("episode %s failed:\n%s", request.task_key, traceback.format_exc())
+                record = self.failed_record(request, f"{type(exc).__name__}: {exc}")
             if record.user_fault is None or faults.action == "keep":
                 break
             if faults.action == "retry" and replays < faults.max_retries:  # the customer again, with new samples
@@ -174,8 +173,7 @@ class TauGenerator:
         record.seconds = time.perf_counter() - started
         return record
 
-    async def _episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int,
-                       replay: int) -> TrajectoryRecord:
+    async def _episode(self, request: EpisodeRequest, phase: Phase, replay: int) -> TrajectoryRecord:
         # token-in/token-out wherever the sampler can: the policy samples from exactly the ids that are trained on, in
         # native mode too (the tools rendered by the chat template, the family's parser reading the calls). A
         # chat server samples from its own rendering of the history, which can differ from the ids trained on
@@ -184,21 +182,20 @@ class TauGenerator:
         sampler = self.setup.sampler
         session = uuid.uuid4().hex  # the episode's turns, for the sampler's routing (`Sampler.sample`)
         try:
-            return await self._play(prompt, extras, phase, repetition, replay, session,
-                                    sampler.supports_chat and not sampler.supports_tokens)
+            return await self._play(request, phase, replay, session, sampler.supports_chat and not sampler.supports_tokens)
         finally:
             await sampler.end_session(session)
 
-    async def _play(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase, repetition: int,
-                    replay: int, session: str, chat_mode: bool) -> TrajectoryRecord:
+    async def _play(self, request: EpisodeRequest, phase: Phase, replay: int, session: str, chat_mode: bool) -> TrajectoryRecord:
         """The episode's trajectory (its `replay`-th replay for a user fault), its turns sampled under `session`:
         chat completions if `chat_mode`, else tokens."""
         setup = self.setup
         account = self.account
         sampling = setup.sampling[phase]
+        repetition = request.sample or 0
         seed = None if sampling.seed is None else user_seed(sampling.seed, repetition, replay)
-        env = TauBenchEnv(setup.env, extras, user_seed=seed)
-        messages, metadata = await env.ainit(prompt)
+        env = TauBenchEnv(setup.env, request.task, user_seed=seed)
+        messages, metadata = await env.ainit(request.prompt)
         native = setup.native_tool_calling
         template_tools = metadata["tools"] if native else None
         prompt_ids = account.prompt_ids(messages, template_tools)
@@ -229,10 +226,10 @@ class TauGenerator:
             stop_reason = turn.stop_reason
             tokens.add(turn.generated, turn.logprobs)
             step = await env.astep(unfinished(turn.action, env) if stop_reason == "length" else turn.action)
-            if step["done"]:
+            if step.done:
                 break
             closed = turn.rendered or (bool(turn.generated) and turn.generated[-1] == account.eos_id)  # a rendered turn ends closed
-            observation = account.observation_ids(step["observations"], closed)
+            observation = account.observation_ids(step.observations, closed)
             if len(tokens.context) + len(observation) >= setup.max_model_len:
                 await env.end(Termination.CONTEXT_LIMIT)
                 stop_reason = "length"
@@ -253,7 +250,7 @@ class TauGenerator:
                                                             outcome.termination, env.write_tools, user_tools))
             fault = found
         return TrajectoryRecord(prompt_ids, response, mask, logprobs, 0.0 if infra_error else reward, stop_reason, outcome,
-                                reward_metrics, dict(extras), policy_turns=turns, infra_error=infra_error,
+                                reward_metrics, request.task.extras, policy_turns=turns, infra_error=infra_error,
                                 verdict=context.verdict, user_fault=fault, rerendered_turns=rerendered)
 
 

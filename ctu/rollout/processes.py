@@ -36,7 +36,7 @@ import multiprocessing
 import os
 import pickle
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -48,6 +48,7 @@ from ctu.rollout.generator import TauGenerator, task_key
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.loop_load import LoopLoad
 from ctu.rollout.records import TrajectoryRecord
+from ctu.rollout.requests import EpisodeRequest, sample_indices
 
 if TYPE_CHECKING:
     from ctu.rollout.setup import RolloutSetup
@@ -55,16 +56,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def shards(extras: list[dict[str, object]], processes: int) -> list[list[int]]:
-    """The batch's episodes (their `extras`, in input order) split over `processes` workers, as lists of input
-    indices (each ascending; some empty when there are fewer tasks than workers).
+def shards(requests: Sequence[EpisodeRequest], processes: int) -> list[list[int]]:
+    """The batch's episodes (in input order) split over `processes` workers, as lists of input indices (each
+    ascending; some empty when there are fewer tasks than workers).
 
-    A task's samples (the same `task_key`) go to one worker; tasks are dealt in order of first appearance, each to
+    A task's samples (the same `EpisodeRequest.task_key`) go to one worker; tasks are dealt in order of first appearance, each to
     the worker holding the fewest episodes so far (the first such), so workers differ by at most one group.
     """
     groups: dict[str, list[int]] = {}
-    for index, extra in enumerate(extras):
-        groups.setdefault(task_key(extra), []).append(index)
+    for index, request in enumerate(requests):
+        groups.setdefault(request.task_key, []).append(index)
     split: list[list[int]] = [[] for _ in range(processes)]
     for indices in groups.values():
         min(split, key=len).extend(indices)
@@ -136,10 +137,10 @@ def _serve(connection: Connection, in_worker: Callable[[], RolloutSetup], max_co
     connection.send(("ready", os.getpid()))
     try:
         while (shard := connection.recv()) is not None:
-            prompts, extras, phase, version = shard
+            requests, phase, version = shard
             setup.sampler.policy_version = version  # the parent's: its copy here was the policy's at the spawn
             sent = functools.partial(_send_record, connection, _Packer())
-            loop.run_until_complete(generator.batch_records(prompts, extras, phase, on_record=sent))
+            loop.run_until_complete(generator.batch_records(requests, phase, on_record=sent))
             connection.send(("done", generator.loop_loads[0]))
     except EOFError:  # the parent is gone
         pass
@@ -243,8 +244,7 @@ class _Worker:
             raise WorkerError(f"a rollout worker process could not build its setup:\n{payload}")
         self.pid = payload
 
-    def run(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]], phase: Phase,
-            version: int | None, received: Callable[..., None]) -> LoopLoad:
+    def run(self, requests: list[EpisodeRequest], phase: Phase, version: int | None, received: Callable[..., None]) -> LoopLoad:
         """Run a shard in the worker (blocking: called in a thread) with the sampler's `policy_version` set to
         `version`, calling `received(index in the shard, *packed record)` as each episode ends (`_Packer.pack`);
         returns the worker's loop load over the shard.
@@ -253,7 +253,7 @@ class _Worker:
             WorkerError: the worker died (the records received until then stand).
         """
         try:
-            self.connection.send((prompts, extras, phase, version))
+            self.connection.send((requests, phase, version))
         except OSError as exc:
             raise self._gone() from exc
         while True:
@@ -325,8 +325,8 @@ class ProcessRollout(TauGenerator):
                 raise ComponentError(str(errors[0])) from errors[0]
         return [worker for worker in self._workers if worker is not None]
 
-    async def batch_records(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
-                            phase: Phase, on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
+    async def batch_records(self, requests: Sequence[EpisodeRequest], phase: Phase,
+                            on_record: Callable[[int, TrajectoryRecord], None] | None = None) -> list[TrajectoryRecord]:
         """`TauGenerator.batch_records` over the worker processes (see the module docstring); `on_record` is
         called in this process, from the thread that received the record.
 
@@ -336,7 +336,8 @@ class ProcessRollout(TauGenerator):
         workers = await self._ready_workers()
         loop = asyncio.get_running_loop()
         notify = self.setup.on_episode
-        records: list[TrajectoryRecord | None] = [None] * len(prompts)
+        requests = [replace(request, sample=k) for request, k in zip(requests, sample_indices(requests), strict=True)]
+        records: list[TrajectoryRecord | None] = [None] * len(requests)
 
         def receiver(indices: list[int]) -> Callable[..., None]:
             unpacker = _Unpacker()
@@ -347,16 +348,16 @@ class ProcessRollout(TauGenerator):
                 if on_record is not None:
                     on_record(indices[index], record)
                 if notify is not None:
-                    loop.call_soon_threadsafe(notify, len(prompts), True)
+                    loop.call_soon_threadsafe(notify, len(requests), True)
             return received
 
-        split = shards(extras, self.processes)
+        split = shards(requests, self.processes)
         running = [(n, indices) for n, indices in enumerate(split) if indices]
         version = self.setup.sampler.policy_version
         with frozen_heap():  # the records taken in would set off collections walking this process's whole heap
             results = await asyncio.gather(
-                *(loop.run_in_executor(self._threads, workers[n].run, [prompts[i] for i in indices],
-                                       [extras[i] for i in indices], phase, version, receiver(indices))
+                *(loop.run_in_executor(self._threads, workers[n].run, [requests[i] for i in indices], phase, version,
+                                       receiver(indices))
                   for n, indices in running),
                 return_exceptions=True,
             )
@@ -368,7 +369,7 @@ class ProcessRollout(TauGenerator):
             lost = [index for index in indices if records[index] is None]
             logger.error("%s: %d episodes are infrastructure errors", error, len(lost))
             for index in lost:
-                records[index] = self.failed_record(extras[index], error)
+                records[index] = self.failed_record(requests[index], error)
             dead = self._workers[n]
             if dead is not None:
                 dead.stop()

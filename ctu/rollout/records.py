@@ -9,12 +9,14 @@ from __future__ import annotations
 import struct
 from array import array
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ctu.components.rewards.base import Phase
 from ctu.components.user_fault_detectors.base import UserFault
 from ctu.metrics import ENVIRONMENT, GENERATION, JUDGE, REWARD, USER, is_success, mean, metric
+from ctu.rollout.requests import EpisodeRequest
 from tau_bench_env.outcome import EpisodeResult
 
 
@@ -144,22 +146,20 @@ class Rollout(Protocol):
     two methods.
     """
 
-    async def run_batch(self, prompts: list[list[dict[str, object]] | None], extras: list[dict[str, object]],
-                        phase: Phase, step: int) -> RolloutBatch:
-        """One episode per prompt, concurrently; never raises for an episode's own failure.
+    async def run_batch(self, requests: Sequence[EpisodeRequest], phase: Phase, step: int) -> RolloutBatch:
+        """One episode per request, concurrently, one record each in input order; never raises for an episode's
+        own failure.
 
         Args:
-            prompts: each episode's prompt messages (None: the environment writes it), one per episode.
-            extras: each episode's task, at least ``domain`` and ``task_id``; the k-th episode of one task in the
-                batch is its sample k (a GRPO group's members, consecutive or not).
+            requests: the episodes: each one's task, prompt and sample index (`EpisodeRequest`); a task's requests
+                in a batch are a GRPO group's members, consecutive or not.
             phase: ``train`` or ``eval``: which reward chain scores the episodes and which sampling params apply.
             step: the global training step (0 before the first), for trajectory logs.
         """
         ...
 
-    async def run_episode(self, prompt: list[dict[str, object]] | None, extras: dict[str, object], phase: Phase,
-                          repetition: int = 0) -> TrajectoryRecord:
-        """One episode of the task `extras` names, its sample `repetition`; never raises for the episode's own
+    async def run_episode(self, request: EpisodeRequest, phase: Phase) -> TrajectoryRecord:
+        """One episode (its sample index `request.sample`, 0 when None); never raises for the episode's own
         failure."""
         ...
 

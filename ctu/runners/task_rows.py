@@ -1,5 +1,5 @@
 """The spec's training tasks, validation set and named test sets as task rows (`tau_bench_env.data.TaskRow`:
-a placeholder prompt and the environment's extras), from the domains the composition root built."""
+the task by domain, params and id), from the domains the composition root built."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ctu.composition import Components
     from ctu.spec.models import DatasetSource
 
-__all__ = ["TaskRow", "episodes", "evaluation_rows", "source_rows", "test_rows", "train_rows"]
+__all__ = ["TaskRow", "evaluation_rows", "source_rows", "test_rows", "train_rows"]
 
 
 def source_rows(components: Components, source: DatasetSource, test_set: str | None = None) -> list[TaskRow]:
@@ -34,10 +34,3 @@ def evaluation_rows(components: Components) -> dict[str, list[TaskRow]]:
     (`Data.evaluation_sets`)."""
     return {name: source_rows(components, source, name)
             for name, source in components.spec.data.evaluation_sets().items()}
-
-
-def episodes(rows: list[TaskRow], samples: int) -> tuple[list[list[dict[str, object]] | None], list[dict[str, object]]]:
-    """The prompts and extras of `rows` for `ctu.rollout.records.Rollout.run_batch`: each row `samples` times,
-    consecutively (one GRPO group), so ``2 * len(rows)`` episodes for `samples` 2."""
-    repeated = [row for row in rows for _ in range(samples)]
-    return [row.prompt for row in repeated], [dict(row.extras) for row in repeated]

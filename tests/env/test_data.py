@@ -11,8 +11,8 @@ import pytest
 
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-from tau_bench_env.data import prepare_datasets
-from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv, shared_domain, tau2_domains
+from tau_bench_env.data import ENV_CLASS, prepare_datasets
+from tau_bench_env.env import EnvSetup, TauBenchEnv, shared_domain, tau2_domains
 
 from ..conftest import REPO
 

@@ -1,4 +1,5 @@
-"""`TauBenchEnv` through skyrl-gym, and the episode rules it carries (termination, errors, records)."""
+"""`TauBenchEnv`, ctu's own environment class, and the episode rules it carries (termination, errors, records); the
+SkyRL-gym wrapper the skyrl backend registers (`ctu.backends.skyrl.gym_env`)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,11 @@ import asyncio
 import json
 
 import pytest
-import skyrl_gym
 
 from ctu.components.parsers.base import ParsedTurn, ToolCall
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-from tau_bench_env.env import ENV_CLASS, EnvSetup, TauBenchEnv, tau2_domains
+from tau_bench_env.env import EnvSetup, TauBenchEnv, tau2_domains
 from tau_bench_env.outcome import EpisodeConfig
 
 RETAIL_TASK = {"domain": "retail", "task_id": "0"}
@@ -22,16 +22,15 @@ def setup(user=None, **config) -> EnvSetup:
 
 
 def make(extras=RETAIL_TASK, user=None, **config) -> TauBenchEnv:
-    return skyrl_gym.make(ENV_CLASS, env_config=setup(user, **config), extras=extras)
+    return TauBenchEnv(setup(user, **config), extras)
 
 
 def call(name: str, **arguments) -> str:
     return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
 
 
-def test_registered_with_skyrl_gym_and_builds_from_row_extras():
+def test_builds_from_row_extras_and_starts_with_tau2s_prompt():
     env = make()
-    assert isinstance(env, TauBenchEnv)
     prompt, metadata = env.init([{"role": "system", "content": "ignored"}])
     assert [m["role"] for m in prompt] == ["system", "assistant", "user"]
     assert "<policy>" in prompt[0]["content"] and "<tool_call>" in prompt[0]["content"]  # text mode: tools rendered
@@ -42,8 +41,8 @@ def test_registered_with_skyrl_gym_and_builds_from_row_extras():
 
 def test_a_prompt_without_the_domain_policy_and_with_compact_tool_schemas():
     full, _ = make().init([])
-    env = skyrl_gym.make(ENV_CLASS, env_config=EnvSetup(ScriptedUserSimulator(), HermesParser(HermesParser.Params(tool_descriptions=False)),
-                                                        EpisodeConfig(domain_policy=False), tau2_domains("retail", "airline", "telecom", "mock")), extras=RETAIL_TASK)
+    env = TauBenchEnv(EnvSetup(ScriptedUserSimulator(), HermesParser(HermesParser.Params(tool_descriptions=False)),
+                               EpisodeConfig(domain_policy=False), tau2_domains("retail", "airline", "telecom", "mock")), RETAIL_TASK)
     short, metadata = env.init([])
     policy = env.episode.environment.get_policy()
     assert policy in full[0]["content"] and policy not in short[0]["content"]
@@ -76,10 +75,10 @@ def test_tool_calls_run_against_the_episodes_own_database():
     env.init([])
     other.init([])
     out = env.step(call("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122"))
-    assert out["observations"] == [{"role": "tool", "tool_call_id": "call_1_0", "content": "yusuf_rossi_9620"}]
-    assert not out["done"]
+    assert out.observations == [{"role": "tool", "tool_call_id": "call_1_0", "content": "yusuf_rossi_9620"}]
+    assert not out.done
     order = env.step(call("get_order_details", order_id="#W2378156"))
-    status = json.loads(order["observations"][0]["content"])["status"]
+    status = json.loads(order.observations[0]["content"])["status"]
     env.step(call("cancel_pending_order", order_id="#W2378156", reason="no longer needed"))
     assert status == "delivered"  # delivered orders cannot be cancelled: a tool error, not an exception
     assert env.episode.tool_errors == 1
@@ -93,31 +92,31 @@ def test_unparsable_and_empty_turns_are_errors_that_never_reach_the_user():
     env.init([])
     before = len(env.episode.trajectory)
     bad = env.step("<tool_call>{not json}</tool_call>")
-    assert bad["observations"][0]["role"] == "tool" and "could not be parsed" in bad["observations"][0]["content"]
+    assert bad.observations[0]["role"] == "tool" and "could not be parsed" in bad.observations[0]["content"]
     empty = env.step("   ")
-    assert "empty" in empty["observations"][0]["content"]
+    assert "empty" in empty.observations[0]["content"]
     assert len(env.episode.trajectory) == before
     last = env.step("")
-    assert last["done"] and last["reward"] == 0.0
-    assert last["metadata"]["termination"] == "too_many_errors"
+    assert last.done and last.reward == 0.0
+    assert last.metadata["termination"] == "too_many_errors"
     assert env.get_metrics()["parse_failures"] == 1 and env.episode.empty_turns == 2
 
 
 def test_max_turns_ends_with_reward_zero():
     env = make(max_turns=2)
     env.init([])
-    assert not env.step(call("list_all_product_types"))["done"]
+    assert not env.step(call("list_all_product_types")).done
     out = env.step(call("list_all_product_types"))
-    assert out["done"] and out["reward"] == 0.0 and out["metadata"]["termination"] == "max_turns"
+    assert out.done and out.reward == 0.0 and out.metadata["termination"] == "max_turns"
 
 
 def test_agent_stop_ends_and_is_evaluated():
     env = make()
     env.init([])
     out = env.step("I cannot help further. ###STOP###")
-    assert out["done"] and out["metadata"]["termination"] == "agent_stop"
-    assert out["reward"] == 0.0  # nothing was done, so tau2's database check fails
-    assert out["metadata"]["reward_breakdown"] is not None
+    assert out.done and out.metadata["termination"] == "agent_stop"
+    assert out.reward == 0.0  # nothing was done, so tau2's database check fails
+    assert out.metadata["reward_breakdown"] is not None
 
 
 def test_agent_stop_with_tool_calls_stops_without_running_them():
@@ -128,7 +127,7 @@ def test_agent_stop_with_tool_calls_stops_without_running_them():
     turn = call("modify_user_address", user_id="yusuf_rossi_9620", address1="1 Main St", address2="", city="X",
                 state="PA", country="USA", zip="19122")
     out = env.step("Done. ###STOP###\n" + turn)
-    assert out["done"] and out["metadata"]["termination"] == "agent_stop"
+    assert out.done and out.metadata["termination"] == "agent_stop"
     assert env.episode.tool_errors == 0
     assert env.episode._env.get_db_hash() == untouched.episode._env.get_db_hash()
     assert not env.episode.trajectory[-1].tool_calls  # tau2's evaluator replays no call that never ran
@@ -140,8 +139,8 @@ def test_user_stop_and_metadata_hold_the_full_conversation():
     env.init([])
     env.step(call("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122"))
     out = env.step("Anything else I can do?")
-    assert out["done"] and out["metadata"]["termination"] == "user_stop"
-    metadata = out["metadata"]
+    assert out.done and out.metadata["termination"] == "user_stop"
+    metadata = out.metadata
     roles = [m["role"] for m in metadata["conversation"]]
     assert roles == ["system", "assistant", "user", "assistant", "tool", "assistant"]
     assert metadata["domain"] == "retail" and metadata["task_id"] == "0" and metadata["turns"] == 2
@@ -157,7 +156,7 @@ def test_native_mode_takes_structured_tool_calls_and_keeps_tools_out_of_the_prom
         return await env.astep(ParsedTurn(content="", tool_calls=(ToolCall("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}),)))
 
     out = asyncio.run(play())
-    assert out["observations"][0]["content"] == "yusuf_rossi_9620"
+    assert out.observations[0]["content"] == "yusuf_rossi_9620"
     assistant = env.episode.conversation[-2]
     assert assistant["tool_calls"][0]["function"]["name"] == "find_user_id_by_name_zip"
 
@@ -195,8 +194,8 @@ def test_the_gold_state_is_computed_at_reset_and_a_failure_there_is_an_evaluatio
     gold._states.pop(("2", True), None)
     failing.init([])  # does not raise
     out = failing.step("I cannot help further. ###STOP###")
-    assert out["done"] and out["reward"] == 0.0 and len(computed) == 2
-    assert out["metadata"]["evaluation_error"] == "ZeroDivisionError: division by zero"
+    assert out.done and out.reward == 0.0 and len(computed) == 2
+    assert out.metadata["evaluation_error"] == "ZeroDivisionError: division by zero"
 
 
 class RecordingUser:
@@ -251,3 +250,22 @@ def test_a_batchs_openings_are_asked_for_before_any_environment_is_built_and_a_f
 
     asyncio.run(reset_and_settle())
     assert events == ["asked", "cancelled"]
+
+
+def test_the_skyrl_backend_registers_a_skyrl_gym_environment_over_it():
+    """SkyRL-gym at the edge: the skyrl backend's wrapper, registered under the datasets' `env_class`, plays the
+    same episode through SkyRL-gym's interface (its step a dict)."""
+    import skyrl_gym
+
+    from ctu.backends.skyrl.gym_env import SkyRLGymEnv, register_with_skyrl_gym
+    from tau_bench_env.data import ENV_CLASS
+
+    register_with_skyrl_gym()
+    register_with_skyrl_gym()  # idempotent
+    wrapped = skyrl_gym.make(ENV_CLASS, env_config=setup(), extras={"extra_info": RETAIL_TASK})
+    assert isinstance(wrapped, SkyRLGymEnv) and isinstance(wrapped.env, TauBenchEnv)
+    prompt, metadata = wrapped.init([])
+    assert prompt == make().init([])[0] and metadata["done"] is False
+    out = wrapped.step(call("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122"))
+    assert out["observations"] == [{"role": "tool", "tool_call_id": "call_1_0", "content": "yusuf_rossi_9620"}]
+    assert out["done"] is False and wrapped.turns == 1 and wrapped.get_metrics()["turns"] == 1

@@ -44,7 +44,7 @@ def test_the_plan_gives_each_repeat_samples_of_its_own_and_the_table_shows_the_s
     assert plan.episodes() == []
     from ctu.runners.task_rows import TaskRow
 
-    row = TaskRow(extras={"task_id": "7"})
+    row = TaskRow("retail", "7")
     assert [k for _, _, k in EvalPlan({"retail": [row]}, samples=2, repeats=3).episodes()] == [0, 1, 2, 3, 4, 5]
     lines = [line("retail", task, sample, (sample + index) % 3 == 0) for sample in range(6) for index, task in enumerate("ab")]
     report = {"spec": "retail_8b_taxonomy", "policy": "http://127.0.0.1:8000/v1", **summarize(lines, 6),

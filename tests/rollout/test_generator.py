@@ -11,6 +11,7 @@ import pytest
 
 from ctu.composition import build_components
 from ctu.rollout.build import build_generator
+from ctu.rollout.requests import EpisodeRequest, TaskRow
 from ctu.rollout.sampling import SampleResult
 from ctu.spec import spec_from_dict
 from tests.support.hasty_customer import HastyCustomer, confirming_turns
@@ -28,13 +29,10 @@ def components(minimal, **sections):
 
 
 def batch(task_ids, phase="train", samples=2, domain="retail"):
-    """`Rollout.run_batch`'s arguments for `samples` episodes of each task, at step 1."""
-    prompts, extras = [], []
-    for task_id in task_ids:
-        for _ in range(samples):
-            prompts.append([{"role": "system", "content": "replaced by the episode"}])
-            extras.append({"domain": domain, "task_id": task_id})
-    return prompts, extras, phase, 1
+    """`Rollout.run_batch`'s arguments for `samples` episodes of each task, at step 1 (each task's samples
+    consecutive, numbered by the rollout)."""
+    prompt = [{"role": "system", "content": "replaced by the episode"}]
+    return [EpisodeRequest(TaskRow(domain, task_id), prompt) for task_id in task_ids for _ in range(samples)], phase, 1
 
 
 def run(generator, episodes):
@@ -197,21 +195,14 @@ def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, token
 def test_a_broken_episode_does_not_break_the_batch_and_is_an_infrastructure_error(minimal, tokenizer):
     script = ReplayScript(tokenizer, "retail", TASKS[:1])
     generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, script))
-    prompts, extras, phase, step = batch(TASKS[:1], samples=1)
-    output = run(generator, (prompts + [[{"role": "system", "content": "x"}]], extras + [{"domain": "retail", "task_id": "no-such-task"}], phase, step))
+    requests, phase, step = batch(TASKS[:1], samples=1)
+    output = run(generator, (requests + [EpisodeRequest(TaskRow("retail", "no-such-task"))], phase, step))
     assert [r.reward for r in output.records] == [1.0, 0.0]
     assert output.metrics["generation/episode_errors"] == 1.0
     assert output.records[0].infra_error is None
     assert output.records[1].infra_error.startswith("episode failed: ")
     assert output.metrics["generation/success_rate"] == 1.0  # over the episode that ran
     assert "no-such-task" in output.records[1].error
-
-
-def test_a_batch_of_mismatched_prompts_and_extras_is_refused(minimal, tokenizer):
-    generator = build_generator(components(minimal), tokenizer, scripted_sampler(tokenizer, lambda ids, n: "hi"))
-    prompts, extras, phase, step = batch(TASKS[:2], samples=1)
-    with pytest.raises(ValueError, match="a batch of 2 prompts and 1 tasks' extras"):
-        run(generator, (prompts, extras[:1], phase, step))
 
 
 def test_progress_callback_sees_each_batch_and_episode(minimal, tokenizer):
@@ -565,3 +556,54 @@ def test_a_verifying_customer_regenerates_a_rejected_reply_with_another_seed():
     assert prompt[-1]["content"] == "Hi, I'd like to exchange a keyboard."
     # reply, its check, the regenerated reply, its check (another question: the session's seed again)
     assert [request.get("seed") for request in server.requests] == [7, 7, 8, 7]
+
+
+def test_a_generator_component_written_to_the_contract_before_episode_requests_keeps_working_with_a_warning(minimal, tokenizer, caplog):
+    """A user's wrapper around ctu's loop from before `EpisodeRequest` (`run_batch(prompts, extras, phase, step)`,
+    `run_episode(prompt, extras, phase, repetition)`, forwarding those to the loop): it builds with a warning naming
+    the change, the runners' calls reach it through an adapter, and its own calls reach ctu's loop."""
+    from ctu.components.generators.base import LoopSettings
+    from ctu.registry import registry
+    from ctu.rollout.build import OlderRollout
+
+    class Older:
+        def __init__(self, loop):
+            self.loop, self.seen = loop, []
+
+        async def run_batch(self, prompts, extras, phase, step):
+            self.seen.append([extra["task_id"] for extra in extras])
+            return await self.loop.run_batch(prompts, extras, phase, step)
+
+        async def run_episode(self, prompt, extras, phase, repetition=0):
+            self.seen.append((extras["task_id"], repetition))
+            return await self.loop.run_episode(prompt, extras, phase, repetition)
+
+    @registry.generators.register("older_rollout_test")
+    class OlderComponent:
+        """ctu's loop in a wrapper of the older rollout contract."""
+
+        def __init__(self, params):
+            self.params = params
+
+        def loop_settings(self):
+            return LoopSettings(processes=1)
+
+        def build(self, loop):
+            return Older(loop)
+
+    try:
+        script = ReplayScript(tokenizer, "retail", TASKS[:2])
+        with pytest.warns(DeprecationWarning, match="before EpisodeRequest"):
+            generator = build_generator(components(minimal, rollout={"generator": "older_rollout_test"}), tokenizer,
+                                        scripted_sampler(tokenizer, script))
+        assert isinstance(generator, OlderRollout)
+        with pytest.warns(DeprecationWarning, match=r"run_batch\(prompts, extras, phase, step\)"):
+            output = run(generator, batch(TASKS[:2]))
+        assert [r.reward for r in output.records] == [1.0] * 4  # the gold replays, through both adapters
+        assert generator.inner.seen == [[TASKS[0], TASKS[0], TASKS[1], TASKS[1]]]
+        with pytest.warns(DeprecationWarning, match=r"run_episode\(prompt, extras, phase, repetition\)"):
+            record = asyncio.run(generator.run_episode(EpisodeRequest(TaskRow("retail", TASKS[1]), sample=1), "eval"))
+        assert record.reward == 1.0 and generator.inner.seen[-1] == (TASKS[1], 1)
+        assert "take `requests` and `request`" in caplog.text
+    finally:
+        registry.generators.unregister("older_rollout_test")

@@ -20,6 +20,7 @@ from ctu.rollout.build import build_generator
 from ctu.rollout.generator import TauGenerator
 from ctu.rollout.processes import EPISODES_PER_LOOP, ProcessRollout, _Packer, _Unpacker, auto_processes, shards
 from ctu.rollout.records import TrajectoryRecord
+from ctu.rollout.requests import EpisodeRequest, TaskRow
 from ctu.rollout.sampling import SampleResult
 from ctu.spec import spec_from_dict
 from tau_bench_env.outcome import EpisodeResult
@@ -46,7 +47,7 @@ def replay_sampler(tokenizer) -> ScriptedSampler:
 
 
 def test_shards_keep_a_tasks_samples_together_and_balance_the_workers():
-    extras = [{"domain": "retail", "task_id": task} for task in ["a", "b", "a", "c", "b", "d", "a"]]
+    extras = [EpisodeRequest(TaskRow("retail", task)) for task in ["a", "b", "a", "c", "b", "d", "a"]]
     split = shards(extras, 2)
     assert split == [[0, 2, 5, 6], [1, 3, 4]]  # a (3) to the first worker, b (2) and c (1) to the second, d to the first
     assert shards(extras[:2], 3) == [[0], [1], []]

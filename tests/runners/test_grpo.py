@@ -75,7 +75,7 @@ def test_learning_rate_warms_up_linearly():
 
 
 def rows(n: int) -> list[TaskRow]:
-    return [TaskRow({"task_id": str(i)}) for i in range(n)]
+    return [TaskRow("retail", str(i)) for i in range(n)]
 
 
 def test_step_plan_is_deterministic_and_covers_each_epoch():

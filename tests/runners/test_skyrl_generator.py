@@ -11,7 +11,7 @@ from skyrl.train.generators.base import BatchMetadata
 
 from ctu.backends.skyrl.generator import SkyRLGenerator
 from ctu.rollout.records import RolloutBatch, TrajectoryRecord, rollout_metrics
-from tau_bench_env.env import ENV_CLASS
+from tau_bench_env.data import ENV_CLASS
 from tau_bench_env.outcome import EpisodeResult
 
 
@@ -22,19 +22,20 @@ def record(task: str, reward: float, logprobs: list[float], infra_error: str | N
 
 
 class Recorded:
-    """A rollout that returns one record per episode asked for (task ids from the extras), noting each call."""
+    """A rollout that returns one record per episode asked for (task ids from the requests), noting each call."""
 
     def __init__(self, logprobs: list[float]) -> None:
         self.logprobs = logprobs
         self.calls: list[tuple[int, str, int]] = []
 
-    async def run_batch(self, prompts, extras, phase, step):
-        self.calls.append((len(prompts), phase, step))
-        records = [record(str(extra["task_id"]), 1.0 if n else 0.0, self.logprobs, None if n else "user simulator: 503")
-                   for n, extra in enumerate(extras)]
+    async def run_batch(self, requests, phase, step):
+        self.calls.append((len(requests), phase, step))
+        self.requests = list(requests)
+        records = [record(request.task.task_id, 1.0 if n else 0.0, self.logprobs, None if n else "user simulator: 503")
+                   for n, request in enumerate(requests)]
         return RolloutBatch(records, {**rollout_metrics(records), "timing/generate": 0.5})
 
-    async def run_episode(self, prompt, extras, phase, repetition=0):
+    async def run_episode(self, request, phase):
         raise AssertionError("SkyRL's adapter runs batches")
 
 
@@ -54,6 +55,9 @@ def test_the_adapter_runs_skyrls_batch_through_run_batch_and_returns_skyrls_outp
     generator = SkyRLGenerator(rollout)
     output = asyncio.run(generator.generate(skyrl_input(["1", "2"], "train")))
     assert rollout.calls == [(2, "train", 3)]
+    # each row's extras read as a typed task; the sample index left to the rollout, which counts a task's samples
+    assert [(r.task.domain, r.task.task_id, r.sample) for r in rollout.requests] == [("retail", "1", None), ("retail", "2", None)]
+    assert rollout.requests[0].prompt == [{"role": "system", "content": "x"}]
     assert output["prompt_token_ids"] == [[1, 2]] * 2 and output["response_ids"] == [[3, 4]] * 2
     assert output["loss_masks"] == [[1, 0]] * 2 and output["rewards"] == [0.0, 1.0] and output["stop_reasons"] == ["stop"] * 2
     assert output["rollout_logprobs"] == [[-0.5, 0.0]] * 2

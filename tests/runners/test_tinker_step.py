@@ -57,18 +57,18 @@ class FixedGenerator:
         self.batches = list(batches)
         self.calls: list[list[str]] = []
 
-    async def run_batch(self, prompts, extras, phase, step):
+    async def run_batch(self, requests, phase, step):
         rewards, errors = self.batches.pop(0)
-        self.calls.append([str(extra["task_id"]) for extra in extras])
+        self.calls.append([request.task.task_id for request in requests])
         records = [TrajectoryRecord([1, 2], [3, 4], [1, 1], [-0.5, -1.0], reward, "stop", EpisodeResult("retail", "1"),
                                     infra_error=error) for reward, error in zip(rewards, errors)]
         return RolloutBatch(records, {})
 
-    async def run_episode(self, prompt, extras, phase, repetition=0):
+    async def run_episode(self, request, phase):
         raise AssertionError("the Tinker loop runs batches")
 
 
-ROWS = [TaskRow({"domain": "retail", "task_id": str(i)}) for i in range(6)]
+ROWS = [TaskRow("retail", str(i)) for i in range(6)]
 
 
 def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, **trainer):

@@ -19,10 +19,11 @@ from pydantic import Field
 
 from ctu.composition import build_components
 from ctu.registry import ComponentParams, registry
+from ctu.rollout.requests import requests_for
 from ctu.runners.backend import LaunchPlan, PolicyHandle
 from ctu.runners.grpo import group_advantages
 from ctu.runners.rundir import RunDir, RunError
-from ctu.runners.task_rows import episodes, train_rows
+from ctu.runners.task_rows import train_rows
 from ctu.spec import Spec, SpecIssue, spec_to_dict
 from tests.support.scripted_sampler import ScriptedSampler
 
@@ -81,7 +82,7 @@ class ToyBackend:
             rollout = build_generator(components, tokenizer, sampler)
             for step in range(start + 1, (spec.trainer.max_steps or 1) + 1):
                 chosen = [rows[(step * size + i) % len(rows)] for i in range(size)]
-                batch = await rollout.run_batch(*episodes(chosen, samples), "train", step)
+                batch = await rollout.run_batch(requests_for(chosen, samples), "train", step)
                 rewards = [record.reward for record in batch.records]
                 excluded = [record.infra_error is not None for record in batch.records]  # never against the policy
                 advantages = group_advantages(rewards, samples, excluded=excluded)  # a real backend trains on these

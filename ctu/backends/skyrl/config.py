@@ -2,7 +2,7 @@
 
 Resolution happens once, on the driver, at one boundary (`skyrl_overrides`), and SkyRL's `validate_cfg`
 runs on the result. The launch initialises Ray and runs `CtuPPOExp` in a remote entrypoint; the entrypoint
-registers `TauBenchEnv` with skyrl-gym there, since registries filled by imports on the driver are empty in Ray
+registers the environment with skyrl-gym there (`ctu.backends.skyrl.gym_env`), since registries filled by imports on the driver are empty in Ray
 workers (ctu's own registry fills itself from the entry points at its first lookup, there as anywhere).
 """
 

@@ -194,8 +194,8 @@ def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resum
     import os
     import socket
 
+    from ctu.backends.skyrl.gym_env import register_with_skyrl_gym
     from ctu.backends.skyrl.preflight import endpoint_problems, raise_problems
-    from tau_bench_env.env import register_with_skyrl_gym
 
     os.environ.update(secrets or {})
     register_with_skyrl_gym()

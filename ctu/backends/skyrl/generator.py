@@ -18,6 +18,7 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 
 from ctu.components.rewards.base import Phase
 from ctu.rollout.records import Rollout, RolloutBatch, TrajectoryRecord
+from ctu.rollout.requests import EpisodeRequest, TaskRow
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +54,22 @@ class SkyRLGenerator(GeneratorInterface):
     async def generate(self, input_batch: GeneratorInput) -> GeneratorOutput:
         """The batch's episodes (`Rollout.run_batch`) as SkyRL's output, in input order."""
         phase, step = self._phase(input_batch)
-        prompts = list(input_batch.get("prompts") or [])
-        extras = list(input_batch.get("env_extras") or [{} for _ in prompts])
-        batch = await self.rollout.run_batch(prompts, extras, phase, step)
+        batch = await self.rollout.run_batch(episode_requests(input_batch), phase, step)
         if phase == "eval":
             self._eval_records += batch.records
         return generator_output(batch, input_batch.get("trajectory_ids"))
+
+
+def episode_requests(input_batch: GeneratorInput) -> list[EpisodeRequest]:
+    """The batch's episodes as ctu's requests: each prompt with its row's ``env_extras`` read as a `TaskRow`, the
+    sample index left to the rollout (a task's k-th trajectory in the batch is its sample k).
+
+    Raises:
+        KeyError: a row's extras name no domain or task id.
+    """
+    prompts = list(input_batch.get("prompts") or [])
+    extras = list(input_batch.get("env_extras") or [{} for _ in prompts])
+    return [EpisodeRequest(TaskRow.from_extras(extra or {}), prompt) for prompt, extra in zip(prompts, extras, strict=True)]
 
 
 def generator_output(batch: RolloutBatch, trajectory_ids: Any = None) -> GeneratorOutput:

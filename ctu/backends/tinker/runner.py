@@ -37,6 +37,7 @@ from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.tiny_qwen3 import resolve
+from ctu.rollout.requests import requests_for
 from ctu.runners.grpo import (
     group_advantages,
     learning_rate,
@@ -47,7 +48,7 @@ from ctu.runners.grpo import (
     weigh_negative,
 )
 from ctu.runners.rundir import RunDir, RunState
-from ctu.runners.task_rows import TaskRow, episodes, evaluation_rows, train_rows
+from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ class TinkerRunner:
             records: list[TrajectoryRecord] = []
             for start in range(0, len(rows), self.spec.trainer.eval_batch_size):
                 chunk = rows[start : start + self.spec.trainer.eval_batch_size]
-                records += (await generator.run_batch(*episodes(chunk, samples), "eval", step)).records
+                records += (await generator.run_batch(requests_for(chunk, samples), "eval", step)).records
             metrics.update(evaluation_metrics(name, records, samples))
             evaluated += len(records)
             if name != VALIDATION:  # `test-all` pools the test sets only
@@ -334,7 +335,7 @@ class TinkerRunner:
         while True:
             batch.rounds += 1
             first = len(batch.records)
-            batch.add(await generator.run_batch(*episodes(rows, samples), "train", step))
+            batch.add(await generator.run_batch(requests_for(rows, samples), "train", step))
             for group in range(first, len(batch.records), samples):
                 spread = not batch.zero_variance(group, samples)
                 batch.dropped += not spread

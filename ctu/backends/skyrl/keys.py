@@ -5,7 +5,7 @@ importing SkyRL (its config module takes ~1 s to import here).
 the SkyRL version in `uv.lock`, one a line; a field holding a free-form mapping (such as
 ``generator.inference_engine.engine_init_kwargs``) is listed as ``<field>.*`` and accepts any key below it.
 `tests/test_skyrl_keys.py` compares the file with SkyRL's installed config, so an upgrade that renames a field
-fails there; `python -m ctu.spec.skyrl_keys` rewrites it.
+fails there; `python -m ctu.backends.skyrl.keys` rewrites it.
 """
 
 from __future__ import annotations

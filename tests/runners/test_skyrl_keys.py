@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ctu.spec.skyrl_keys import KEYS_FILE, is_skyrl_config_key, live_skyrl_config_keys
+from ctu.backends.skyrl.keys import KEYS_FILE, is_skyrl_config_key, live_skyrl_config_keys
 
 
 def test_the_key_list_matches_the_installed_skyrl():
     listed = KEYS_FILE.read_text(encoding="utf-8").splitlines()
-    assert listed == live_skyrl_config_keys(), "SkyRL's config changed: run `python -m ctu.spec.skyrl_keys` and review the diff"
+    assert listed == live_skyrl_config_keys(), "SkyRL's config changed: run `python -m ctu.backends.skyrl.keys` and review the diff"
 
 
 def test_fields_and_keys_inside_free_form_mappings_are_accepted():
