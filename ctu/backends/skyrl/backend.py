@@ -9,11 +9,11 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from ctu.backends.skyrl.keys import is_skyrl_config_key, skyrl_config_keys
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.errors import did_you_mean
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
-from ctu.backends.skyrl.keys import is_skyrl_config_key, skyrl_config_keys
 
 if TYPE_CHECKING:
     from ctu.runners.backend import LaunchPlan, PolicyHandle

@@ -1,0 +1,5 @@
+"""`python -m ctu.cli`: the `ctu` command."""
+
+from ctu.cli import main
+
+main()
