@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
     from tau2.data_model.tasks import Task
 
+    from ctu.components.task_generators.base import TaskGenerator
     from ctu.spec import Spec
     from ctu.spec.models import TaskGeneration
+    from ctu.tasks.verify import TaskVerifier, Verdict
     from tau_bench_env.domains import Domain
 
 PROPOSALS = "proposals.jsonl"
@@ -149,11 +151,8 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
         EndpointError: an `llm` generator's endpoint stayed down (every task verified so far is kept).
         TemplateError: a `template` generator's set cannot be used.
     """
-    from tau2.data_model.tasks import Task
-
     from ctu.components.domains import build_domain
-    from ctu.components.task_generators.base import GenerationContext
-    from ctu.tasks.verify import TaskVerifier, Verdict
+    from ctu.tasks.verify import TaskVerifier
 
     generation = spec.task_generation
     if generation is None:
@@ -173,54 +172,92 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
     examples = [task for split in domain.splits if split not in ("base", "test")
                 for task in domain.tasks(split) if str(task.id) not in held_ids][:64]
     verifier = TaskVerifier(domain, spec.environment.max_turns, spec.environment.max_errors, held_out, examples)
-    prefix = f"{generation.domain.type}_{generation.generator.type}_"
-
-    lines = _read_proposals(out_dir / PROPOSALS)
-    last_index = max((line["index"] for line in lines), default=-1)
-    result = GenerationResult(out_dir)
-    kept: list[Task] = []
-    for line in lines:
-        result.proposed += 1
-        if line["kept"]:
-            task = Task.model_validate(line["task"])
-            kept.append(task)
-            verifier.remember(task)
-        else:
-            result.rejected[line["reason"]] += 1
-    result.kept = len(kept)
-    max_proposals = generation.max_proposals or 20 * generation.count
+    run = _Generation(generation, domain, generator, verifier, examples, out_dir, on_decision)
+    run.resume(_read_proposals(out_dir / PROPOSALS))
     started = time.monotonic()
-    index = last_index + 1
+    asyncio.run(run.propose_and_verify())
+    result = run.result
+    result.seconds = time.monotonic() - started
+    if not run.kept:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none proposed"
+        raise NothingMeasuredError(f"no task kept of {result.proposed} proposed (rejected: {reasons}): no task set written "
+                                   f"to {out_dir}; each proposal's reason is in {out_dir / PROPOSALS}")
+    _write_outputs(out_dir, run.kept, generation, result)
+    return result
 
-    async def run() -> None:
-        nonlocal index
-        with (out_dir / PROPOSALS).open("a", encoding="utf-8") as handle:
-            while result.kept < generation.count and result.proposed < max_proposals:
-                window = range(index, index + generation.concurrency)  # requested at once, decided in order
-                answers = await asyncio.gather(*(generator.propose(GenerationContext(
-                    domain, generation.domain.type, generation.seed, examples, i)) for i in window), return_exceptions=True)
+
+class _Generation:
+    """One generation's proposals decided in order: those of an earlier run read back (`resume`), then new ones
+    asked of the generator `concurrency` indices at a time and verified (`propose_and_verify`), each index's lines
+    appended to proposals.jsonl together, so a kill never splits them."""
+
+    def __init__(self, generation: TaskGeneration, domain: Domain, generator: TaskGenerator, verifier: TaskVerifier,
+                 examples: list[Task], out_dir: Path, on_decision: Callable[[int, int, str | None], None] | None) -> None:
+        self.generation, self.domain, self.generator, self.verifier = generation, domain, generator, verifier
+        self.examples, self.out_dir, self.on_decision = examples, out_dir, on_decision
+        self.result = GenerationResult(out_dir)
+        self.kept: list[Task] = []
+        self.index = 0
+        self.prefix = f"{generation.domain.type}_{generation.generator.type}_"
+        self.max_proposals = generation.max_proposals or 20 * generation.count
+
+    def resume(self, lines: list[dict[str, Any]]) -> None:
+        """Count an earlier run's decided proposals (`lines`) and continue after its last index."""
+        from tau2.data_model.tasks import Task
+
+        for line in lines:
+            self.result.proposed += 1
+            if line["kept"]:
+                task = Task.model_validate(line["task"])
+                self.kept.append(task)
+                self.verifier.remember(task)
+            else:
+                self.result.rejected[line["reason"]] += 1
+        self.result.kept = len(self.kept)
+        self.index = max((line["index"] for line in lines), default=-1) + 1
+
+    def _wanted(self) -> bool:
+        return self.result.kept < self.generation.count and self.result.proposed < self.max_proposals
+
+    async def propose_and_verify(self) -> None:
+        """Ask and decide proposals until `count` are kept or `max_proposals` were decided.
+
+        Raises:
+            whatever the generator raised for an index (the indices before it are recorded: a rerun asks again
+            from this one).
+        """
+        from ctu.components.task_generators.base import GenerationContext
+
+        generation = self.generation
+        with (self.out_dir / PROPOSALS).open("a", encoding="utf-8") as handle:
+            while self._wanted():
+                window = range(self.index, self.index + generation.concurrency)  # requested at once, decided in order
+                answers = await asyncio.gather(*(self.generator.propose(GenerationContext(
+                    self.domain, generation.domain.type, generation.seed, self.examples, i)) for i in window),
+                    return_exceptions=True)
                 for answer in answers:
                     if isinstance(answer, BaseException):
-                        raise answer  # the indices before it are recorded: a rerun asks again from this one
+                        raise answer
                     written = []
                     for proposal in answer:
-                        if result.kept >= generation.count or result.proposed >= max_proposals:
+                        if not self._wanted():
                             break
-                        verdict = await verifier.verify(proposal, f"{prefix}{result.kept:05d}")
-                        written.append(json.dumps(record(verdict, index), ensure_ascii=False) + "\n")
-                        if on_decision is not None:
-                            on_decision(result.kept, result.proposed, verdict.reason)
+                        verdict = await self.verifier.verify(proposal, f"{self.prefix}{self.result.kept:05d}")
+                        written.append(json.dumps(self._record(verdict), ensure_ascii=False) + "\n")
+                        if self.on_decision is not None:
+                            self.on_decision(self.result.kept, self.result.proposed, verdict.reason)
                     handle.write("".join(written))  # an index's lines together: a kill never splits them
                     handle.flush()
-                    index += 1
+                    self.index += 1
 
-    def record(verdict: Verdict, at: int) -> dict[str, Any]:
-        """Count `verdict` in `result` (and `kept`); its proposals.jsonl line."""
+    def _record(self, verdict: Verdict) -> dict[str, Any]:
+        """Count `verdict` in the result (and `kept`); its proposals.jsonl line."""
+        result = self.result
         result.proposed += 1
         result.new += 1
-        line: dict[str, Any] = {"index": at, "kept": verdict.task is not None}
+        line: dict[str, Any] = {"index": self.index, "kept": verdict.task is not None}
         if verdict.task is not None:
-            kept.append(verdict.task)
+            self.kept.append(verdict.task)
             result.kept += 1
             result.new_kept += 1
             line["task"] = verdict.task.model_dump(mode="json", exclude_none=True)
@@ -228,15 +265,6 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
             result.rejected[str(verdict.reason)] += 1
             line |= {"reason": verdict.reason, "detail": verdict.detail}
         return line
-
-    asyncio.run(run())
-    result.seconds = time.monotonic() - started
-    if not kept:
-        reasons = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none proposed"
-        raise NothingMeasuredError(f"no task kept of {result.proposed} proposed (rejected: {reasons}): no task set written "
-                                   f"to {out_dir}; each proposal's reason is in {out_dir / PROPOSALS}")
-    _write_outputs(out_dir, kept, generation, result)
-    return result
 
 
 def _write_outputs(out_dir: Path, kept: list[Task], generation: TaskGeneration, result: GenerationResult) -> None:
