@@ -57,13 +57,9 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
             evaluated (`not_the_evaluations_tasks`), or its folder under ``regraded/`` holds a regrade against another
             file of the same name (the same file again re-scores in place).
     """
-    from tau2.data_model.message import AssistantMessage, ToolMessage, UserMessage
-    from tau2.data_model.simulation import SimulationRun
     from tau2.data_model.tasks import Task
 
     from ctu.evaluation.runner import RESULT, TRAJECTORIES, read_lines
-    from tau_bench_env.env import shared_domain
-    from tau_bench_env.outcome import Termination
 
     eval_dir, tasks_file = Path(eval_dir), Path(tasks_file)
     if not (eval_dir / RESULT).is_file() or not (eval_dir / TRAJECTORIES).is_file():
@@ -81,27 +77,8 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
     if problem := not_the_evaluations_tasks(before, lines, tasks):
         raise EvalError(f"{tasks_file} does not hold the tasks {eval_dir} evaluated: {problem}; regrade against a "
                         "revision of those tasks (the same customers and databases, other evaluation criteria)")
-    kinds = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolMessage}
     counts: Counter[str] = Counter()
-    regraded = []
-    for line in lines:
-        task = tasks.get(str(line["task_id"]))
-        if line.get("infra_error") is not None or "tau2_messages" not in line:
-            counts["skipped"] += 1
-        elif task is None:
-            counts["missing"] += 1
-        else:
-            messages = [kinds[m["role"]].model_validate(m) for m in line["tau2_messages"] if m.get("role") in kinds]
-            simulation = SimulationRun(id=f"regrade-{line['task_id']}-{line.get('sample', 0)}", task_id=task.id,
-                                       start_time="", end_time="", duration=0.0, messages=messages,
-                                       termination_reason=Termination(line["termination"]).to_tau2())
-            reward = float(shared_domain(str(line["domain"])).evaluate(simulation, task).reward)
-            was, now = is_success(float(line["raw_reward"])), is_success(reward)
-            counts["rescored"] += 1
-            counts["became_success"] += now and not was
-            counts["became_failure"] += was and not now
-            line = {**line, "raw_reward": reward, "regraded_from": line["raw_reward"]}
-        regraded.append(line)
+    regraded = [_rescored(line, tasks, counts) for line in lines]
     out_dir = eval_dir / REGRADED / tasks_file.stem
     digest = hashlib.sha256(raw).hexdigest()
     if (out_dir / RESULT).is_file():
@@ -118,6 +95,37 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
     (out_dir / RESULT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return Regrade(out_dir, counts["rescored"], counts["became_success"], counts["became_failure"], counts["missing"],
                    counts["skipped"], report, before["overall"])
+
+
+def _rescored(line: dict[str, Any], tasks: dict[str, Any], counts: Counter[str]) -> dict[str, Any]:
+    """`line` scored by tau2 against its task in `tasks` (its tau2 messages replayed into tau2's evaluator), with
+    ``regraded_from`` the reward it had; as it was when it is an infrastructure error, carries no tau2 messages, or
+    its task is not in `tasks`. Counts what happened in `counts` (skipped, missing, rescored, became_success,
+    became_failure)."""
+    from tau2.data_model.message import AssistantMessage, ToolMessage, UserMessage
+    from tau2.data_model.simulation import SimulationRun
+
+    from tau_bench_env.env import shared_domain
+    from tau_bench_env.outcome import Termination
+
+    task = tasks.get(str(line["task_id"]))
+    if line.get("infra_error") is not None or "tau2_messages" not in line:
+        counts["skipped"] += 1
+        return line
+    if task is None:
+        counts["missing"] += 1
+        return line
+    kinds = {"user": UserMessage, "assistant": AssistantMessage, "tool": ToolMessage}
+    messages = [kinds[m["role"]].model_validate(m) for m in line["tau2_messages"] if m.get("role") in kinds]
+    simulation = SimulationRun(id=f"regrade-{line['task_id']}-{line.get('sample', 0)}", task_id=task.id,
+                               start_time="", end_time="", duration=0.0, messages=messages,
+                               termination_reason=Termination(line["termination"]).to_tau2())
+    reward = float(shared_domain(str(line["domain"])).evaluate(simulation, task).reward)
+    was, now = is_success(float(line["raw_reward"])), is_success(reward)
+    counts["rescored"] += 1
+    counts["became_success"] += now and not was
+    counts["became_failure"] += was and not now
+    return {**line, "raw_reward": reward, "regraded_from": line["raw_reward"]}
 
 
 def not_the_evaluations_tasks(report: dict[str, Any], lines: list[dict[str, Any]], tasks: dict[str, Any]) -> str | None:

@@ -29,6 +29,7 @@ from ctu.output_folders import refusal, unowned
 if TYPE_CHECKING:
     from ctu.evaluation.policies import PolicyChoice
     from ctu.spec import Spec
+    from ctu.spec.models import DatasetSource
 
 BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("unsolved", 0.0, 0.0),
@@ -76,9 +77,6 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
             one's own included); as `ctu.evaluation.runner.run_evaluation`.
         NothingMeasuredError: every episode ended by an infrastructure error (nothing is written but the episodes).
     """
-    from tau2.data_model.tasks import Task
-
-    from ctu.components.domains import build_domain
     from ctu.evaluation.policies import EvalError
     from ctu.evaluation.runner import TRAJECTORIES, read_lines, run_evaluation
 
@@ -95,8 +93,31 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     calibrating.rollout.eval_temperature = spec.rollout.temperature
     result = run_evaluation(calibrating, choice, out_dir / "episodes", limit=limit, concurrency=concurrency,
                             overwrite=overwrite, progress=progress)
+    tasks = _pass_rates(out_dir / "episodes" / TRAJECTORIES)
+    if not tasks:
+        raise NothingMeasuredError(f"no task calibrated: every one of the {len(read_lines(out_dir / 'episodes' / TRAJECTORIES))} "
+                                   "episode(s) ended by an infrastructure error (their tracebacks in "
+                                   f"{out_dir / 'episodes' / 'eval.log'}); no bucket written. Check the endpoint, then "
+                                   "run the same command again: it plays them again")
+    all_tasks, splits = _task_set(train, tasks)
+    report = {"policy": choice.label(), "samples": samples, "temperature": spec.rollout.temperature,
+              "source": f"data.train.{source}", "domain": train.domain.type, "split": train.split,
+              "buckets": {name: [low, high] for name, low, high in BUCKETS}, "tasks": tasks}
+    files = {"calibration.json": report, "tasks.json": all_tasks, "split_tasks.json": splits}
+    for name, data in files.items():
+        temporary = out_dir / f".{name}.tmp"
+        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        temporary.replace(out_dir / name)
+    return Calibration(tasks, out_dir, result.ran)
+
+
+def _pass_rates(trajectories: Path) -> dict[str, dict[str, object]]:
+    """Each task's pass rate over its episodes in `trajectories` that are no infrastructure error: ``{task id:
+    {pass_rate, successes, samples, bucket}}``."""
+    from ctu.evaluation.runner import read_lines
+
     by_task: dict[str, list[bool]] = defaultdict(list)
-    for line in read_lines(out_dir / "episodes" / TRAJECTORIES).values():
+    for line in read_lines(trajectories).values():
         if line.get("infra_error") is None:
             by_task[str(line["task_id"])].append(is_success(float(str(line["raw_reward"]))))
     tasks = {}
@@ -104,11 +125,17 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
         rate = sum(outcomes) / len(outcomes)
         tasks[task_id] = {"pass_rate": round(rate, 4), "successes": sum(outcomes), "samples": len(outcomes),
                           "bucket": bucket(rate)}
-    if not tasks:
-        raise NothingMeasuredError(f"no task calibrated: every one of the {len(read_lines(out_dir / 'episodes' / TRAJECTORIES))} "
-                                   "episode(s) ended by an infrastructure error (their tracebacks in "
-                                   f"{out_dir / 'episodes' / 'eval.log'}); no bucket written. Check the endpoint, then "
-                                   "run the same command again: it plays them again")
+    return tasks
+
+
+def _task_set(train: DatasetSource, tasks: dict[str, dict[str, object]]) -> tuple[list[dict[str, object]], dict[str, list[str]]]:
+    """The calibrated source's task set with the buckets as splits: its tasks file's every task (tau2's own domain:
+    the calibrated tasks) and its split file's splits other than the buckets', then each bucket's calibrated tasks
+    in the file's order."""
+    from tau2.data_model.tasks import Task
+
+    from ctu.components.domains import build_domain
+
     params = train.domain.params
     domain = build_domain(train.domain.type, params.model_dump())
     tasks_file = getattr(params, "tasks_file", None)
@@ -123,12 +150,4 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     order = [str(Task.model_validate(task).id) for task in all_tasks]
     splits = {name: ids for name, ids in splits.items() if name not in {b for b, _, _ in BUCKETS}}
     splits |= {name: [i for i in order if i in tasks and tasks[i]["bucket"] == name] for name, _, _ in BUCKETS}
-    report = {"policy": choice.label(), "samples": samples, "temperature": spec.rollout.temperature,
-              "source": f"data.train.{source}", "domain": train.domain.type, "split": train.split,
-              "buckets": {name: [low, high] for name, low, high in BUCKETS}, "tasks": tasks}
-    files = {"calibration.json": report, "tasks.json": all_tasks, "split_tasks.json": splits}
-    for name, data in files.items():
-        temporary = out_dir / f".{name}.tmp"
-        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        temporary.replace(out_dir / name)
-    return Calibration(tasks, out_dir, result.ran)
+    return all_tasks, splits
