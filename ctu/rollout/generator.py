@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
-from ctu.components.user_fault_detectors.base import FinishedEpisode, UserFault
+from ctu.components.user_fault_detectors.base import FinishedEpisode
 from ctu.errors import CtuError
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
@@ -235,23 +235,28 @@ class TauGenerator:
                 stop_reason = "length"
                 break
             tokens.add(observation)
-        response, mask, logprobs = tokens.trained(sampled, account.eos_id)
-        outcome = env.result()
-        context = RewardContext(outcome, env.task, env.write_tools, phase, stop_reason)
-        reward, reward_metrics = 0.0, dict[str, float]()
+        record = TrajectoryRecord(prompt_ids, *tokens.trained(sampled, account.eos_id), 0.0, stop_reason, env.result(),
+                                  extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered)
+        return await self._score(record, env, phase)
+
+    async def _score(self, record: TrajectoryRecord, env: TauBenchEnv, phase: Phase) -> TrajectoryRecord:
+        """`record` of the ended episode in `env` scored by the phase's reward chain and checked by the user-fault
+        detectors, unless an infrastructure error ended it (then its reward is 0, no judge or detector asked)."""
+        setup = self.setup
+        outcome = record.result
+        context = RewardContext(outcome, env.task, env.write_tools, phase, record.stop_reason)
         if infrastructure_error(outcome) is None:  # an episode the user simulator or evaluator broke is not scored
-            reward, reward_metrics = await setup.rewards[phase].score(context)
-        infra_error = infrastructure_error(outcome, context.fatal_error)
-        fault: UserFault | None = None
-        if setup.user_faults.detectors and infra_error is None:
+            record.reward, record.reward_metrics = await setup.rewards[phase].score(context)
+        record.infra_error = infrastructure_error(outcome, context.fatal_error)
+        record.verdict = context.verdict
+        if record.infra_error is not None:
+            record.reward = 0.0
+        elif setup.user_faults.detectors:
             episode = env.episode
             user_tools = frozenset(tool.name for tool in episode.domain.user_tools or ())
-            found = await setup.user_faults.check(FinishedEpisode(outcome.domain, env.task, tuple(episode.trajectory),
-                                                            outcome.termination, env.write_tools, user_tools))
-            fault = found
-        return TrajectoryRecord(prompt_ids, response, mask, logprobs, 0.0 if infra_error else reward, stop_reason, outcome,
-                                reward_metrics, request.task.extras, policy_turns=turns, infra_error=infra_error,
-                                verdict=context.verdict, user_fault=fault, rerendered_turns=rerendered)
+            record.user_fault = await setup.user_faults.check(FinishedEpisode(
+                outcome.domain, env.task, tuple(episode.trajectory), outcome.termination, env.write_tools, user_tools))
+        return record
 
 
 REPLAY_SEED_STRIDE = 1_000_003
