@@ -150,7 +150,7 @@ def test_skyrl_resumes_only_when_asked(tmp_path: Path):
 
 
 def test_resuming_a_skyrl_run_without_a_checkpoint_is_a_run_error(tmp_path: Path):
-    from ctu.backends.skyrl.config import run_skyrl
+    from ctu.backends.skyrl.launch import run_skyrl
     from ctu.runners.rundir import RunError
 
     spec = load_spec(REPO / "specs" / "tau_bench.yaml").spec
@@ -168,7 +168,7 @@ def test_a_resume_at_an_epochs_end_restarts_skyrls_dataloader(tmp_path: Path, wo
     import torch
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from ctu.backends.skyrl.config import restart_finished_epoch
+    from ctu.backends.skyrl.checkpoints import restart_finished_epoch
 
     train = tmp_path / "train.parquet"
     pq.write_table(pa.table({"task_id": [str(i) for i in range(9)]}), train)  # 2 batches of 4 an epoch (one row dropped)

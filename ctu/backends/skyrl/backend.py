@@ -124,9 +124,9 @@ class SkyRLBackend:
                           launch_plan(spec, self.params, run_dir.path / "data", run_dir.path))
 
     def run(self, spec: Spec, run_dir: RunDir, *, resume: bool, progress: bool, verbose: bool) -> int:
-        """`ctu.backends.skyrl.config.run_skyrl`, or for SFT (`data.sft`) `ctu.backends.skyrl.sft.run_skyrl_sft`
+        """`ctu.backends.skyrl.launch.run_skyrl`, or for SFT (`data.sft`) `ctu.backends.skyrl.sft.run_skyrl_sft`
         (`progress`: the libraries' bars, turned off in `ctu.runners.launch`)."""
-        from ctu.backends.skyrl.config import run_skyrl
+        from ctu.backends.skyrl.launch import run_skyrl
         from ctu.backends.skyrl.sft import run_skyrl_sft
 
         launch = run_skyrl_sft if spec.data.sft is not None else run_skyrl

@@ -155,7 +155,7 @@ def sft_launch_plan(spec: Spec, backend: SkyRLParams, run_dir: Path) -> list[str
 
 def run_skyrl_sft(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool = False, verbose: bool = False) -> RunState:
     """SFT of `spec` (`data.sft` set) through SkyRL's `SFTTrainer` on the Ray cluster at ``RAY_ADDRESS`` (or a
-    one-node cluster started here); returns the final state. As `ctu.backends.skyrl.config.run_skyrl` in every
+    one-node cluster started here); returns the final state. As `ctu.backends.skyrl.launch.run_skyrl` in every
     step (logs, preflight, cluster, node checks, the run directory's spec and state), with the SFT rows tokenised
     here first (`write_token_rows`). No endpoint is probed: SFT calls none.
 
@@ -167,8 +167,9 @@ def run_skyrl_sft(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool 
     import ray
     from transformers import AutoTokenizer
 
+    from ctu.backends.skyrl.checkpoints import latest_checkpoint_step
     from ctu.backends.skyrl.cluster import joining_cluster
-    from ctu.backends.skyrl.config import join_cluster, latest_checkpoint_step, open_launch
+    from ctu.backends.skyrl.launch import join_cluster, open_launch
     from ctu.backends.skyrl.preflight import check_skyrl_run
     from ctu.composition import build_components
     from ctu.errors import CtuError

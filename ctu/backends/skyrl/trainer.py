@@ -235,7 +235,7 @@ class CtuTraining:
     def save_checkpoints(self) -> str:
         """SkyRL's checkpoint, then the run's ``state.json`` naming its step (SkyRL marks a checkpoint complete in
         ``latest_ckpt_global_step.txt`` once every file of it is written): the state is true after any kill."""
-        from ctu.backends.skyrl.config import latest_checkpoint_step
+        from ctu.backends.skyrl.checkpoints import latest_checkpoint_step
 
         folder: str = super().save_checkpoints()  # type: ignore[misc]
         if self.run_dir is not None:

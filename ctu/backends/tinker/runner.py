@@ -52,7 +52,9 @@ from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
 
 if TYPE_CHECKING:
+    from ctu.composition import Components
     from ctu.rollout.records import Rollout, TrajectoryRecord
+    from ctu.rollout.tokens import TokenAccount
 
 logger = logging.getLogger(__name__)
 
@@ -111,16 +113,7 @@ class TinkerRunner:
 
             tokenizer = AutoTokenizer.from_pretrained(model_path)
             components = build_components(spec)
-            if spec.data.sft is not None:
-                from ctu.rollout.tokens import TokenAccount
-                from ctu.sft.tokens import read_sft_rows
-
-                rows: list[Any] = read_sft_rows(spec.data.sft)
-                account = TokenAccount(components.chat_template, tokenizer)
-            else:
-                rows = train_rows(components)
-            plan = StepPlan(rows, spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed,
-                            spec.data.shuffle, spec.trainer.max_steps)
+            plan, account = self._plan(components, tokenizer)
             tests = evaluation_rows(components)
             trackers = components.trackers
             # a resumed run drops the lines logged after its checkpoint's step (all of them, starting over)
@@ -132,10 +125,8 @@ class TinkerRunner:
             try:
                 base_url = await asyncio.to_thread(server_url)
                 service = session.enter_context(tinker_service(base_url, os.environ.get(self.backend.api_key_env) or "tml-local"))
-                if resume_from:
-                    training = await service.create_training_client_from_state_with_optimizer_async(resume_from)
-                else:
-                    training = await service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank)
+                training = await (service.create_training_client_from_state_with_optimizer_async(resume_from) if resume_from
+                                  else service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank))
                 sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), process_bound=True)
                 with self._progress(plan.total_steps, start_step) as (advance, on_episode):
                     generator = build_generator(components, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
@@ -144,13 +135,12 @@ class TinkerRunner:
                     for step in range(start_step + 1, plan.total_steps + 1):
                         started = time.perf_counter()
                         if spec.data.sft is not None:
+                            assert account is not None  # an SFT run's plan comes with its token account
                             metrics = await self._sft_step(account, training, plan, step)
                         else:
                             metrics = await self._train_step(generator, training, plan, step)
                         sampler.client = await training.save_weights_and_get_sampling_client_async()
-                        last = step == plan.total_steps
-                        interval = spec.trainer.eval_interval
-                        if tests and (last or (interval and step % interval == 0)):
+                        if tests and self._evaluates(step, plan):
                             metrics.update(await self._evaluate(generator, tests, step))
                         metrics[metric(TIMING, "step")] = time.perf_counter() - started
                         checkpoint = await self._save(service, training, model_path, plan, step)
@@ -164,6 +154,27 @@ class TinkerRunner:
                 trackers.finish()
                 self.run_dir.plot_rewards()
         return state
+
+    def _evaluates(self, step: int, plan: StepPlan) -> bool:
+        """Whether step `step` ends with an evaluation: the last step, and every `eval_interval` steps."""
+        interval = self.spec.trainer.eval_interval
+        return step == plan.total_steps or bool(interval and step % interval == 0)
+
+    def _plan(self, components: Components, tokenizer: Any) -> tuple[StepPlan, TokenAccount | None]:
+        """The run's steps over its rows (the SFT data's conversations, else the training tasks) and, for SFT, the
+        token account its conversations are tokenised with."""
+        spec = self.spec
+        account = None
+        if spec.data.sft is not None:
+            from ctu.rollout.tokens import TokenAccount
+            from ctu.sft.tokens import read_sft_rows
+
+            rows: list[Any] = read_sft_rows(spec.data.sft)
+            account = TokenAccount(components.chat_template, tokenizer)
+        else:
+            rows = train_rows(components)
+        return StepPlan(rows, spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed, spec.data.shuffle,
+                        spec.trainer.max_steps), account
 
     async def _save(self, service: Any, training: Any, model_path: str, plan: StepPlan, step: int) -> str | None:
         """Save what step `step` saves: a checkpoint at the last step, each epoch's end and every `ckpt_interval`
@@ -274,7 +285,7 @@ class TinkerRunner:
         metrics.update(step_logprob_gap(step, sampled_logprobs, trainer_logprobs, gap.token_threshold, gap.warn_mean))
         return metrics
 
-    async def _sft_step(self, account: Any, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
+    async def _sft_step(self, account: TokenAccount, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
         """One SFT step: the step's conversations (cut at `model.max_model_len`), Tinker's `cross_entropy` on the
         assistant's tokens, one conversation a `forward_backward` (gradients accumulate), then `optim_step`."""
         import numpy as np
