@@ -26,11 +26,33 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 DOCS = REPO / "docs"
 BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/-])/(?:[\w.+@-]+/)*[\w.+@-]+")
+"""An absolute POSIX path inside a string (not a URL's path: no scheme or host before it)."""
+
+
+def portable(value: Any) -> Any:
+    """`value` (any JSON) with the machine's paths taken out of its strings: a path inside the repository relative
+    to it, any other absolute path as ``<elsewhere>/`` and its last two parts (a scratch folder's name on one
+    machine means nothing on another)."""
+    if isinstance(value, dict):
+        return {key: portable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable(item) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def local(match: re.Match[str]) -> str:
+        path = Path(match.group(0))
+        if path == REPO or REPO in path.parents:
+            return str(path.relative_to(REPO)) or "."
+        return "<elsewhere>/" + "/".join(path.parts[-2:])
+
+    return ABSOLUTE_PATH.sub(local, value)
 
 
 def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: float, note: str = "", *,
            command: str | None = None, commit: str | None = None, date: str | None = None) -> Path:
-    """Write `benchmarks/results/<name>.json`: the date (UTC), the commit (said to have uncommitted changes when the
+    """Write `benchmarks/results/<name>.json` (with no machine path: `portable`): the date (UTC), the commit (said to have uncommitted changes when the
     working tree has them), the command (this process's argv),
     `loop` (this machine's reference loop in s, `machine.reference_loop_seconds`), `figures` (any JSON), and
     `table` (``{"columns": [...], "rows": [[...], ...]}``, cells already formatted) with `note` (a line under it).
@@ -46,7 +68,7 @@ def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: flo
                                  text=True).stdout.strip()
         if commit and changed:
             commit += " with uncommitted changes"
-    result = {
+    result = portable({
         "benchmark": name,
         "date": date or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit or None,
@@ -55,7 +77,7 @@ def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: flo
         "figures": figures,
         "table": table,
         "note": note,
-    }
+    })
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

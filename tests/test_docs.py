@@ -41,3 +41,26 @@ def test_the_docs_generated_tables_match_the_benchmarks_results():
     assert checked.returncode == 0, checked.stdout + checked.stderr
     blocks = re.findall(r"<!-- results: ([\w.-]+) -->", " ".join(p.read_text() for p in (REPO / "docs").glob("*.md")))
     assert "chain_check" in blocks
+
+
+def test_no_results_file_holds_a_machines_path():
+    """A results file is read on other machines: no absolute path of the one it was measured on (a scratch folder,
+    a checkout), in its figures, command or note (`benchmarks/results.py`'s `portable`)."""
+    import json
+
+    absolute = re.compile(r"(?<![\w.:/<>-])/(?:[\w.+@-]+/)+[\w.+@-]+")
+    found = []
+
+    def walk(value: object, where: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{where}.{index}")
+        elif isinstance(value, str) and (match := absolute.search(value)):
+            found.append(f"{where}: {match.group(0)}")
+
+    for path in sorted((REPO / "benchmarks" / "results").glob("*.json")):
+        walk(json.loads(path.read_text()), path.name)
+    assert found == []
