@@ -27,9 +27,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctu.metrics import is_success, mean, pass_hat_ks
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 __all__ = ["comparison_table", "figures", "plot_comparison", "plot_report", "report_table", "summarize"]
 
@@ -133,7 +136,7 @@ def _ks(groups: list[dict[str, Any]]) -> list[str]:
     return sorted({k for group in groups for k in group.get("pass^k", {})}, key=int)
 
 
-def report_table(report: dict[str, Any]) -> Any:
+def report_table(report: dict[str, Any]) -> RenderableType:
     """A rich `Table` of one evaluation: a row per figure (pass^k last), a column per test set and ``overall``
     when there are several, so it stays readable in an 80-column terminal (a column per figure did not: its
     headers were cut to "epis…")."""
@@ -169,7 +172,7 @@ def report_table(report: dict[str, Any]) -> Any:
     return table
 
 
-def comparison_table(reports: list[dict[str, Any]]) -> Any:
+def comparison_table(reports: list[dict[str, Any]]) -> RenderableType:
     """Several evaluations side by side, readable in an 80-column terminal: a table per test set (``overall`` last
     when a result holds several), a row per figure and a column per evaluation; then, for each evaluation after
     the first, its success rate's difference from the first with the paired bootstrap's 95% interval and whether
@@ -186,7 +189,7 @@ def comparison_table(reports: list[dict[str, Any]]) -> Any:
     if any(len(report["by_test_set"]) > 1 for report in reports):
         names.append("overall")
     found = differences(reports, names)
-    parts: list[Any] = []
+    parts: list[RenderableType] = []
     for name in names:
         held = [(report, group) for report in reports
                 if (group := report["overall"] if name == "overall" else report["by_test_set"].get(name)) is not None]

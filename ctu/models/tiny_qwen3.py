@@ -25,7 +25,11 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, Qwen3Config
 
 Progress = Callable[[str, int, int], None]
 """A build's progress callback: ``(phase description, steps done, steps in the phase)``."""
@@ -175,7 +179,7 @@ def build_model(path: Path, seed: int = 0, progress: Progress | None = None) -> 
     model.generation_config.save_pretrained(str(path))
 
 
-def _config(tokenizer: Any) -> Any:
+def _config(tokenizer: PreTrainedTokenizerBase) -> Qwen3Config:
     """The architecture: hidden 64, 2 layers, 2 heads of 32 (vLLM's CPU attention serves head sizes of 32 and up),
     tied embeddings."""
     from transformers import Qwen3Config
@@ -196,7 +200,7 @@ def _config(tokenizer: Any) -> Any:
     )
 
 
-def _warm_up(model: Any, optimizer: Any, tokenizer: Any, rng: random.Random, report: Progress) -> None:
+def _warm_up(model: PreTrainedModel, optimizer: torch.optim.Optimizer, tokenizer: PreTrainedTokenizerBase, rng: random.Random, report: Progress) -> None:
     """`WARMUP_STEPS` steps on batches of agent turns (`agent_turns()`) after an assistant header, the loss on the
     turn only, at random position offsets (below `MAX_POSITION_OFFSET`) so that any place in a context works."""
     import torch
@@ -224,7 +228,7 @@ def _warm_up(model: Any, optimizer: Any, tokenizer: Any, rng: random.Random, rep
         optimizer.step()
 
 
-def _train_in_context(model: Any, optimizer: Any, tokenizer: Any, examples: list[Any], rng: random.Random,
+def _train_in_context(model: PreTrainedModel, optimizer: torch.optim.Optimizer, tokenizer: PreTrainedTokenizerBase, examples: list[Any], rng: random.Random,
                       report: Progress) -> None:
     """`CONTEXT_STEPS` steps on gold turns (`examples`) after their episode's context, rendered in native or text
     mode and with or without thinking at random; the loss on the turn only."""

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctu.components.chat_templates.base import Tokenizer
 from ctu.components.rewards.base import Phase
 from ctu.composition import PHASES, Components, build_components
 from ctu.errors import ComponentError
@@ -55,7 +56,7 @@ def env_setup(components: Components) -> EnvSetup:
 
 def rollout_setup(
     components: Components,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     sampler: Sampler,
     on_records: Callable[..., object] | None = None,
     on_episode: Callable[[int, bool], None] | None = None,
@@ -93,7 +94,7 @@ class WorkerSetup:
     """
 
     spec: dict[str, object]
-    tokenizer: Any
+    tokenizer: Tokenizer
     sampler: Sampler
 
     def __call__(self) -> RolloutSetup:
@@ -103,7 +104,7 @@ class WorkerSetup:
 
 def build_generator(
     components: Components,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     sampler: Sampler,
     on_records: Callable[..., object] | None = None,
     on_episode: Callable[[int, bool], None] | None = None,

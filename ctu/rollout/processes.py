@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from typing import TYPE_CHECKING, Any
 
 from ctu.components.rewards.base import Phase
@@ -213,7 +214,7 @@ class _Unpacker:
 class _Worker:
     """One worker process and the parent's end of its pipe."""
 
-    def __init__(self, context: Any, in_worker: Callable[[], RolloutSetup], max_concurrent_episodes: int, number: int) -> None:
+    def __init__(self, context: SpawnContext, in_worker: Callable[[], RolloutSetup], max_concurrent_episodes: int, number: int) -> None:
         self.connection, child = context.Pipe()
         self.process = context.Process(target=_serve, args=(child, in_worker, max_concurrent_episodes),
                                        name=f"ctu-rollout-{number}", daemon=True)

@@ -12,8 +12,8 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ctu.components.rewards.base import Phase
 from tau_bench_env.data import TaskRow
 
 __all__ = ["EpisodeRequest", "TaskRow", "older_batch", "older_episode", "requests_for", "sample_indices"]
@@ -70,7 +70,7 @@ def _deprecated(call: str, now: str) -> None:
 
 
 def older_batch(prompts: Sequence[list[dict[str, object]] | None], extras: Sequence[Mapping[str, object]],
-                phase: Any, step: Any) -> tuple[list[EpisodeRequest], Any, Any]:
+                phase: Phase, step: int) -> tuple[list[EpisodeRequest], Phase, int]:
     """A `run_batch(prompts, extras, phase, step)` call of the older contract as ``(requests, phase, step)``, with
     a deprecation warning (a task's k-th episode in the batch stays its sample k).
 
@@ -84,8 +84,8 @@ def older_batch(prompts: Sequence[list[dict[str, object]] | None], extras: Seque
     return [EpisodeRequest(TaskRow.from_extras(extra), prompt) for prompt, extra in zip(prompts, extras, strict=True)], phase, step
 
 
-def older_episode(prompt: list[dict[str, object]] | None, extras: Mapping[str, object], phase: Any,
-                  repetition: int = 0) -> tuple[EpisodeRequest, Any]:
+def older_episode(prompt: list[dict[str, object]] | None, extras: Mapping[str, object], phase: Phase,
+                  repetition: int = 0) -> tuple[EpisodeRequest, Phase]:
     """A `run_episode(prompt, extras, phase, repetition)` call of the older contract as ``(request, phase)``, with a
     deprecation warning.
 

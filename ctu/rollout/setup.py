@@ -8,9 +8,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from ctu.components.chat_templates.base import ChatTemplate
+from ctu.components.chat_templates.base import ChatTemplate, Tokenizer
 from ctu.components.generators.base import LoopSettings
 from ctu.components.parsers.base import Parser
 from ctu.components.rewards.base import Phase
@@ -49,7 +48,7 @@ class RolloutSetup:
             None when the setup cannot be rebuilt elsewhere (a setup made by hand).
     """
 
-    tokenizer: Any
+    tokenizer: Tokenizer
     chat_template: ChatTemplate
     sampler: Sampler
     env: EnvSetup

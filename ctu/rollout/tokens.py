@@ -27,12 +27,11 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from cachetools import LRUCache
 
-from ctu.components.chat_templates.base import ChatTemplate
+from ctu.components.chat_templates.base import ChatTemplate, Tokenizer
 
 MARKER = "ctu-base-assistant-turn"
 CONTEXT = [
@@ -59,7 +58,7 @@ class TokenAccount:
     """Tokenisation of one rollout's conversation with a chat-template `policy` over `tokenizer`."""
 
     policy: ChatTemplate
-    tokenizer: Any
+    tokenizer: Tokenizer
 
     def __post_init__(self) -> None:
         self.eos_text: str = self.tokenizer.eos_token or ""

@@ -24,12 +24,13 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ctu.registry import registry
 from ctu.spec.backend_rules import BackendRules
 
 if TYPE_CHECKING:
+    from ctu.components.chat_templates.base import Tokenizer
     from ctu.rollout.sampling import Sampler
     from ctu.runners.rundir import RunDir
     from ctu.spec.models import Spec
@@ -52,8 +53,8 @@ class LaunchPlan:
     steps: list[str]
 
 
-PolicyHandle = tuple["Sampler", Any]
-"""A policy ready for the agent loop: ``(sampler, tokenizer)`` (a Hugging Face tokenizer)."""
+PolicyHandle = tuple["Sampler", "Tokenizer"]
+"""A policy ready for the agent loop: ``(sampler, tokenizer)`` (a Hugging Face tokenizer: `Tokenizer`)."""
 
 
 class Backend(BackendRules, Protocol):

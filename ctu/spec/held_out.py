@@ -7,7 +7,8 @@ tau2 (`ctu validate` runs it)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Set
-from typing import Any
+
+from pydantic import BaseModel
 
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import DatasetSource, Spec
@@ -17,7 +18,7 @@ HELD_OUT_SPLITS = ("test", "validation")
 generated task set holds out (`task_generation.validation_ratio`)."""
 
 
-def held_out_split_ids(domain_type: str, params: Any) -> dict[str, list[str]] | None:
+def held_out_split_ids(domain_type: str, params: BaseModel | None) -> dict[str, list[str]] | None:
     """Each held-out split of a domain (its task files with `params`, or tau2's own tasks with default params) ->
     its task ids; {} when it has none; None when they are not known without loading the domain (a custom domain, a
     built-in one with other params, or task files that cannot be read, which `check_domains` reports)."""
@@ -57,7 +58,7 @@ def held_out_keys(spec: Spec, other_domains: Set[str] = frozenset()) -> dict[tup
         for task_id in source_task_ids(source) or ():
             keys.setdefault((source.domain.type, task_id), f"test set {name!r}")
     seen = {source.domain.type for source in sources}
-    domains: list[tuple[str, Any]] = [(source.domain.type, source.domain.params) for source in sources]
+    domains: list[tuple[str, BaseModel | None]] = [(source.domain.type, source.domain.params) for source in sources]
     domains += [(name, None) for name in sorted(other_domains - seen)]
     for domain, params in domains:
         for split, ids in (held_out_split_ids(domain, params) or {}).items():

@@ -17,10 +17,13 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.backends.skyrl.preflight import INSTALL_GPU, gpus_needed
+
+if TYPE_CHECKING:
+    from skyrl.train.config import SkyRLTrainConfig
 
 NODE_CHECK_TIMEOUT_S = 600.0
 """How long the checks on the nodes may take (a node's first worker imports torch and vLLM)."""
@@ -55,7 +58,7 @@ def env_vars_of(env: dict[str, object]) -> dict[str, str]:
     found = env.get("env_vars")
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
-def runtime_env(config: Any, backend: SkyRLParams, worker_log: Path | None = None) -> dict[str, object]:
+def runtime_env(config: SkyRLTrainConfig, backend: SkyRLParams, worker_log: Path | None = None) -> dict[str, object]:
     """Ray's job-wide runtime env for a run: SkyRL's own variables (`prepare_runtime_environment`), then
     `driver_environment` and the libraries' progress bars off (`ctu.runners.console.PROGRESS_OFF`: the workers'
     bars are SkyRL's and the libraries', not ctu's), then the spec's `backend.runtime_env` variables (last). Every
@@ -103,7 +106,7 @@ def check_address(address: str | None, timeout_s: float = ADDRESS_TIMEOUT_S) -> 
                              "--head`), correct the address, or unset RAY_ADDRESS to start a cluster for the run") from None
 
 
-def init_ray(config: Any, backend: SkyRLParams, worker_log: Path | None = None) -> None:
+def init_ray(config: SkyRLTrainConfig, backend: SkyRLParams, worker_log: Path | None = None) -> None:
     """Join the cluster at ``RAY_ADDRESS`` or start one on this machine, with `runtime_env` (the workers' standard
     error appended to `worker_log`, None: left on the console), then create SkyRL's named registry actors
     (`sync_registries`). As SkyRL's own `initialize_ray`, SkyRL's infrastructure logs go to

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.composition import Components, build_components
 from ctu.runners.rundir import RunDir
 from ctu.spec import Spec
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
+
+if TYPE_CHECKING:
+    from skyrl.train.config import SkyRLTrainConfig
 
 NEVER = 2**31 - 1
 """A SkyRL interval no run reaches. SkyRL reads an interval of 0 as "off": no checkpoint at all, and no eval set
@@ -204,7 +207,7 @@ def _inference_engine(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
 
 
 def resolve_skyrl_config(spec: Spec, backend: SkyRLParams, data_dir: Path, run_dir: Path, resume: bool = False,
-                         components: Components | None = None) -> Any:
+                         components: Components | None = None) -> SkyRLTrainConfig:
     """SkyRL's `SkyRLTrainConfig` for `spec` on the backend `backend` (`skyrl_overrides`), checked by SkyRL's own `validate_cfg` (imports skyrl, torch);
     `components` are the spec's, when the caller has built them already (else built here).
 
@@ -220,7 +223,7 @@ def resolve_skyrl_config(spec: Spec, backend: SkyRLParams, data_dir: Path, run_d
     return config
 
 
-def config_yaml(config: Any) -> str:
+def config_yaml(config: SkyRLTrainConfig) -> str:
     """SkyRL's config as YAML (SkyRL's own rendering)."""
     from skyrl.train.config import get_config_as_yaml_str
 

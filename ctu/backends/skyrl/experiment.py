@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import ray
 from skyrl.train.entrypoints.main_base import BasePPOExp
@@ -22,6 +22,13 @@ from ctu.rollout.trajectories import TrajectoryLogger
 from ctu.runners.console import route_library_logs
 from ctu.runners.rundir import RunDir
 from ctu.spec import Spec, spec_from_dict, spec_to_dict
+
+if TYPE_CHECKING:
+    from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient
+    from skyrl.train.config import SkyRLTrainConfig
+    from skyrl.train.dataset import PromptDataset
+
+    from ctu.components.chat_templates.base import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +84,7 @@ class CtuTracking:
         """Log what is pending; beyond that, SkyRL's own logging (the trackers keep numbers only)."""
         self._flush()
 
-    def log_samples_to_table(self, *args: Any, **kwargs: Any) -> None:
+    def log_samples_to_table(self, *args: object, **kwargs: object) -> None:
         """Trajectories go to ctu's JSONL logs instead."""
 
 
@@ -85,7 +92,7 @@ class CtuPPOExp(BasePPOExp):
     """`BasePPOExp` whose hooks return ctu's generator and trackers, ctu's trainer (`CtuFullyAsyncTrainer` with
     `trainer.fully_async`, else `CtuPPOTrainer`), and SkyRL's datasets filtered in process when small."""
 
-    def __init__(self, cfg: Any, spec: Spec, run_dir: Path, resume_step: int | None = None,
+    def __init__(self, cfg: SkyRLTrainConfig, spec: Spec, run_dir: Path, resume_step: int | None = None,
                  log_file: Path | None = None, verbose: bool = False) -> None:
         self.spec = spec
         self.components = build_components(spec)
@@ -101,20 +108,20 @@ class CtuPPOExp(BasePPOExp):
         if self.log_file is not None:
             route_library_logs(self.log_file, self.verbose)
 
-    def get_cfg_as_str(self, cfg: Any) -> str:
+    def get_cfg_as_str(self, cfg: SkyRLTrainConfig) -> str:
         """SkyRL logs its whole config at start (~500 lines): it is written to ``skyrl_config.yaml`` in the run
         directory instead, and the log says where."""
         path = self.run_dir / "skyrl_config.yaml"
         path.write_text(super().get_cfg_as_str(cfg), encoding="utf-8")
         return f"SkyRL's config: {path}"
 
-    def _prompt_dataset(self, paths: list[str]) -> Any:
+    def _prompt_dataset(self, paths: list[str]) -> PromptDataset:
         from skyrl.train.dataset import PromptDataset
 
         return PromptDataset(datasets=paths, tokenizer=self.tokenizer, max_prompt_length=self.cfg.trainer.max_prompt_length,
                              num_workers=filter_workers(paths))
 
-    def get_train_dataset(self) -> Any:
+    def get_train_dataset(self) -> PromptDataset:
         """SkyRL's training `PromptDataset`, filtered in process when small (`filter_workers`).
 
         Raises:
@@ -126,13 +133,13 @@ class CtuPPOExp(BasePPOExp):
                              f"(trainer.train_batch_size: {self.cfg.trainer.train_batch_size})")
         return dataset
 
-    def get_eval_dataset(self) -> Any:
+    def get_eval_dataset(self) -> PromptDataset | None:
         """SkyRL's evaluation `PromptDataset` as `get_train_dataset` builds it, or None when SkyRL evaluates nothing."""
         if self.cfg.trainer.eval_interval > 0 and self.cfg.data.val_data:
             return self._prompt_dataset(list(self.cfg.data.val_data))
         return None
 
-    def get_inference_client(self) -> Any:
+    def get_inference_client(self) -> RemoteInferenceClient:
         """SkyRL's client, its vLLM servers and router started; the router (a `multiprocessing` child of this
         process, which would outlive it if it were killed) gets a watchdog (`ctu.runners.watchdog`); the session
         the start-up left on an ended event loop is released (`release_ended_loop_sessions`)."""
@@ -146,7 +153,7 @@ class CtuPPOExp(BasePPOExp):
             watch(process.pid, group=False)
         return client
 
-    def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> Any:
+    def get_generator(self, cfg: SkyRLTrainConfig, tokenizer: Tokenizer, inference_engine_client: RemoteInferenceClient) -> SkyRLGenerator:
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
 
         sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), cache_salt=bool(cfg.generator.use_cache_salt))
@@ -177,7 +184,7 @@ class CtuPPOExp(BasePPOExp):
 
 
 @ray.remote(num_cpus=1)
-def skyrl_entrypoint(cfg: Any, spec_data: dict[str, object], run_dir: str, resume_step: int | None = None,
+def skyrl_entrypoint(cfg: SkyRLTrainConfig, spec_data: dict[str, object], run_dir: str, resume_step: int | None = None,
                      secrets: dict[str, str] | None = None, log_file: str | None = None, verbose: bool = False) -> None:
     """Ray entrypoint: register ctu's components and environment in this worker, then run the experiment
     (resumed from `resume_step`'s checkpoint when given: trackers drop the lines of later steps first), SkyRL's

@@ -15,14 +15,17 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
 HEAD, EMBEDDING = "lm_head.weight", "model.embed_tokens.weight"
 
 
-def _tensor(folder: Path, name: str) -> Any:
+def _tensor(folder: Path, name: str) -> torch.Tensor | None:
     """The tensor `name` of the export in `folder` (single or sharded safetensors), or None when it holds none."""
     from safetensors import safe_open
 

@@ -90,7 +90,7 @@ class TokenGenerateClient(RemoteGenerateClient):
         self._caps = {}
 
 
-def release_ended_loop_sessions(client: Any) -> int:
+def release_ended_loop_sessions(client: object) -> int:
     """Release the aiohttp sessions `client` (SkyRL's HTTP inference client) keeps for event loops that have
     ended; returns how many.
 

@@ -7,7 +7,7 @@ entry points at its first lookup, there as anywhere)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctu.backends.skyrl.checkpoints import latest_checkpoint_step, restart_finished_epoch
 from ctu.backends.skyrl.config import prepare_data, resolve_skyrl_config
@@ -16,8 +16,11 @@ from ctu.composition import build_components
 from ctu.runners.rundir import RunDir, RunState
 from ctu.spec import Spec
 
+if TYPE_CHECKING:
+    from skyrl.train.config import SkyRLTrainConfig
 
-def join_cluster(config: Any, backend: SkyRLParams, modules: tuple[str, ...], log_file: Path, verbose: bool) -> None:
+
+def join_cluster(config: SkyRLTrainConfig, backend: SkyRLParams, modules: tuple[str, ...], log_file: Path, verbose: bool) -> None:
     """Join (or start) the Ray cluster for a run whose SkyRL config is `config` (`cluster.init_ray`; Ray's
     connection and packaging lines to `log_file` unless `verbose`), after sweeping what killed runs left in
     ``/dev/shm``, then check every GPU node in the workers' own environment (`cluster.check_nodes`, a line printed
@@ -123,7 +126,7 @@ def run_skyrl(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool = Fa
     return _run_entrypoint(config, spec, run, resume_step, log_file, verbose)
 
 
-def _run_entrypoint(config: Any, spec: Spec, run: RunDir, resume_step: int | None, log_file: Path, verbose: bool) -> RunState:
+def _run_entrypoint(config: SkyRLTrainConfig, spec: Spec, run: RunDir, resume_step: int | None, log_file: Path, verbose: bool) -> RunState:
     """Run ctu's SkyRL experiment in its Ray entrypoint (the spec's secrets handed to it in memory) and wait for it;
     the run directory's state names the newest checkpoint whatever happened.
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from ctu.rollout.sampling import SampleResult, SamplingParams
+
+if TYPE_CHECKING:
+    from skyrl.backends.skyrl_train.inference_servers.base import InferenceEngineInterface
+
+    from ctu.backends.skyrl.generate_client import TokenGenerateClient
 
 
 @dataclass
@@ -35,7 +40,7 @@ class SkyRLSampler:
     expert indices come only from `generate`) is called through `generate`.
     """
 
-    client: Any
+    client: InferenceEngineInterface
     model: str | None = None
     cache_salt: bool = True
     supports_chat: bool = False
@@ -43,7 +48,7 @@ class SkyRLSampler:
     _salts: dict[str, str | None] = field(default_factory=dict, repr=False)
     """The cache salt of each live session, fixed at its first turn."""
     _version: int | None = field(default=None, repr=False)
-    _direct: Any = field(default=None, repr=False)
+    _direct: TokenGenerateClient | Literal[False] | None = field(default=None, repr=False)
     """The `TokenGenerateClient` over the client's router, False where the client is called through `generate`
     (None until the first turn)."""
 
@@ -110,7 +115,7 @@ class SkyRLSampler:
             logprobs=list(logprobs[0]) if logprobs else None,
         )
 
-    def _direct_client(self) -> Any:
+    def _direct_client(self) -> TokenGenerateClient | Literal[False]:
         """The `TokenGenerateClient` for SkyRL's HTTP client, made at the first turn; False for any other client,
         for SkyRL's with router replay on, and for one with LoRA and no adapter named (whose `generate` raises
         SkyRL's error for it)."""

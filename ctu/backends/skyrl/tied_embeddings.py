@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import logging
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from ctu.backends.skyrl.import_hooks import after_import
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ UPSTREAM = "verl #7834 / PR #7835; accelerate's fsdp2_prepare_model re-ties afte
 """Where the bug and its fix are described upstream."""
 
 
-def ties_embeddings(model: Any) -> bool:
+def ties_embeddings(model: object) -> bool:
     """Whether `model` (a Hugging Face model, or a PEFT model around one) declares tied word embeddings."""
     config = getattr(model, "config", None)
     if config is None:
@@ -48,7 +51,7 @@ def ties_embeddings(model: Any) -> bool:
     return bool(getattr(text, "tie_word_embeddings", False))
 
 
-def _head_and_embedding(model: Any) -> tuple[Any, Any]:
+def _head_and_embedding(model: PreTrainedModel) -> tuple[object, object]:
     """The output projection's and the input embedding's weight parameters of `model`."""
     return model.get_output_embeddings().weight, model.get_input_embeddings().weight
 
@@ -59,7 +62,7 @@ def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
-def check_tied(model: Any, when: str) -> None:
+def check_tied(model: PreTrainedModel, when: str) -> None:
     """Check that a model declaring tied word embeddings holds one parameter for both (the same object, hence the
     same storage); a model without them is not checked.
 
@@ -75,7 +78,7 @@ def check_tied(model: Any, when: str) -> None:
                            f"ctu's fix of SkyRL's FSDP2 init did not hold ({UPSTREAM})")
 
 
-def tie_again(model: Any) -> bool:
+def tie_again(model: PreTrainedModel) -> bool:
     """Tie `model`'s output projection to its embedding again when its config ties them and they parted (Hugging
     Face's `tie_weights`); returns whether it had to.
 
@@ -92,10 +95,11 @@ def tie_again(model: Any) -> bool:
     return True
 
 
-def _unwrapped(model: Any) -> Any:
+def _unwrapped(model: object) -> PreTrainedModel:
     """The Hugging Face model inside SkyRL's `HFModelWrapper` (its ``model``, as `optimizer_step` unwraps it), else
     `model` (a Hugging Face model has embeddings of its own)."""
-    return model if hasattr(model, "get_input_embeddings") else getattr(model, "model", model)
+    inner = model if hasattr(model, "get_input_embeddings") else getattr(model, "model", model)
+    return cast("PreTrainedModel", inner)
 
 
 def patch(module: ModuleType) -> None:
@@ -107,12 +111,12 @@ def patch(module: ModuleType) -> None:
     apply_fsdp2, load_full_state_dict = module.apply_fsdp2, module.fsdp2_load_full_state_dict
     untied: set[int] = set()
 
-    def apply_fsdp2_tied(model: Any, *args: Any, **kwargs: Any) -> Any:
+    def apply_fsdp2_tied(model: PreTrainedModel, *args: object, **kwargs: object) -> object:
         if tie_again(model):
             untied.add(id(model))
         return apply_fsdp2(model, *args, **kwargs)
 
-    def load_full_state_dict_tied(model: Any, *args: Any, **kwargs: Any) -> Any:
+    def load_full_state_dict_tied(model: PreTrainedModel, *args: object, **kwargs: object) -> object:
         result = load_full_state_dict(model, *args, **kwargs)
         if tie_again(model):
             untied.add(id(model))
@@ -128,7 +132,7 @@ def patch(module: ModuleType) -> None:
     optimizer_step = strategy.optimizer_step
     reported = False
 
-    def optimizer_step_checked(self: Any, optimizer: Any, model: Any, *args: Any, **kwargs: Any) -> Any:
+    def optimizer_step_checked(self: object, optimizer: object, model: object, *args: object, **kwargs: object) -> object:
         nonlocal reported
         result = optimizer_step(self, optimizer, model, *args, **kwargs)
         inner = _unwrapped(model)

@@ -10,7 +10,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
 from skyrl.train.trainer import RayPPOTrainer
@@ -20,6 +20,16 @@ from ctu.backends.skyrl.exports import policy_export, untie_export_config
 from ctu.metrics import TRAIN, evaluation_metrics, metric
 from ctu.runners.grpo import groups_without_spread
 from ctu.runners.rundir import RunDir
+
+if TYPE_CHECKING:
+    from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch
+    from skyrl.train.config import SkyRLTrainConfig
+    from skyrl.train.fully_async_trainer import GeneratedOutputGroup
+    from skyrl.train.generators.base import GeneratorOutput
+
+    from ctu.backends.skyrl.generator import SkyRLGenerator
+    from ctu.rollout.records import TrajectoryRecord
+    from ctu.spec.models import LogprobGap
 
 logger = logging.getLogger(__name__)
 
@@ -63,25 +73,24 @@ class CtuTraining:
 
     max_infra_error_rate: float = 0.5
     """Set by `CtuPPOExp` from the spec."""
-    logprob_gap: Any = None
+    logprob_gap: LogprobGap | None = None
     """The spec's `algorithm.logprob_gap` (`ctu.spec.models.LogprobGap`), set by `CtuPPOExp`; None: its defaults."""
     negative_advantage_weight: float = 1.0
     """The spec's `algorithm.negative_advantage_weight`, set by `CtuPPOExp`."""
-    """The spec's `algorithm.logprob_gap` (`ctu.spec.models.LogprobGap`), set by `CtuPPOExp`; None: its defaults."""
     run_dir: RunDir | None = None
     """The run directory, set by `CtuPPOExp`: its ``state.json`` follows each completed checkpoint."""
     _skip_step: bool = False
     _infra_errors: list[str | None] = []
     _dropped_groups: int = 0
     _sampling_rounds: int = 0
-    dynamic_sampling_state: Any = None
+    dynamic_sampling_state: dict[str, int] | None = None
 
     def save_models(self) -> None:
         """SkyRL's Hugging Face export, its config made to say what it holds (`untie_export_config`)."""
         super().save_models()  # type: ignore[misc]
         untie_export_config(policy_export(self.cfg.trainer.export_path, self.global_step))
 
-    def handle_dynamic_sampling(self, generator_output: Any, uids: list[str]) -> tuple[Any, list[str], bool]:
+    def handle_dynamic_sampling(self, generator_output: GeneratorOutput, uids: list[str]) -> tuple[GeneratorOutput, list[str], bool]:
         """SkyRL's dynamic sampling on a view where excluded trajectories add no spread; counts the rounds and the
         groups it drops or replaces. A `filter` batch without a group with a spread is sampled again here: SkyRL
         0.4.0 would slice it to nothing and fail (`slice_generator_output`'s "indices must be non-empty").
@@ -105,7 +114,7 @@ class CtuTraining:
                                "or too hard for the policy")
         return view, uids, True
 
-    def _should_keep_group(self, group: Any) -> bool:
+    def _should_keep_group(self, group: GeneratedOutputGroup) -> bool:
         """The async trainer's `sample_full_batch` check, on a view where excluded trajectories add no spread."""
         uids = [group.uid] * len(group.generator_output["response_ids"])
         view = neutral(group.generator_output, uids)
@@ -114,7 +123,7 @@ class CtuTraining:
             self._dropped_groups += 1
         return keep
 
-    def postprocess_generator_output(self, generator_output: Any, uids: list[str], **kwargs: Any) -> tuple[Any, list[str]]:
+    def postprocess_generator_output(self, generator_output: GeneratorOutput, uids: list[str], **kwargs: Any) -> tuple[GeneratorOutput, list[str]]:
         """SkyRL's post-processing with the loss masks of excluded trajectories zeroed (so SkyRL's zero-variance
         filter counts them as dead), and with `zero_variance_filter` those of every group without a spread (SkyRL
         keeps a group of one live trajectory, which has none); SkyRL's reward figures (``reward/avg_raw_reward``,
@@ -139,7 +148,7 @@ class CtuTraining:
         self._dropped_groups = self._sampling_rounds = 0
         return output, uids
 
-    def _check_rollout_logprobs(self, generator_output: Any) -> None:
+    def _check_rollout_logprobs(self, generator_output: GeneratorOutput) -> None:
         """A loss that reads the sampler's logprobs (off-policy correction, `rollout_is`, `dppo`) gets them for every
         trajectory; ctu's SkyRL sampler always returns them, a generator of one's own might not.
 
@@ -153,14 +162,14 @@ class CtuTraining:
                                "but the generator returned none for this batch: its sampler must return the logprob of "
                                "each sampled token")
 
-    def convert_to_training_input(self, generator_output: Any, uids: list[str]) -> Any:
+    def convert_to_training_input(self, generator_output: GeneratorOutput, uids: list[str]) -> TrainingInputBatch:
         """SkyRL's training batch, with each trajectory's exclusion flag in its metadata (``EXCLUDED_KEY``; SkyRL's
         padding rows, after them, have none)."""
         batch = super().convert_to_training_input(generator_output, uids)  # type: ignore[misc]
         batch.metadata[EXCLUDED_KEY] = excluded_rows(generator_output)
         return batch
 
-    def compute_advantages_and_returns(self, data: Any) -> Any:
+    def compute_advantages_and_returns(self, data: TrainingInputBatch) -> TrainingInputBatch:
         """SkyRL's advantages with each excluded trajectory in a group of its own (so out of its group's mean and
         standard deviation), then excluded trajectories and groups of fewer than two kept ones zeroed, and SkyRL's
         ``loss/avg_final_rewards`` over the kept trajectories (absent when none is); negative advantages weighed by
@@ -178,7 +187,7 @@ class CtuTraining:
         data["advantages"] = weigh_negative(data["advantages"], self.negative_advantage_weight)
         return data
 
-    def _group_advantages(self, data: Any, uids: list[str], flags: list[bool], excluded: list[bool]) -> Any:
+    def _group_advantages(self, data: TrainingInputBatch, uids: list[str], flags: list[bool], excluded: list[bool]) -> TrainingInputBatch:
         """SkyRL's advantages of a batch with excluded trajectories (see `compute_advantages_and_returns`)."""
         import torch
 
@@ -203,7 +212,7 @@ class CtuTraining:
         self.all_metrics["loss/avg_raw_advantages_abs"] = valid.abs().mean().item() if valid.numel() else 0.0
         return data
 
-    def fwd_logprobs_values_reward(self, training_input: Any) -> Any:
+    def fwd_logprobs_values_reward(self, training_input: TrainingInputBatch) -> TrainingInputBatch:
         """SkyRL's forward passes before the update, then ctu's on-policy figures from the policy's (see the class
         docstring); none when SkyRL skipped the policy's forward pass (a loss against the sampler's logprobs) or the
         batch has no sampler logprobs."""
@@ -220,7 +229,7 @@ class CtuTraining:
                                                  settings.token_threshold, settings.warn_mean))
         return training_input
 
-    def train_critic_and_policy(self, data: Any) -> dict[str, float]:
+    def train_critic_and_policy(self, data: TrainingInputBatch) -> dict[str, float]:
         """SkyRL's update, unless the step is skipped (`train/skipped_steps`)."""
         if not self._skip_step:
             self.all_metrics[metric(TRAIN, "skipped_steps")] = 0.0
@@ -242,7 +251,7 @@ class CtuTraining:
             self.run_dir.write_state({"backend": "skyrl", "step": latest_checkpoint_step(self.run_dir.path) or 0})
         return folder
 
-    async def eval(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+    async def eval(self, *args: object, **kwargs: object) -> dict[str, float]:
         """SkyRL's evaluation plus ctu's metrics of every evaluation set."""
         from ctu.rollout.records import rollout_metrics
 
@@ -250,7 +259,7 @@ class CtuTraining:
         metrics: dict[str, float] = await super().eval(*args, **kwargs)  # type: ignore[misc]
         records = self.generator.pop_eval_records()
         metrics.update({f"eval/all/{name}": value for name, value in rollout_metrics(records).items()})
-        groups: dict[str, list[Any]] = defaultdict(list)
+        groups: dict[str, list[TrajectoryRecord]] = defaultdict(list)
         for record in records:
             groups[str(record.extras.get("test_set") or record.extras.get("data_source"))].append(record)
         samples = self.cfg.generator.eval_n_samples_per_prompt
@@ -259,9 +268,9 @@ class CtuTraining:
         return metrics
 
     # what the mixin reads of the SkyRL trainer it is mixed into
-    cfg: Any
-    generator: Any
-    all_metrics: dict[str, Any]
+    cfg: SkyRLTrainConfig
+    generator: SkyRLGenerator
+    all_metrics: dict[str, float]
     global_step: int
 
 
@@ -284,7 +293,7 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
     _pending: tuple[int, int, int] | None = None
     """(epoch, step, rounds) of the step dynamic sampling is filling, None between steps."""
 
-    def handle_dynamic_sampling(self, generator_output: Any, uids: list[str]) -> tuple[Any, list[str], bool]:
+    def handle_dynamic_sampling(self, generator_output: GeneratorOutput, uids: list[str]) -> tuple[GeneratorOutput, list[str], bool]:
         """`CtuTraining`'s dynamic sampling, keeping count of the rounds of the step being filled; warns when the
         step before was cut off by its epoch's end (see the class docstring)."""
         self._warn_if_cut_off()
@@ -297,7 +306,7 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
             self._pending = None
         return output, kept_uids, keep_sampling
 
-    def postprocess_generator_output(self, generator_output: Any, uids: list[str], **kwargs: Any) -> tuple[Any, list[str]]:
+    def postprocess_generator_output(self, generator_output: GeneratorOutput, uids: list[str], **kwargs: Any) -> tuple[GeneratorOutput, list[str]]:
         """`CtuTraining`'s post-processing, counting the completed step."""
         self._steps_done += 1
         return super().postprocess_generator_output(generator_output, uids, **kwargs)
@@ -346,7 +355,7 @@ class CtuFullyAsyncTrainer(CtuTraining, FullyAsyncRayPPOTrainer):
 
     _trained_step: int = 0
 
-    def train_critic_and_policy(self, data: Any) -> dict[str, float]:
+    def train_critic_and_policy(self, data: TrainingInputBatch) -> dict[str, float]:
         """`CtuTraining`'s update, remembering the step it trained."""
         self._trained_step = self.global_step
         return super().train_critic_and_policy(data)
@@ -363,7 +372,7 @@ class CtuFullyAsyncTrainer(CtuTraining, FullyAsyncRayPPOTrainer):
         folder = Path(self.cfg.trainer.export_path) / f"global_step_{self._trained_step}"
         self._at_trained_step(super().save_models, (folder / "policy").is_dir(), folder)
 
-    def _at_trained_step(self, save: Callable[[], Any], saved: bool, folder: Path) -> Any:
+    def _at_trained_step(self, save: Callable[[], str | None], saved: bool, folder: Path) -> str | None:
         """`save()` as it is while the step counter is at a trained step; past it, `save()` with the counter at the
         last trained step, or nothing (`folder`) when that step is `saved` already."""
         step = self.global_step

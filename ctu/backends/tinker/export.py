@@ -16,16 +16,19 @@ import tarfile
 import tempfile
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctu.errors import CtuError
+
+if TYPE_CHECKING:
+    import tinker
 
 
 class ExportError(CtuError):
     """A policy could not be exported: the archive was not served or holds no PEFT adapter."""
 
 
-async def export_policy(service: Any, training: Any, base_model: str, step: int, folder: Path) -> Path:
+async def export_policy(service: tinker.ServiceClient, training: tinker.TrainingClient, base_model: str, step: int, folder: Path) -> Path:
     """Write the training client's current policy to `folder` as a merged Hugging Face model (weights, config,
     tokenizer); returns `folder`.
 

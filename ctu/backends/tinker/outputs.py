@@ -7,16 +7,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+    import tinker
+
     from ctu.runners.grpo import TokenData
 
 
-def grpo_datum(data: TokenData) -> Any:
+def grpo_datum(data: TokenData) -> tinker.types.Datum:
     """`data` as a Tinker `Datum` for the `importance_sampling` and `ppo` losses: the inputs, and per target its token
     id (int64), the sampler's logprob and the advantage (float32)."""
     import numpy as np
     import tinker
 
-    def tensor(values: list, dtype: Any) -> Any:
+    def tensor(values: list, dtype: type[np.generic]) -> tinker.types.TensorData:
         return tinker.types.TensorData.from_numpy(np.array(values, dtype=dtype))
 
     return tinker.types.Datum(model_input=tinker.types.ModelInput.from_ints(data.inputs),
@@ -25,7 +28,7 @@ def grpo_datum(data: TokenData) -> Any:
                                               "advantages": tensor(data.advantages, np.float32)})
 
 
-def target_logprobs(result: Any) -> list[float] | None:
+def target_logprobs(result: object) -> list[float] | None:
     """The trainer's log-probability of each target token of a one-datum `forward_backward` result, computed with the
     weights before the step's update (Tinker's ``loss_fn_outputs[0]["logprobs"]``; SkyRL's JAX backend returns it for
     every loss); None when the result has none."""
@@ -37,7 +40,7 @@ def target_logprobs(result: Any) -> list[float] | None:
     return None if values is None else [float(value) for value in values]
 
 
-def loss_sum(result: Any) -> float | None:
+def loss_sum(result: object) -> float | None:
     """A `forward_backward` result's summed loss: the server's ``loss:sum`` metric, else the sum of its per-token
     ``elementwise_loss`` outputs (what SkyRL's JAX backend returns: already weighted by the loss mask); None when
     it gives neither."""

@@ -52,6 +52,9 @@ from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
 
 if TYPE_CHECKING:
+    import tinker
+
+    from ctu.components.chat_templates.base import Tokenizer
     from ctu.composition import Components
     from ctu.rollout.records import Rollout, TrajectoryRecord
     from ctu.rollout.tokens import TokenAccount
@@ -160,7 +163,7 @@ class TinkerRunner:
         interval = self.spec.trainer.eval_interval
         return step == plan.total_steps or bool(interval and step % interval == 0)
 
-    def _plan(self, components: Components, tokenizer: Any) -> tuple[StepPlan, TokenAccount | None]:
+    def _plan(self, components: Components, tokenizer: Tokenizer) -> tuple[StepPlan, TokenAccount | None]:
         """The run's steps over its rows (the SFT data's conversations, else the training tasks) and, for SFT, the
         token account its conversations are tokenised with."""
         spec = self.spec
@@ -176,7 +179,7 @@ class TinkerRunner:
         return StepPlan(rows, spec.trainer.train_batch_size, spec.trainer.epochs, spec.experiment.seed, spec.data.shuffle,
                         spec.trainer.max_steps), account
 
-    async def _save(self, service: Any, training: Any, model_path: str, plan: StepPlan, step: int) -> str | None:
+    async def _save(self, service: tinker.ServiceClient, training: tinker.TrainingClient, model_path: str, plan: StepPlan, step: int) -> str | None:
         """Save what step `step` saves: a checkpoint at the last step, each epoch's end and every `ckpt_interval`
         steps (returns its path; None when none), and a Hugging Face export at the last step and every
         `hf_save_interval` steps."""
@@ -228,7 +231,7 @@ class TinkerRunner:
         metrics[metric(EVAL, "num_episodes")] = float(evaluated)
         return metrics
 
-    async def _train_step(self, generator: Rollout, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
+    async def _train_step(self, generator: Rollout, training: tinker.TrainingClient, plan: StepPlan, step: int) -> dict[str, float]:
         import tinker
 
         spec = self.spec
@@ -285,7 +288,7 @@ class TinkerRunner:
         metrics.update(step_logprob_gap(step, sampled_logprobs, trainer_logprobs, gap.token_threshold, gap.warn_mean))
         return metrics
 
-    async def _sft_step(self, account: TokenAccount, training: Any, plan: StepPlan, step: int) -> dict[str, float]:
+    async def _sft_step(self, account: TokenAccount, training: tinker.TrainingClient, plan: StepPlan, step: int) -> dict[str, float]:
         """One SFT step: the step's conversations (cut at `model.max_model_len`), Tinker's `cross_entropy` on the
         assistant's tokens, one conversation a `forward_backward` (gradients accumulate), then `optim_step`."""
         import numpy as np
@@ -371,7 +374,7 @@ class TinkerRunner:
                 return int(saved["step"])
         return stated
 
-    async def _checkpoint(self, training: Any, step: int) -> str:
+    async def _checkpoint(self, training: tinker.TrainingClient, step: int) -> str:
         """Save weights and optimizer through the API; record the path in `checkpoints/step_NNNNNN.json`."""
         result = await (await training.save_state_async(name=f"step_{step:06d}", overwrite=True)).result_async()
         self.run_dir.checkpoints.mkdir(parents=True, exist_ok=True)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctu.rollout.sampling import SampleResult, SamplingParams
+
+if TYPE_CHECKING:
+    import tinker
 
 
 @dataclass
 class TinkerSampler:
     """A Tinker `SamplingClient` (any Tinker API server; on CPU, SkyRL's local JAX server)."""
 
-    client: Any
+    client: tinker.SamplingClient
     supports_chat: bool = False
     supports_tokens: bool = True
     policy_version: int | None = None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tinker
 
 
 @contextlib.contextmanager
-def tinker_service(base_url: str, api_key: str) -> Iterator[Any]:
+def tinker_service(base_url: str, api_key: str) -> Iterator[tinker.ServiceClient]:
     """Yields a ``tinker.ServiceClient`` on `base_url`; on exit, ends what it started in the SDK.
 
     The SDK (tinker 0.25) keeps a heartbeat task for each client's session on its background event loop, every

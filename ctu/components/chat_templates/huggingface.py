@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ctu.components.chat_templates.base import Tokenizer
 from ctu.registry import ComponentParams
 
 
@@ -28,7 +29,7 @@ class DefaultChatTemplate:
 
     def render(
         self,
-        tokenizer: Any,
+        tokenizer: Any,  # a Hugging Face tokenizer: its apply_chat_template, not ctu's `Tokenizer`
         messages: Sequence[Mapping[str, object]],
         tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = False,
@@ -52,7 +53,7 @@ class DefaultChatTemplate:
 
     def encode(
         self,
-        tokenizer: Any,
+        tokenizer: Tokenizer,
         messages: Sequence[Mapping[str, object]],
         tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = False,
@@ -60,7 +61,7 @@ class DefaultChatTemplate:
         """Token ids of `render(...)`'s text (no special tokens added beyond the template's own)."""
         return self.encode_text(tokenizer, self.render(tokenizer, messages, tools, add_generation_prompt))
 
-    def encode_text(self, tokenizer: Any, text: str) -> list[int]:
+    def encode_text(self, tokenizer: Tokenizer, text: str) -> list[int]:
         """Token ids of an already-rendered piece of conversation text.
 
         A fast tokenizer's Rust backend (`backend_tokenizer`) is called directly: the same ids as
@@ -72,7 +73,7 @@ class DefaultChatTemplate:
             return backend.encode(text, add_special_tokens=False).ids
         return list(tokenizer.encode(text, add_special_tokens=False))
 
-    def decode(self, tokenizer: Any, ids: list[int], skip_special_tokens: bool = True) -> str:
+    def decode(self, tokenizer: Tokenizer, ids: list[int], skip_special_tokens: bool = True) -> str:
         """Text of `ids` (special tokens dropped by default: what a parser should see).
 
         As in `encode_text`, a fast tokenizer's Rust backend is called directly where

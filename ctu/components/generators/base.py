@@ -6,7 +6,7 @@ rollout layer builds the loop and hands it back to be returned or wrapped; `ctu.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from ctu.registry import registry
 
@@ -33,7 +33,7 @@ class GeneratorComponent(Protocol):
         """How ctu's agent loop is to run for this generator (`ctu.rollout.build.build_generator` builds it so)."""
         ...
 
-    def build(self, loop: Any) -> Any:
+    def build(self, loop: object) -> object:
         """The generator over `loop`, ctu's agent loop built with `loop_settings()` (a `ctu.rollout.records.Rollout`):
         `loop` itself, or an object wrapping it that keeps the contract (`run_batch`, `run_episode`; checked by
         `ctu.rollout.build.build_generator`)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -39,6 +39,6 @@ class TauMultiTurnGenerator:
         """The loop's concurrency and processes, from the params."""
         return LoopSettings(self.params.max_concurrent_episodes, self.params.processes)
 
-    def build(self, loop: Any) -> Any:
+    def build(self, loop: object) -> object:
         """ctu's agent loop, unchanged."""
         return loop

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from ctu.components.rewards.base import BaseReward, RewardContext
 from ctu.registry import ComponentParams
 
+if TYPE_CHECKING:
+    from tau2.data_model.message import ToolCall
+    from tau2.data_model.tasks import Task
 
-def agent_tool_calls(trajectory: list[Any]) -> list[Any]:
+
+def agent_tool_calls(trajectory: Sequence[object]) -> list[ToolCall]:
     """The agent's tool calls in a tau2 trajectory (`EpisodeResult.trajectory`), in order: tau2 `ToolCall`s,
     read the same way in text and native mode."""
     return [call for message in trajectory if getattr(message, "role", None) == "assistant"
             for call in (getattr(message, "tool_calls", None) or [])]
 
 
-def matched_fraction(task: Any, trajectory: list[Any], first: int | None = None, by_name: bool = False) -> float | None:
+def matched_fraction(task: Task, trajectory: Sequence[object], first: int | None = None, by_name: bool = False) -> float | None:
     """Fraction of the task's gold assistant actions that some tool call of the episode matches, each call
     matching at most one action; None when the task has none.
 

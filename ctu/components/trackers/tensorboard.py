@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from ctu.registry import ComponentParams
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 
 class TensorboardTracker:
@@ -20,7 +23,7 @@ class TensorboardTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
-        self.writer: Any = None
+        self.writer: SummaryWriter | None = None
 
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Open an event-file writer in `<run_dir>/<log_dir>` (a resumed run purges events after `resume_step`)."""

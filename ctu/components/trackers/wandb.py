@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ctu.registry import ComponentParams
+
+if TYPE_CHECKING:
+    import wandb
 
 
 class WandbTracker:
@@ -30,7 +33,7 @@ class WandbTracker:
 
     def __init__(self, params: Params) -> None:
         self.params = params
-        self.run: Any = None
+        self.run: wandb.Run | None = None
         self.project: str | None = None
         self.mode: str | None = None
         self.last_step = -1
