@@ -24,7 +24,7 @@ from ctu.registry.config import ComponentConfig
 from ctu.registry.contracts import dependencies
 from ctu.spec.model_family import NATIVE_TOOL_PARSERS, model_family
 from ctu.spec.models import DatasetSource, Spec
-from tau_bench_env.env import DomainKey, params_key
+from tau_bench_env.domain_keys import DomainKey, params_key
 from tau_bench_env.interfaces import Parser, UserSimulator
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class Components:
         trackers: the spec's trackers, not started (plus a `jsonl` one writing `metrics.jsonl` when none does).
         project: the trackers' project (`tracking_project`).
         domains: every domain of the spec's data sources (training, validation, test sets), one object per name
-            and params (`tau_bench_env.env.params_key`); the environment setup carries them to every episode.
+            and params (`tau_bench_env.domain_keys.params_key`); the environment setup carries them to every episode.
         user_faults: the user-fault detectors and what a fault does (`environment.user_faults`).
     """
 

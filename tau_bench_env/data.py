@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tau_bench_env.domain_keys import DomainKey, domain_key, key_of
 from tau_bench_env.domains import Domain
-from tau_bench_env.env import DomainKey, domain_key, key_of
 from tau_bench_env.runtime import prepare
 
 ENV_CLASS = "tau_bench"
@@ -58,7 +58,7 @@ class TaskRow:
 
     @property
     def key(self) -> DomainKey:
-        """The key of the row's domain with its params (`tau_bench_env.env.domain_key`)."""
+        """The key of the row's domain with its params (`tau_bench_env.domain_keys.domain_key`)."""
         return domain_key(self.domain, self.domain_params)
 
     @property

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from pydantic import BaseModel
-
+from tau_bench_env.data import TaskRow
+from tau_bench_env.domain_keys import DomainKey, key_of
 from tau_bench_env.domains import Domain
 from tau_bench_env.episode import Episode
 from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator
@@ -26,20 +26,8 @@ from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, Termination
 if TYPE_CHECKING:
     from tau2.data_model.tasks import Task
 
-    from tau_bench_env.data import TaskRow
 
 T = TypeVar("T")
-
-
-DomainKey = tuple[str, str]
-"""A domain as rows name it: ``(name, its params as sorted JSON)``."""
-
-
-def domain_key(name: str, params: object = None) -> DomainKey:
-    """The key of domain `name` with `params` (a mapping, or its JSON as parquet rows carry it; anything else, such
-    as None: no params)."""
-    mapping = json.loads(params) if isinstance(params, str) else dict(params) if isinstance(params, Mapping) else {}
-    return name, json.dumps(mapping, sort_keys=True)
 
 
 @dataclass
@@ -64,18 +52,6 @@ def shared_domain(name: str, params_json: str = "{}") -> Domain:
     from tau_bench_env.domains import tau2_domain
 
     return tau2_domain(name, json.loads(params_json))
-
-
-def params_key(name: str, params: BaseModel) -> DomainKey:
-    """The key of domain `name` built with the params model `params`: the name and the params that differ from
-    their defaults (what its task rows carry as ``domain_params``, so a row of tau2's retail without params finds
-    it)."""
-    return domain_key(name, params.model_dump(mode="json", exclude_defaults=True))
-
-
-def key_of(domain: Domain) -> DomainKey:
-    """`domain`'s key (`params_key` of its name and params)."""
-    return params_key(domain.name, domain.params)
 
 
 def tau2_domains(*names: str) -> dict[DomainKey, Domain]:
@@ -138,8 +114,6 @@ class TauBenchEnv:
     """
 
     def __init__(self, setup: EnvSetup, task: TaskRow | Mapping[str, object], *, user_seed: int | None = None):
-        from tau_bench_env.data import TaskRow
-
         if not isinstance(setup, EnvSetup):
             raise TypeError(f"TauBenchEnv needs an EnvSetup (user simulator, parser, episode config), got {type(setup).__name__}")
         row = task if isinstance(task, TaskRow) else TaskRow.from_extras(task)

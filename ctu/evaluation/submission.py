@@ -82,7 +82,7 @@ def _partial_sets(spec: Spec, sources: Mapping[str, Any]) -> list[str]:
     """A line per test set that ran fewer tasks than its domain's split holds (``--limit``, `max_tasks`)."""
     from ctu.composition import build_domains
     from tau_bench_env.data import task_rows
-    from tau_bench_env.env import params_key
+    from tau_bench_env.domain_keys import params_key
 
     domains = build_domains(spec)
     lines = []

@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctu.models.tiny_qwen3 import CALL_SCAFFOLD_TOKENS, CHAT_TEMPLATE, CONTEXT_TASKS
+from ctu.models.tiny_qwen3_format import CALL_SCAFFOLD_TOKENS, CHAT_TEMPLATE
+
+CONTEXT_TASKS = 40
+"""The retail training tasks whose gold turns the build trains on in their real context."""
 
 if TYPE_CHECKING:
     from tau_bench_env.outcome import EpisodeResult

@@ -7,7 +7,7 @@ here for parser authors; this module adds what ctu's built-in parsers share.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import cast
 
 from ctu.registry import ComponentParams, registry
 from tau_bench_env.interfaces import ParsedTurn, Parser, ToolCall
@@ -40,14 +40,14 @@ def compact_tool_schemas(tools: list[dict[str, object]]) -> list[dict[str, objec
     instead of 3.1k. New dicts; `tools` is unchanged."""
     noise = ("description", "title")
 
-    def strip(node: Any) -> Any:
+    def strip(node: object) -> object:
         if isinstance(node, dict):
             return {k: strip(v) for k, v in node.items() if k not in noise or not isinstance(v, str)}
         if isinstance(node, list):
             return [strip(v) for v in node]
         return node
 
-    return [strip(tool) for tool in tools]
+    return [cast("dict[str, object]", strip(tool)) for tool in tools]
 
 
 def render_tool_list(tools: list[dict[str, object]], call_format: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ctu.registry import registry
 
@@ -30,7 +30,7 @@ class Proposal:
         detail: one line on the rejection (e.g. the JSON error and the text's start).
     """
 
-    task: dict[str, Any] | None
+    task: dict[str, object] | None
     rejection: str | None = None
     detail: str = ""
 
