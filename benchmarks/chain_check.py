@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 from learning_check import CONTROL_LR, run_skyrl_cpu, step_rewards
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
-from results import record
+from results import missing, record
 
 from ctu.evaluation.comparison import LEVEL, RESAMPLES, paired_bootstrap
 
@@ -193,12 +193,15 @@ def table(report: dict) -> dict[str, list]:
 
     success = report["success"]
     total, normal = report["wall_seconds_total"] / 60, report["wall_seconds_total_normalised"] / 60
-    return {"columns": ["", "base", "SFT", "GRPO after SFT", f"control (GRPO at lr {CONTROL_LR:g})"],
-            "rows": [["held-out tau2 success", *(f"{success[name]:.3f}" for name in POLICIES)],
-                     ["difference, paired bootstrap 95% interval", "", f"{interval('sft_minus_base')} vs base",
-                      f"{interval('grpo_minus_sft')} vs SFT", f"{interval('control_minus_sft')} vs SFT"],
-                     ["held-out episodes by outcome", *(outcomes(report, name) for name in POLICIES)],
-                     ["wall time of the check (normalised)", f"{total:.1f} min ({normal:.1f} min)", "", "", ""]]}
+    table = {"columns": ["", "base", "SFT", "GRPO after SFT", f"control (GRPO at lr {CONTROL_LR:g})"],
+             "rows": [["held-out tau2 success", *(f"{success[name]:.3f}" for name in POLICIES)],
+                      ["difference, paired bootstrap 95% interval", "", f"{interval('sft_minus_base')} vs base",
+                       f"{interval('grpo_minus_sft')} vs SFT", f"{interval('control_minus_sft')} vs SFT"],
+                      ["held-out episodes by outcome", *(outcomes(report, name) for name in POLICIES)],
+                      ["wall time of the check (normalised)", f"{total:.1f} min ({normal:.1f} min)", "", "", ""]]}
+    if report["wall_seconds_total_normalised"] > GOAL_S:
+        missing(table, 3, 1)
+    return table
 
 
 def outcomes(report: dict, policy: str) -> str:
@@ -214,15 +217,20 @@ def seeds_table(reports: list[dict]) -> dict[str, list]:
         low, high = report[key]["ci95"]
         return f"{report[key]['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
 
-    rows = []
+    rows: list[list[str]] = []
+    table: dict[str, list] = {"columns": ["seed", "base", "SFT", "GRPO", "control", "GRPO - SFT, paired 95% interval",
+                                          "control - SFT", "wall time (normalised)"], "rows": rows}
     for report in reports:
         success = report["success"]
         rows.append([str(report["seed"]), *(f"{success[name]:.3f}" for name in POLICIES),
                      interval(report, "grpo_minus_sft") + (": above zero" if grpo_added(report) else ""),
                      interval(report, "control_minus_sft") + (": holds zero" if control_held(report) else ""),
                      f"{report['wall_seconds_total'] / 60:.1f} min ({report['wall_seconds_total_normalised'] / 60:.1f} min)"])
-    return {"columns": ["seed", "base", "SFT", "GRPO", "control", "GRPO - SFT, paired 95% interval",
-                        "control - SFT", "wall time (normalised)"], "rows": rows}
+        for column, missed in ((5, not grpo_added(report)), (6, not control_held(report)),
+                               (7, report["wall_seconds_total_normalised"] > GOAL_S)):
+            if missed:
+                missing(table, len(rows) - 1, column)
+    return table
 
 
 def plot(report: dict, path: Path) -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
-from results import record
+from results import missing, record
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = {"tinker": REPO / "specs" / "learning_check.yaml", "skyrl-cpu": REPO / "tests" / "skyrl_cpu" / "learning_check_skyrl.yaml"}
@@ -175,8 +175,12 @@ def table(run: dict, control: dict) -> dict[str, list]:
     rows = [(f"mean training reward, first {window} steps", "first_mean"), (f"mean training reward, last {window} steps", "last_mean"),
             ("difference, bootstrap 95% interval", "difference"), ("held-out test reward before -> after", "test"),
             ("wall time of the run (normalised)", "wall")]
-    return {"columns": ["", f"GRPO ({run['trainer']})", f"negative control (lr {CONTROL_LR:g})"],
-            "rows": [[label, column(run, field), column(control, field)] for label, field in rows]}
+    table = {"columns": ["", f"GRPO ({run['trainer']})", f"negative control (lr {CONTROL_LR:g})"],
+             "rows": [[label, column(run, field), column(control, field)] for label, field in rows]}
+    for index, report in enumerate((run, control), start=1):
+        if report["wall_seconds_normalised"] > GOAL_S:
+            missing(table, len(rows) - 1, index)
+    return table
 
 
 def trainer_label(run_dir: Path) -> str:

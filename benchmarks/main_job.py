@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
-from results import record
+from results import missing, record
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_COLD_S = 6 * 60
@@ -69,15 +69,18 @@ def main() -> None:
     loop = statistics.mean([loop_before, loop_after])
     cold, warm = runs[0], statistics.median(runs[1:]) if runs[1:] else float("nan")
     print(f"reference loop (10M additions): {loop_before:.2f} s before, {loop_after:.2f} s after; goals hold at {REFERENCE_LOOP_S:.2f} s")
-    rows = []
+    rows: list[list[str]] = []
+    table: dict[str, list] = {"columns": ["", "measured", "normalised", "goal (normalised)"], "rows": rows}
     for name, seconds, goal in (("empty cache", cold, GOAL_COLD_S), (f"model cached (median of {args.warm_runs})", warm, GOAL_WARM_S)):
         scaled = normalised(seconds, loop)
         print(f"{name:<22} {seconds / 60:5.2f} min measured, {scaled / 60:5.2f} min normalised;"
               f" goal <= {goal / 60:.0f} min -> {'met' if scaled <= goal else 'NOT met'}")
         rows.append([name, f"{seconds / 60:.2f} min", f"{scaled / 60:.2f} min", f"<= {goal / 60:.0f} min"])
+        if scaled > goal:
+            missing(table, len(rows) - 1, 2)
     record("main_job", {"runs_seconds": runs, "cold_seconds": cold, "warm_median_seconds": warm,
                         "loop_before": loop_before, "loop_after": loop_after},
-           {"columns": ["", "measured", "normalised", "goal (normalised)"], "rows": rows}, loop,
+           table, loop,
            note="`ctu run specs/smoke.yaml --no-progress`, a new process each time, the first with an empty `CTU_CACHE_DIR`.")
 
 

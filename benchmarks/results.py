@@ -84,10 +84,23 @@ def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: flo
     return path
 
 
+MISSED = " ✗ misses its goal"
+"""What a figure that misses its goal is marked with in a generated table."""
+
+
+def missing(table: dict[str, list], row: int, column: int) -> None:
+    """Mark cell (`row`, `column`) of `table` (``{"columns": ..., "rows": ...}``) as a figure that misses its goal
+    (kept in ``table["misses"]``; `render` marks it)."""
+    table.setdefault("misses", []).append([row, column])
+
+
 def render(result: dict[str, Any]) -> str:
-    """A result as the docs show it: its table in Markdown, then when and how it was measured. A column with no
-    figure in any row (each cell empty or "-": a runner the command did not run) is left out."""
-    columns, rows = result["table"]["columns"], result["table"]["rows"]
+    """A result as the docs show it: its table in Markdown, each figure that misses its goal marked (`MISSED`), then
+    when and how it was measured. A column with no figure in any row (each cell empty or "-": a runner the command
+    did not run) is left out."""
+    columns, rows = result["table"]["columns"], [list(row) for row in result["table"]["rows"]]
+    for row, column in result["table"].get("misses", []):
+        rows[row][column] = f"**{rows[row][column]}**{MISSED}"
     kept = [i for i in range(len(columns)) if i == 0 or any(str(row[i]) not in ("", "-") for row in rows)]
     columns, rows = [columns[i] for i in kept], [[row[i] for i in kept] for row in rows]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]

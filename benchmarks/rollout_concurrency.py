@@ -1014,6 +1014,7 @@ def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop:
                "ctu CPU per turn (normalised)", "tau2 CPU per turn", "tau2/ctu CPU", "ctu memory per live episode",
                "goals (normalised)"]
     lines: list[list[str]] = []
+    misses: list[list[int]] = []
     figures: dict[str, dict[str, dict[str, float]]] = {}
     for row, medians in table:
         figures[row.name] = {runner: dict(zip(("x_ideal_median", "x_ideal_min", "x_ideal_max", "cpu_per_turn_s",
@@ -1033,10 +1034,14 @@ def report(rows: list[Row], results: dict[str, dict[str, list[Measured]]], loop:
             memory = f"{ours[4]:.3f} MB" if ours else "-"
             lines.append([row.name, runner, f"{row.episodes} @ {row.latency * 1000:.0f} ms", ctu_rate, ctu_spread, tau2_rate,
                           ctu_cpu, tau2_cpu, ratio, memory, f">= {row.goal_rate} x ideal, <= {row.goal_cpu_ms} ms"])
+            if ours and ours[0] < row.goal_rate:
+                misses.append([len(lines) - 1, columns.index("ctu x ideal (range)")])
+            if ours and normalised(ours[3], loop) * 1000 > row.goal_cpu_ms:
+                misses.append([len(lines) - 1, columns.index("ctu CPU per turn (normalised)")])
     print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     for line in lines:
         print("| " + " | ".join(line) + " |")
-    return {"columns": columns, "rows": lines}, figures
+    return {"columns": columns, "rows": lines, "misses": misses}, figures
 
 
 if __name__ == "__main__":

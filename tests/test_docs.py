@@ -64,3 +64,20 @@ def test_no_results_file_holds_a_machines_path():
     for path in sorted((REPO / "benchmarks" / "results").glob("*.json")):
         walk(json.loads(path.read_text()), path.name)
     assert found == []
+
+
+def test_a_figure_that_misses_its_goal_is_marked_in_the_generated_table():
+    """`results.missing` marks a cell; `render` shows it marked, and the other figures as they were."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import results
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    table = {"columns": ["", "measured", "goal"], "rows": [["fast", "0.5 s", "<= 0.6 s"], ["slow", "0.9 s", "<= 0.6 s"]]}
+    results.missing(table, 1, 1)
+    rendered = results.render({"table": table, "note": "", "date": "today", "commit": "abc", "command": "x",
+                               "reference_loop_seconds": 0.33})
+    assert f"| slow | **0.9 s**{results.MISSED} | <= 0.6 s |" in rendered
+    assert "| fast | 0.5 s | <= 0.6 s |" in rendered
