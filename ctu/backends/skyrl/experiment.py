@@ -179,6 +179,7 @@ class CtuPPOExp(BasePPOExp):
         trainer.logprob_gap = self.spec.algorithm.logprob_gap
         trainer.negative_advantage_weight = self.spec.algorithm.negative_advantage_weight
         trainer.run_dir = RunDir(self.run_dir)
+        trainer.backend_name = self.spec.backend.type
         self._route_logs()  # SkyRL's trainer set its console sink up again
         return trainer
 

@@ -116,7 +116,7 @@ def run_skyrl(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool = Fa
     prepare_data(components, data_dir)
     join_cluster(config, backend, modules, log_file, verbose)
     run.write_spec(spec)
-    run.write_state({"backend": "skyrl", "step": resume_step or 0})
+    run.write_state({"backend": spec.backend.type, "step": resume_step or 0})
     if resume_step is not None and restart_finished_epoch(run.path, resume_step, data_dir / "train.parquet",
                                                           spec.trainer.train_batch_size):
         print(f"resuming after step {resume_step}, the last batch of an epoch: the next epoch starts afresh (SkyRL "
@@ -147,7 +147,7 @@ def _run_entrypoint(config: SkyRLTrainConfig, spec: Spec, run: RunDir, resume_st
             raise error.cause from None
         raise
     finally:
-        state: RunState = {"backend": "skyrl", "step": latest_checkpoint_step(run.path) or 0}
+        state: RunState = {"backend": spec.backend.type, "step": latest_checkpoint_step(run.path) or 0}
         run.write_state(state)
         run.plot_rewards()
     return state

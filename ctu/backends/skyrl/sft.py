@@ -187,7 +187,7 @@ def run_skyrl_sft(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool 
           f"of them the assistant's (trained on)", flush=True)
     join_cluster(skyrl_config, backend, modules, log_file, verbose)
     run.write_spec(spec)
-    run.write_state({"backend": "skyrl", "step": resume_step or 0})
+    run.write_state({"backend": spec.backend.type, "step": resume_step or 0})
     print(f"SkyRL's and the libraries' logs: {log_file}" + ("" if verbose else " (`ctu run --verbose` shows them here too)"),
           flush=True)
     try:
@@ -198,7 +198,7 @@ def run_skyrl_sft(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool 
             raise error.cause from None
         raise
     finally:
-        state: RunState = {"backend": "skyrl", "step": latest_checkpoint_step(run.path) or 0}
+        state: RunState = {"backend": spec.backend.type, "step": latest_checkpoint_step(run.path) or 0}
         run.write_state(state)
     return state
 

@@ -79,6 +79,9 @@ class CtuTraining:
     """The spec's `algorithm.negative_advantage_weight`, set by `CtuPPOExp`."""
     run_dir: RunDir | None = None
     """The run directory, set by `CtuPPOExp`: its ``state.json`` follows each completed checkpoint."""
+    backend_name: str = "skyrl"
+    """The spec's `backend.type` (the name this backend is registered under), set by `CtuPPOExp`; ``state.json``
+    names it."""
     _skip_step: bool = False
     _infra_errors: list[str | None] = []
     _dropped_groups: int = 0
@@ -248,7 +251,7 @@ class CtuTraining:
 
         folder: str = super().save_checkpoints()  # type: ignore[misc]
         if self.run_dir is not None:
-            self.run_dir.write_state({"backend": "skyrl", "step": latest_checkpoint_step(self.run_dir.path) or 0})
+            self.run_dir.write_state({"backend": self.backend_name, "step": latest_checkpoint_step(self.run_dir.path) or 0})
         return folder
 
     async def eval(self, *args: object, **kwargs: object) -> dict[str, float]:

@@ -104,7 +104,7 @@ class TinkerRunner:
         resume_from = state.get("checkpoint")
         start_step = self._checkpoint_step(resume_from, state.get("step", 0)) if resume_from else 0  # else: starts over
         self.run_dir.write_spec(spec)
-        state = {"backend": "tinker", "step": start_step, "checkpoint": resume_from}
+        state = {"backend": spec.backend.type, "step": start_step, "checkpoint": resume_from}
         self.run_dir.write_state(state)  # the run directory holds a run from now on
         with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
             from transformers import AutoTokenizer
@@ -149,7 +149,8 @@ class TinkerRunner:
                         checkpoint = await self._save(service, training, model_path, plan, step)
                         trackers.log(metrics, step)
                         if checkpoint is not None:  # the state names the step a resume continues from: a checkpoint's
-                            state = {"backend": "tinker", "step": step, "checkpoint": checkpoint, "total_steps": plan.total_steps}
+                            state = {"backend": spec.backend.type, "step": step, "checkpoint": checkpoint,
+                                     "total_steps": plan.total_steps}
                             self.run_dir.write_state(state)
                         advance()
             finally:
