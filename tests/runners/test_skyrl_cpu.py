@@ -214,12 +214,12 @@ def test_a_tied_model_trains_on_policy_within_an_untied_copys_gap_and_past_it_wi
     SkyRL 0.4.0 alone). The sampler's log-probability of each sampled token against the trainer's
     (`train/logprob_gap_mean`) is the on-policy measure: with the fix the tied model stays within the untied copy's
     gap (bf16 training against fp32 sampling, nothing more); without it the trainer updates a head of its own that
-    vLLM, serving the embedding as a tied model's head, never sees, and the gap of the second step is many times
-    the bound. The learning rate is high so that one step moves that head visibly."""
+    vLLM, serving the embedding as a tied model's head, never sees, and the gap of the second step is several times
+    the bound. The learning rate is high so that one step moves that head visibly (at 1e-2: 0.010 against the
+    untied copy's 0.007)."""
     from tests.skyrl_cpu.shim import BREAK_TIE_ENV
 
-    common = ["trainer.eval_before_train=false", "data.test_sets={}", "trainer.optimizer.lr=1e-2",
-              "rewards=[tau_outcome]", "judge=null"]
+    common = ["trainer.eval_before_train=false", "data.test_sets={}", "trainer.optimizer.lr=3e-2"]
     runs = {"tied": [], "untied": [f"model.path={untied_copy(tmp_path / 'untied_model')}"],
             "broken": [f"backend.runtime_env.env_vars.{BREAK_TIE_ENV}='1'"]}
     gaps, logs = {}, {}
@@ -229,6 +229,7 @@ def test_a_tied_model_trains_on_policy_within_an_untied_copys_gap_and_past_it_wi
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         lines = metric_lines(folder / "run")
         assert [line["step"] for line in lines] == [1, 2]
+        assert lines[0]["policy/grad_norm"] > 0.0, name  # the first step updated the policy (partial credit's spread)
         gaps[name] = [line["train/logprob_gap_mean"] for line in lines]
         logs[name] = "".join(log.read_text(errors="replace") for log in (folder / "run" / "logs").glob("infra-*.log"))
     bound = max(gaps["untied"])  # what on-policy training gives on this spec
@@ -239,7 +240,7 @@ def test_a_tied_model_trains_on_policy_within_an_untied_copys_gap_and_past_it_wi
     assert max(gaps["tied"]) < 2 * bound, gaps
     # broken on purpose: no tie kept, and after the first update the sampler serves another policy than the trained one
     assert "tied embeddings kept tied" not in logs["broken"]
-    assert gaps["broken"][0] < 2 * bound and gaps["broken"][1] > 10 * bound, gaps
+    assert gaps["broken"][0] < 2 * bound and gaps["broken"][1] > 3 * bound, gaps
 
 
 USER_KEY_ENV = "CTU_TEST_USER_KEY"
