@@ -14,6 +14,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+from tests.support.import_graph import cycles
+
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
@@ -91,16 +93,4 @@ def test_no_import_cycle_between_modules():
                 if target and target != name and not name.startswith(target + "."):  # a package's own __init__
                     graph[name].add(target)
 
-    def reaches(start: str, goal: str) -> bool:
-        seen, stack = {start}, [start]
-        while stack:
-            for following in graph[stack.pop()]:
-                if following == goal:
-                    return True
-                if following not in seen:
-                    seen.add(following)
-                    stack.append(following)
-        return False
-
-    cycles = sorted(f"{a} <-> {b}" for a in list(graph) for b in list(graph[a]) if reaches(b, a))
-    assert cycles == []
+    assert cycles(graph) == []
