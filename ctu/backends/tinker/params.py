@@ -22,9 +22,11 @@ class TinkerParams(ComponentParams):
     """Tinker loss for the GRPO update."""
     lora_rank: PositiveInt = Field(8, le=1024)
     """LoRA rank of the trained adapter."""
-    sample_batch_size: PositiveInt = Field(16, le=256)
+    sample_batch_size: PositiveInt = Field(1, le=256)
     """With `local: true`: sequences the JAX engine samples in one compiled batch (SkyRL's
     `sample_max_num_sequences`). The engine pads every batch to this size and compiles one program per length
-    bucket, so the size is a trade: a few concurrent episodes pay for the padding, many wait in line at 1. On the
-    chain check's GRPO stage (64 episodes a step, the built-in model) a step sampled in 17.5 s at 1, 3.0 s at 16,
-    3.4 s at 32 and 6.1 s at 64 (2026-11-28, this repository's 2-core CPU)."""
+    bucket, so the size is a trade: many short episodes at once gain, a few long prompts pay for the padding.
+    Measured on this repository's 2-core CPU (2026-11-28): the chain check's GRPO step (64 episodes of ~500-token
+    prompts, `specs/learning_chain/`, which sets 16) sampled in 17.5 s at 1, 3.0 s at 16, 3.4 s at 32, 6.1 s at 64;
+    the main job (`specs/smoke.yaml`: 8 retail episodes of ~5k-token prompts) took 4.5 min from an empty cache at
+    16 against 3.0 min at 1 (`benchmarks/main_job.py`)."""

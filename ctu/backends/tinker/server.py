@@ -52,7 +52,7 @@ class LocalTinkerServer:
     """
 
     def __init__(self, base_model: str, folder: Path, lora_rank: int = 8, max_lora_adapters: int = 4,
-                 sample_max_num_sequences: int = 16, startup_timeout_s: float = 300.0) -> None:
+                 sample_max_num_sequences: int = 1, startup_timeout_s: float = 300.0) -> None:
         self.base_model = base_model
         self.folder = Path(folder)
         self.lora_rank = lora_rank
