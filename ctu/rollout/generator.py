@@ -75,8 +75,7 @@ class TauGenerator:
         started = time.perf_counter()
         if self.setup.on_episode is not None:
             self.setup.on_episode(len(requests), False)
-        numbered = [replace(request, sample=k) for request, k in zip(requests, sample_indices(requests), strict=True)]
-        records = await self.batch_records(numbered, phase)
+        records = await self.batch_records(requests, phase)
         if self.setup.on_records is not None:
             self.setup.on_records(records, phase, step)
         metrics = rollout_metrics(records)
