@@ -21,8 +21,6 @@ from pathlib import Path
 from ctu.backends.skyrl.import_hooks import after_import
 
 SITE = Path(__file__).resolve().parent / "site"
-BREAK_TIE_ENV = "CTU_TEST_BREAK_TIE"
-"""Set (to anything) in a worker's environment: ctu's tied-embedding fix is not applied there (tests only)."""
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -73,12 +71,6 @@ def install() -> None:
     torch.distributed.init_device_mesh = cpu_device_mesh  # type: ignore[attr-defined]
     # the preflight's question "does CUDA see a GPU here" answered as for the logical GPU Ray schedules on
     after_import("ctu.backends.skyrl.preflight", lambda module: setattr(module, "cuda_devices", torch.cuda.device_count))
-    if os.environ.get(BREAK_TIE_ENV):
-        from ctu.backends.skyrl.tied_embeddings import FSDP_STRATEGY
-
-        # ctu's tie fix waits for SkyRL's FSDP strategy module behind an import hook (`after_import`), installed
-        # before this hook runs: taken out, the worker trains as SkyRL 0.4.0 alone does (the tie broken on purpose)
-        sys.meta_path[:] = [finder for finder in sys.meta_path if getattr(finder, "name", None) != FSDP_STRATEGY]
     if os.environ.get("CTU_WEIGHT_SYNC_DIR"):
         after_import("skyrl.backends.skyrl_train.workers.worker_dispatch",
                      lambda module: install_weight_sync(module.WorkerDispatch, Path(os.environ["CTU_WEIGHT_SYNC_DIR"])))
