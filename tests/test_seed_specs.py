@@ -28,7 +28,7 @@ COMMON: dict[str, Any] = {
     # training/configs/tau_bench_config.yaml, unless a script sets it
     "experiment.seed": 42,
     "trainer.epochs": 100,  # EPOCHS=100 in every script
-    "trainer.micro_train_batch_size_per_gpu": 1,
+    "backend.micro_train_batch_size_per_gpu": 1,
     "trainer.max_ckpts_to_keep": 3,
     "trainer.hf_save_interval": 20,
     "trainer.optimizer.weight_decay": 0.05,

@@ -184,8 +184,8 @@ def test_sft_data_is_checked_by_validate_and_planned_on_both_backends(task_set: 
     missing = ctu("validate", str(spec), f"data.sft={tmp_path / 'nowhere'}")
     assert missing.returncode == 2 and "data.sft: " in missing.stderr and "is not SFT data" in missing.stderr
     skyrl = str(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml")
-    split = ctu("validate", skyrl, f"data.sft={tmp_path / 'sft'}", "trainer.micro_train_batch_size_per_gpu=3")
-    assert split.returncode == 2 and "trainer.micro_train_batch_size_per_gpu: must divide an SFT step's conversations" in split.stderr
+    split = ctu("validate", skyrl, f"data.sft={tmp_path / 'sft'}", "backend.micro_train_batch_size_per_gpu=3")
+    assert split.returncode == 2 and "backend.micro_train_batch_size_per_gpu: must divide an SFT step's conversations" in split.stderr
     on_skyrl = ctu("run", skyrl, f"data.sft={tmp_path / 'sft'}", "--dry-run")
     assert on_skyrl.returncode == 0, on_skyrl.stderr
     assert "# SkyRL SFT config (accepted by SkyRL's validate_sft_cfg)" in on_skyrl.stdout

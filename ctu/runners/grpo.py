@@ -156,7 +156,7 @@ def logprob_gap_warning(step: int, metrics: dict[str, float], token_threshold: f
             f"{metrics[LOGPROB_GAP_TOKENS]:.0f} tokens past {token_threshold}), more than algorithm.logprob_gap.warn_mean "
             f"= {warn_mean}: the policy trains off-policy. Check that the sampler serves the weights trained (the weight "
             "sync; tied embeddings), at the temperature and top_p the trainer assumes, with the same chat template and "
-            "tokenizer; algorithm.off_policy_correction corrects a gap it cannot remove")
+            "tokenizer; the skyrl backend's off_policy_correction corrects a gap it cannot remove")
 
 
 def step_logprob_gap(step: int, sampled: Sequence[float], trained: Sequence[float], token_threshold: float,

@@ -41,7 +41,7 @@ def smoke_dict(spec: Spec) -> dict[str, object]:
     data["algorithm"].update(use_kl_loss=False)
     data["trainer"].update(
         epochs=2, max_steps=2, train_batch_size=SMOKE_TRAIN_TASKS, policy_mini_batch_size=SMOKE_TRAIN_TASKS,
-        micro_train_batch_size_per_gpu=1, eval_batch_size=SMOKE_TEST_TASKS, eval_interval=2, eval_before_train=True,
+        eval_batch_size=SMOKE_TEST_TASKS, eval_interval=2, eval_before_train=True,
         ckpt_interval=2,
     )
     data["trainer"]["optimizer"].update(lr=1e-4, warmup_steps=0)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from ctu.spec.errors import Location, SpecError, SpecIssue
 from ctu.spec.loading import Sources, check_plain_data, load_file
 from ctu.spec.models import Spec
+from ctu.spec.moved import move_backend_entries
 from ctu.spec.overrides import apply_override, parse_override, resolve_interpolations
 from ctu.spec.secrets import redacted
 
@@ -93,18 +94,19 @@ def _finish(data: dict[str, object], sources: Sources, overrides: Sequence[str],
     issues = import_spec_code(data.get("imports"), sources)
     if issues:  # the spec's components would read as unknown: the import's own error is the one to fix
         raise SpecError(issues, source)
+    moved, issues = move_backend_entries(data, sources)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         from ctu.spec.validation import issues_from_validation_error
 
-        raise SpecError(issues_from_validation_error(exc, Spec, data, sources), source) from None
+        raise SpecError(issues + issues_from_validation_error(exc, Spec, data, sources), source) from None
     from ctu.spec.checks import run_checks
 
     errors, warnings = run_checks(spec)
-    if errors:
-        raise SpecError([_locate(issue, sources) for issue in errors], source)
-    return LoadedSpec(spec, [_locate(issue, sources) for issue in warnings], sources)
+    if issues or errors:
+        raise SpecError(issues + [_locate(issue, sources) for issue in errors], source)
+    return LoadedSpec(spec, moved + [_locate(issue, sources) for issue in warnings], sources)
 
 
 def import_spec_code(imports: Any, sources: Sources | None = None) -> list[SpecIssue]:

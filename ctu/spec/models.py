@@ -28,11 +28,11 @@ from ctu.spec.section import (
     UserSimulatorRef,
     by_name,
 )
-from ctu.spec.training import Algorithm, DynamicSampling, FullyAsync, LogprobGap, OffPolicyCorrection, Optimizer, Trainer
+from ctu.spec.training import Algorithm, DynamicSampling, LogprobGap, Optimizer, Trainer
 
 __all__ = [
-    "Algorithm", "Data", "DatasetSource", "DynamicSampling", "Environment", "Experiment", "FullyAsync", "LogprobGap",
-    "Model", "OffPolicyCorrection", "Optimizer", "Rollout", "Section", "Spec", "TaskGeneration", "Tracking", "Trainer",
+    "Algorithm", "Data", "DatasetSource", "DynamicSampling", "Environment", "Experiment", "LogprobGap",
+    "Model", "Optimizer", "Rollout", "Section", "Spec", "TaskGeneration", "Tracking", "Trainer",
     "TrajectoryLog", "UserFaults",
 ]
 

@@ -1,6 +1,7 @@
-"""The spec's training sections: the algorithm (GRPO's loss, dynamic sampling, off-policy correction, the
-sampler-trainer log-probability gap), the optimizer, fully async training and the trainer's schedule. Part of the
-schema in `ctu.spec.models`, which holds the rest and the whole `Spec`."""
+"""The spec's training sections every backend reads alike: the algorithm (GRPO's advantages and loss, dynamic
+sampling, the sampler-trainer log-probability gap), the optimizer and the trainer's schedule. Part of the schema in
+`ctu.spec.models`, which holds the rest and the whole `Spec`; what only one backend has lives in that backend's own
+section (`backend:`), e.g. SkyRL's fully async training in `ctu.backends.skyrl.params`."""
 
 from __future__ import annotations
 
@@ -25,19 +26,6 @@ class DynamicSampling(Section):
     for the policy). -1: no limit. SkyRL's default."""
     min_replace_ratio: float = Field(0.3, ge=0.0, le=1.0)
     """`replace` only: the share of a batch's groups that must have a spread for their copies to replace the rest."""
-
-
-class OffPolicyCorrection(Section):
-    """Truncated importance sampling of the rollout policy (Yao et al. 2025, "Your efficient RL framework secretly
-    brings you off-policy RL training"): the loss is weighted by the ratio of the trainer's to the sampler's
-    probability of each sampled token, capped. skyrl only: SkyRL's `algorithm.off_policy_correction`."""
-
-    tis_ratio_type: Literal["token", "sequence"] = "token"
-    """`token`: one ratio per token; `sequence`: the product over the trajectory's tokens."""
-    token_tis_ratio_clip_high: float = Field(2.0, gt=1.0)
-    """`token`: the cap on each token's ratio (SkyRL's default; it recommends 1.5-5)."""
-    sequence_tis_ratio_clip_high: float = Field(5.0, gt=1.0)
-    """`sequence`: the cap on a trajectory's ratio (SkyRL's default; it recommends 2-10)."""
 
 
 class LogprobGap(Section):
@@ -80,11 +68,6 @@ class Algorithm(Section):
     """Entropy bonus coefficient (0 is off)."""
     loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = "token_mean"
     """How token losses are averaged into the batch loss."""
-    policy_loss: Literal["regular", "rollout_is", "dppo"] = "regular"
-    """The policy loss. `regular`: PPO's clipped ratio to the policy before the step (recomputed by the trainer).
-    `rollout_is` (GLM-5 report, arXiv:2602.15763, section 4.1.2) and `dppo` (arXiv:2602.04879) weigh against the
-    sampler's own logprobs, as asynchronous training needs (`trainer.fully_async`). skyrl only for the last two
-    (SkyRL's `policy_loss_type`)."""
     zero_variance_filter: bool = False
     """Leave out of the loss every group without a reward spread (fewer than two of its rewards differ by more than
     1e-6): GRPO gives it zero advantages, and it would only dilute a `token_mean` loss (SkyRL, prime-rl and verl
@@ -94,11 +77,8 @@ class Algorithm(Section):
     dynamic_sampling: DynamicSampling | None = None
     """Sample more until the batch has enough groups with a spread (null: off); `train/sampling_rounds` counts the
     batches a step sampled. skyrl: the extra batches are the epoch's next ones (SkyRL's dynamic sampling); with
-    `trainer.fully_async` only `filter` (SkyRL's `sample_full_batch`). tinker: round r of step s draws
+    `backend.fully_async` only `filter` (SkyRL's `sample_full_batch`). tinker: round r of step s draws
     `train_batch_size` of all training tasks, seeded by (experiment.seed, s, r), so a resumed step draws alike."""
-    off_policy_correction: OffPolicyCorrection | None = None
-    """Correct for the sampler's probabilities differing from the trainer's (null: off). Needs the sampler's
-    logprobs of the sampled ids after temperature, which ctu's SkyRL sampler always returns."""
     logprob_gap: LogprobGap = Field(default_factory=LogprobGap)
     """Measure, every step, how far the sampler's log-probabilities are from the trainer's, and when to warn."""
 
@@ -117,19 +97,6 @@ class Optimizer(Section):
     once per GRPO step; `ctu explain` prints the run's count); 0, SkyRL's default, is none."""
 
 
-class FullyAsync(Section):
-    """Asynchronous training (SkyRL's fully async trainer; AReaL, Fu et al. 2025, arXiv:2505.24298): episodes are
-    sampled while the trainer trains, each group by the newest weights when it started, and a step trains on the
-    first `policy_mini_batch_size` groups to finish. skyrl only."""
-
-    max_staleness_steps: int = Field(1, ge=0, le=100)
-    """A group started at step i is trained at step j <= i + this; 0 is on-policy. Logged per step as
-    `async/staleness_mean` and `async/staleness_max` (steps between a trained group's start and its step)."""
-    num_parallel_generation_workers: PositiveInt | None = None
-    """Groups in flight at once, between `policy_mini_batch_size` and `policy_mini_batch_size x (max_staleness_steps
-    + 1)`; null: the largest."""
-
-
 class Trainer(Section):
     """Steps, batches, evaluation and checkpoints."""
 
@@ -141,8 +108,6 @@ class Trainer(Section):
     """Tasks per step (each sampled `rollout.n_samples_per_prompt` times)."""
     policy_mini_batch_size: PositiveInt = Field(16, le=MAX_BATCH)
     """Tasks per optimizer step; must divide `train_batch_size`."""
-    micro_train_batch_size_per_gpu: PositiveInt = Field(1, le=MAX_BATCH)
-    """Sequences per forward/backward pass on one GPU (SkyRL backend)."""
     eval_batch_size: PositiveInt = Field(32, le=MAX_BATCH)
     """Tasks per evaluation batch."""
     eval_interval: int = Field(3, ge=0)
@@ -165,9 +130,5 @@ class Trainer(Section):
     """A step where more than this fraction of the episodes ended by an infrastructure error (user simulator,
     evaluator or fatal judge failure) is skipped with a warning: no update (`train/skipped_steps`). Below it,
     such episodes are only left out of their groups and the loss."""
-    fully_async: FullyAsync | None = None
-    """Train asynchronously (null: synchronous: every step samples, then trains). Needs `train_batch_size` equal to
-    `policy_mini_batch_size`, a loss against the sampler's logprobs (`algorithm.policy_loss: rollout_is` or `dppo`),
-    and the policy and vLLM on separate GPUs (`backend.colocate_all: false`)."""
     optimizer: Optimizer = Field(default_factory=Optimizer)
     """Policy optimizer."""

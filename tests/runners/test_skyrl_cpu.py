@@ -261,7 +261,7 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     # filled a step, and a CI run once ended after 20 epochs with one step)
     trained = two_steps_with_a_flaky_user(tmp_path, [
         "rollout.native_tool_calling=true", *SAMPLING_8B,
-        "algorithm.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
+        "backend.off_policy_correction={tis_ratio_type: token, token_tis_ratio_clip_high: 2.0}",
         "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 8}"], ray_head,
         resumed=False, tasks=32)
     for line in trained:
@@ -285,7 +285,7 @@ def test_fully_async_training_at_staleness_one_evaluates_and_resumes(ray_head: R
     generator is called once per group from many workers at once; infrastructure errors stay out of training, and
     the saves are of the steps trained (SkyRL 0.4.0's async loop alone would name its last save one step on)."""
     trained = two_steps_with_a_flaky_user(tmp_path, [
-        "backend.colocate_all=false", "trainer.fully_async={max_staleness_steps: 1}", "algorithm.policy_loss=rollout_is"],
+        "backend.colocate_all=false", "backend.fully_async={max_staleness_steps: 1}", "backend.policy_loss=rollout_is"],
         ray_head, resumed=True)
     for line in trained:
         assert 0.0 <= line["async/staleness_mean"] <= line["async/staleness_max"] <= 1.0

@@ -216,17 +216,17 @@ def test_reference_model_offload_and_penalties_reach_skyrl_and_the_sampler(tmp_p
 
 def test_filtering_off_policy_correction_and_async_reach_skyrl_which_accepts_them(tmp_path: Path):
     """Each spec entry lands on SkyRL's own field, and SkyRL's `validate_cfg` accepts the result. Under
-    `trainer.fully_async`, dynamic sampling's `filter` is SkyRL's async `sample_full_batch`."""
+    `backend.fully_async`, dynamic sampling's `filter` is SkyRL's async `sample_full_batch`."""
     sync = load_spec(REPO / "specs" / "tau_bench.yaml", [
         "algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 5}",
-        "algorithm.off_policy_correction={tis_ratio_type: sequence, sequence_tis_ratio_clip_high: 4.0}"]).spec
+        "backend.off_policy_correction={tis_ratio_type: sequence, sequence_tis_ratio_clip_high: 4.0}"]).spec
     algorithm = resolve_skyrl_config(sync, sync.backend.params, tmp_path / "data", tmp_path).trainer.algorithm
     assert algorithm.zero_variance_filter and algorithm.dynamic_sampling.type == "filter"
     assert algorithm.dynamic_sampling.max_sample_batches == 5
     assert (algorithm.off_policy_correction.tis_ratio_type, algorithm.off_policy_correction.sequence_tis_ratio_clip_high) == ("sequence", 4.0)
     fully_async = load_spec(REPO / "specs" / "tau_bench.yaml", [
         "backend.colocate_all=false", "trainer.policy_mini_batch_size=${trainer.train_batch_size}",
-        "trainer.fully_async={max_staleness_steps: 2}", "algorithm.policy_loss=rollout_is",
+        "backend.fully_async={max_staleness_steps: 2}", "backend.policy_loss=rollout_is",
         "algorithm.dynamic_sampling={type: filter}"]).spec
     config = resolve_skyrl_config(fully_async, fully_async.backend.params, tmp_path / "data", tmp_path)
     assert config.trainer.fully_async.enabled and config.trainer.fully_async.max_staleness_steps == 2

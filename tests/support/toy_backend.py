@@ -89,7 +89,7 @@ class ToyBackend:
                 components.trackers.log({**batch.metrics, "train/reward_mean": sum(rewards) / len(rewards),
                                          "train/advantage_abs_max": max(map(abs, advantages))}, step)
                 (run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": f"{TOY}{step}"}))
-                run_dir.write_state({"backend": "toy", "step": step})
+                run_dir.write_state({"backend": spec.backend.type, "step": step})
         components.trackers.finish()
         return step
 

@@ -22,16 +22,16 @@ if TYPE_CHECKING:
 SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
 """SkyRL config sections ctu's generator does not read: it samples with the spec's `rollout` settings."""
 SPEC_ENTRIES = {
-    "trainer.algorithm.policy_loss_type": "algorithm.policy_loss",
+    "trainer.algorithm.policy_loss_type": "backend.policy_loss",
     "trainer.algorithm.zero_variance_filter": "algorithm.zero_variance_filter",
     "trainer.algorithm.dynamic_sampling": "algorithm.dynamic_sampling",
-    "trainer.algorithm.off_policy_correction": "algorithm.off_policy_correction",
-    "trainer.fully_async": "trainer.fully_async",
+    "trainer.algorithm.off_policy_correction": "backend.off_policy_correction",
+    "trainer.fully_async": "backend.fully_async",
 }
 """SkyRL config sections a spec entry sets (and ctu's trainer adapts to: infrastructure errors stay out of
 filtering, re-sampling and asynchronous batches): an override of them names the entry instead."""
 ROLLOUT_LOSSES = ("rollout_is", "dppo")
-"""`algorithm.policy_loss` values that weigh against the sampler's logprobs, as SkyRL's fully async trainer needs."""
+"""`backend.policy_loss` values that weigh against the sampler's logprobs, as SkyRL's fully async trainer needs."""
 
 
 class SkyRLBackend:
@@ -152,10 +152,10 @@ def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
         if trainer.train_batch_size % world:
             yield SpecIssue("trainer.train_batch_size", f"an SFT step's conversations ({trainer.train_batch_size}) "
                                                         f"must be divisible by the number of policy GPUs ({world})")
-        elif (trainer.train_batch_size // world) % trainer.micro_train_batch_size_per_gpu:
-            yield SpecIssue("trainer.micro_train_batch_size_per_gpu",
+        elif (trainer.train_batch_size // world) % params.micro_train_batch_size_per_gpu:
+            yield SpecIssue("backend.micro_train_batch_size_per_gpu",
                             f"must divide an SFT step's conversations per GPU ({trainer.train_batch_size // world}); "
-                            f"got {trainer.micro_train_batch_size_per_gpu}")
+                            f"got {params.micro_train_batch_size_per_gpu}")
         return
     sequences = trainer.policy_mini_batch_size * spec.rollout.n_samples_per_prompt
     if sequences % world:
@@ -164,11 +164,11 @@ def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
             f"policy_mini_batch_size x n_samples_per_prompt ({sequences}) must be divisible by the "
             f"number of policy GPUs ({world})",
         )
-    elif (sequences // world) % trainer.micro_train_batch_size_per_gpu:
+    elif (sequences // world) % params.micro_train_batch_size_per_gpu:
         yield SpecIssue(
-            "trainer.micro_train_batch_size_per_gpu",
+            "backend.micro_train_batch_size_per_gpu",
             f"must divide the sequences per GPU per mini-batch ({sequences // world}); "
-            f"got {trainer.micro_train_batch_size_per_gpu}",
+            f"got {params.micro_train_batch_size_per_gpu}",
         )
     engines_gpus = params.num_inference_engines * params.inference_engine_tensor_parallel_size
     if params.colocate_all and engines_gpus != world:
@@ -181,24 +181,25 @@ def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
 
 def _async_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
     """What SkyRL's fully async trainer asserts at start, said before a cluster is reserved."""
-    if spec.trainer.fully_async is None:
+    fully_async = params.fully_async
+    if fully_async is None:
         return
-    why = "with trainer.fully_async"
+    why = "with backend.fully_async"
     if spec.trainer.train_batch_size != spec.trainer.policy_mini_batch_size:
         yield SpecIssue("trainer.policy_mini_batch_size", f"{why}, each step is one mini-batch: set it equal to "
                                                           f"train_batch_size ({spec.trainer.train_batch_size})")
-    if spec.algorithm.policy_loss not in ROLLOUT_LOSSES:
-        yield SpecIssue("algorithm.policy_loss", f"{why}, the loss must weigh against the sampler's logprobs (the "
+    if params.policy_loss not in ROLLOUT_LOSSES:
+        yield SpecIssue("backend.policy_loss", f"{why}, the loss must weigh against the sampler's logprobs (the "
                                                  f"policies that sampled stale groups are gone): {' or '.join(ROLLOUT_LOSSES)}")
     if params.colocate_all:
         yield SpecIssue("backend.colocate_all", f"{why}, vLLM samples while the policy trains: set it false and give "
                                                 "the engines GPUs of their own")
     if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
         yield SpecIssue("algorithm.dynamic_sampling.type", f"{why}, only `filter` (SkyRL's sample_full_batch)")
-    workers = spec.trainer.fully_async.num_parallel_generation_workers
-    most = spec.trainer.policy_mini_batch_size * (spec.trainer.fully_async.max_staleness_steps + 1)
+    workers = fully_async.num_parallel_generation_workers
+    most = spec.trainer.policy_mini_batch_size * (fully_async.max_staleness_steps + 1)
     if workers is not None and not spec.trainer.policy_mini_batch_size <= workers <= most:
-        yield SpecIssue("trainer.fully_async.num_parallel_generation_workers",
+        yield SpecIssue("backend.fully_async.num_parallel_generation_workers",
                         f"must be between policy_mini_batch_size ({spec.trainer.policy_mini_batch_size}) and "
                         f"policy_mini_batch_size x (max_staleness_steps + 1) ({most}); got {workers}")
 

@@ -50,9 +50,9 @@ def skyrl_overrides(components: Components, backend: SkyRLParams, data_dir: Path
         "data.val_data": [str(data_dir / f"test_{name}.parquet") for name in spec.data.evaluation_sets()],
         "environment.env_class": "tau_bench",
         **_models_and_placement(spec, backend),
-        **_run_and_schedule(spec, run_dir, resume),
-        **_algorithm(spec),
-        **_filtering_and_async(spec),
+        **_run_and_schedule(spec, backend, run_dir, resume),
+        **_algorithm(spec, backend),
+        **_filtering_and_async(spec, backend),
         **_generator(spec, components.chat_template.template_kwargs),
         **_inference_engine(spec, backend),
         **backend.skyrl_overrides,
@@ -78,7 +78,7 @@ def _models_and_placement(spec: Spec, backend: SkyRLParams) -> dict[str, object]
     }
 
 
-def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, object]:
+def _run_and_schedule(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool) -> dict[str, object]:
     """The run's name and folders, its batches, and when it evaluates, saves, exports and resumes."""
     trainer = spec.trainer
     return {
@@ -94,8 +94,8 @@ def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, obje
         "trainer.max_training_steps": trainer.max_steps,
         "trainer.train_batch_size": trainer.train_batch_size,
         "trainer.policy_mini_batch_size": trainer.policy_mini_batch_size,
-        "trainer.micro_train_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
-        "trainer.micro_forward_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
+        "trainer.micro_train_batch_size_per_gpu": backend.micro_train_batch_size_per_gpu,
+        "trainer.micro_forward_batch_size_per_gpu": backend.micro_train_batch_size_per_gpu,
         "trainer.eval_batch_size": trainer.eval_batch_size,
         # no evaluation set: SkyRL's 0 (it would otherwise evaluate with no dataloader)
         "trainer.eval_interval": (trainer.eval_interval or NEVER) if spec.data.evaluation_sets() else 0,
@@ -108,7 +108,7 @@ def _run_and_schedule(spec: Spec, run_dir: Path, resume: bool) -> dict[str, obje
     }
 
 
-def _algorithm(spec: Spec) -> dict[str, object]:
+def _algorithm(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
     """The loss (advantages, clipping, KL and entropy terms) and the optimizer."""
     algorithm, optimizer = spec.algorithm, spec.trainer.optimizer
     return {
@@ -123,7 +123,7 @@ def _algorithm(spec: Spec) -> dict[str, object]:
         "trainer.algorithm.use_entropy_loss": algorithm.entropy_coef > 0,
         "trainer.algorithm.entropy_loss_coef": algorithm.entropy_coef,
         "trainer.algorithm.loss_reduction": algorithm.loss_reduction,
-        "trainer.algorithm.policy_loss_type": algorithm.policy_loss,
+        "trainer.algorithm.policy_loss_type": backend.policy_loss,
         "trainer.policy.optimizer_config.lr": optimizer.lr,
         "trainer.policy.optimizer_config.weight_decay": optimizer.weight_decay,
         "trainer.policy.optimizer_config.max_grad_norm": optimizer.max_grad_norm,
@@ -131,13 +131,13 @@ def _algorithm(spec: Spec) -> dict[str, object]:
     }
 
 
-def _filtering_and_async(spec: Spec) -> dict[str, object]:
+def _filtering_and_async(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
     """Zero-variance filtering, dynamic sampling, off-policy correction and fully async training. Under
-    `trainer.fully_async`, dynamic sampling's `filter` is SkyRL's async form of it, ``sample_full_batch`` (its
+    `backend.fully_async`, dynamic sampling's `filter` is SkyRL's async form of it, ``sample_full_batch`` (its
     synchronous ``dynamic_sampling`` is refused there). Whenever a loss reads the sampler's logprobs,
     ``generator.sampling_params.logprobs`` says so (SkyRL's check); ctu's sampler returns them always."""
-    algorithm, fully_async = spec.algorithm, spec.trainer.fully_async
-    sampling, correction = algorithm.dynamic_sampling, algorithm.off_policy_correction
+    algorithm, fully_async = spec.algorithm, backend.fully_async
+    sampling, correction = algorithm.dynamic_sampling, backend.off_policy_correction
     overrides: dict[str, object] = {
         "trainer.algorithm.zero_variance_filter": algorithm.zero_variance_filter or (fully_async is not None and sampling is not None),
         "trainer.algorithm.dynamic_sampling.type": sampling.type if sampling is not None and fully_async is None else None,
@@ -150,7 +150,7 @@ def _filtering_and_async(spec: Spec) -> dict[str, object]:
         overrides["trainer.algorithm.off_policy_correction.tis_ratio_type"] = correction.tis_ratio_type
         overrides["trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high"] = correction.token_tis_ratio_clip_high
         overrides["trainer.algorithm.off_policy_correction.sequence_tis_ratio_clip_high"] = correction.sequence_tis_ratio_clip_high
-    if correction is not None or algorithm.policy_loss != "regular":
+    if correction is not None or backend.policy_loss != "regular":
         overrides["generator.sampling_params.logprobs"] = 0
     if fully_async is not None:
         batch = spec.trainer.policy_mini_batch_size

@@ -90,7 +90,7 @@ class CtuTracking:
 
 class CtuPPOExp(BasePPOExp):
     """`BasePPOExp` whose hooks return ctu's generator and trackers, ctu's trainer (`CtuFullyAsyncTrainer` with
-    `trainer.fully_async`, else `CtuPPOTrainer`), and SkyRL's datasets filtered in process when small."""
+    `backend.fully_async`, else `CtuPPOTrainer`), and SkyRL's datasets filtered in process when small."""
 
     def __init__(self, cfg: SkyRLTrainConfig, spec: Spec, run_dir: Path, resume_step: int | None = None,
                  log_file: Path | None = None, verbose: bool = False) -> None:

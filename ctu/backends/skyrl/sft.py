@@ -84,7 +84,7 @@ def sft_overrides(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_dir: 
         "sampler": "random" if spec.data.shuffle else "sequential",
         "seed": spec.experiment.seed,
         "batch_size": trainer.train_batch_size,
-        "micro_train_batch_size_per_gpu": trainer.micro_train_batch_size_per_gpu,
+        "micro_train_batch_size_per_gpu": backend.micro_train_batch_size_per_gpu,
         "num_epochs": trainer.epochs,
         "max_training_steps": trainer.max_steps,
         "optimizer_config.lr": optimizer.lr,

@@ -161,7 +161,7 @@ class CtuTraining:
         algorithm = self.cfg.trainer.algorithm
         needs = algorithm.off_policy_correction.tis_ratio_type is not None or algorithm.policy_loss_type in ("rollout_is", "dppo")
         if needs and generator_output.get("rollout_logprobs") is None:
-            raise RuntimeError("the loss reads the sampler's logprobs (algorithm.off_policy_correction or policy_loss), "
+            raise RuntimeError("the loss reads the sampler's logprobs (backend.off_policy_correction or backend.policy_loss), "
                                "but the generator returned none for this batch: its sampler must return the logprob of "
                                "each sampled token")
 
@@ -347,7 +347,7 @@ class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
 
 
 class CtuFullyAsyncTrainer(CtuTraining, FullyAsyncRayPPOTrainer):
-    """SkyRL's fully async trainer (`trainer.fully_async`) with `CtuTraining`; SkyRL logs each step's staleness
+    """SkyRL's fully async trainer (`backend.fully_async`) with `CtuTraining`; SkyRL logs each step's staleness
     (``async/staleness_mean``, ``_max``, ``_min``, ``_ratio``: steps between a trained group's start and its step).
 
     SkyRL 0.4.0's async loop saves a checkpoint and exports the policy once more after its last step, when its step

@@ -32,7 +32,8 @@ class TinkerBackend:
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """What the Tinker path cannot honour: a KL loss or reference model, sampling penalties, no server, rollout
-        worker processes, and the training features only SkyRL's trainer has."""
+        worker processes, and dynamic sampling other than `filter` (SkyRL's own training features are entries of its
+        backend section, which this backend's lacks)."""
         if spec.algorithm.use_kl_loss and spec.algorithm.kl_loss_coef > 0:
             yield SpecIssue("algorithm.use_kl_loss",
                             "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false")
@@ -47,7 +48,9 @@ class TinkerBackend:
         if not isinstance(processes := getattr(spec.rollout.generator.params, "processes", 1), str) and processes > 1:
             yield SpecIssue("rollout.generator.processes", "Tinker's sampling client lives in the training process "
                                                            "and cannot be sent to rollout worker processes: set 1 or auto")
-        yield from _skyrl_only(spec)
+        if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
+            yield SpecIssue("algorithm.dynamic_sampling.type", "the tinker loop re-samples with `filter` only, or use "
+                                                               "the skyrl backend")
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """None."""
@@ -104,19 +107,3 @@ class TinkerBackend:
         from ctu.backends.tinker.policy import serve_policy
 
         return serve_policy(spec, self.params, policy, run_dir, work_dir)
-
-
-def _skyrl_only(spec: Spec) -> Iterator[SpecIssue]:
-    """The training features ctu's Tinker loop does not have (its loss is `backend.loss` on the sampler's
-    logprobs, and it samples, then trains)."""
-    use_skyrl = "use the skyrl backend"
-    if spec.trainer.fully_async is not None:
-        yield SpecIssue("trainer.fully_async", f"the tinker loop samples, then trains: remove it, or {use_skyrl}")
-    if spec.algorithm.off_policy_correction is not None:
-        yield SpecIssue("algorithm.off_policy_correction",
-                        f"the tinker loop's loss is `backend.loss` (importance_sampling or ppo, both against the sampler's "
-                        f"logprobs): remove it, or {use_skyrl}")
-    if spec.algorithm.policy_loss != "regular":
-        yield SpecIssue("algorithm.policy_loss", f"the tinker loop's loss is `backend.loss`: keep `regular`, or {use_skyrl}")
-    if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
-        yield SpecIssue("algorithm.dynamic_sampling.type", f"the tinker loop re-samples with `filter` only, or {use_skyrl}")
