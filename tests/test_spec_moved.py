@@ -107,3 +107,15 @@ def test_a_backend_without_the_entry_names_the_backend_that_has_it(tmp_path):
         assert f"the tinker backend has no `{old.split('.')[-1]}` (only skyrl has it" in by_path[old].message
         assert by_path[old].location is not None and by_path[old].location.line == line
     assert "rollout.top_p" in by_path  # the schema's own errors are listed with them
+
+
+def test_a_run_written_before_the_move_loads_on_a_backend_without_the_entries(tmp_path):
+    """A tinker run's ``spec.resolved.yaml`` of before the move writes every entry at its old place, set to its
+    default (off): it loads as it did, each entry dropped with a warning."""
+    defaults = {"trainer.micro_train_batch_size_per_gpu=1", "trainer.fully_async=null", "algorithm.policy_loss=regular",
+                "algorithm.off_policy_correction=null"}
+    path = write(tmp_path, SPEC.split("trainer:")[0] + "backend: {type: tinker}\nalgorithm: {use_kl_loss: false}\n")
+    loaded = load_spec(path, sorted(defaults))
+    assert loaded.spec.backend.type == "tinker"
+    dropped = {issue.path for issue in loaded.warnings if "is its default: remove it" in issue.message}
+    assert dropped == {entry.split("=")[0] for entry in defaults}

@@ -36,9 +36,11 @@ def move_backend_entries(data: dict[str, object], sources: Sources) -> tuple[lis
     place; `sources` follows, so the moved value's errors name the line it was written on.
 
     Returns:
-        ``(warnings, errors)``: a deprecation warning per entry moved; an error per entry written at both places, or
-        whose backend has no such entry (naming the registered backends that do), that entry then removed from
-        `data` so the schema does not report it again. A backend `data` names that is not registered is left for
+        ``(warnings, errors)``: a deprecation warning per entry moved, and per entry dropped because its backend has
+        no such entry and its value is the default ("off": a run's ``spec.resolved.yaml`` written before the move
+        says ``fully_async: null`` whatever its backend); an error per entry written at both places, or set to
+        something else on a backend without it (naming the registered backends that have it), that entry then
+        removed from `data` so the schema does not report it again. A backend `data` names that is not registered is left for
         the schema to report.
     """
     warnings: list[SpecIssue] = []
@@ -57,8 +59,13 @@ def move_backend_entries(data: dict[str, object], sources: Sources) -> tuple[lis
         parent = data[str(old[0])]
         assert isinstance(parent, dict)
         if new not in fields:
-            parent.pop(old[-1])
-            owners = [info.name for info in _backends() if new in info.params_model.model_fields]
+            value = parent.pop(old[-1])
+            owners = {info.name: info.params_model.model_fields[new] for info in _backends()
+                      if new in info.params_model.model_fields}
+            if all(value == field.default for field in owners.values()):  # "off", as a resolved spec writes it
+                warnings.append(SpecIssue(dotted(old), f"deprecated: the {name} backend has no `{new}`, and this "
+                                                       "value is its default: remove it", where))
+                continue
             owned = f"only {', '.join(owners)} has it, as `backend.{new}`" if owners else "no backend has it"
             errors.append(SpecIssue(dotted(old), f"the {name} backend has no `{new}` ({owned}): remove it", where))
             continue
