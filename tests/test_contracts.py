@@ -3,9 +3,13 @@ component fails where it is declared, with a message naming it, its file and wha
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-import ctu.runners.backend  # noqa: F401  (declares the whole `Backend` as the backends' contract)
 from ctu.errors import RegistryError
 from ctu.registry import KINDS, ComponentParams, registry
 
@@ -54,6 +58,41 @@ def test_every_kind_has_the_contract_its_owner_declared():
     assert set(KINDS) == set(MISSING) == set(OWNERS)
     registry.rewards.names()  # the first lookup loads the entry points, and with them the kinds' owners
     assert {kind: getattr(registry[kind].contract, "source", None) for kind in KINDS} == OWNERS
+
+
+HALF_A_BACKEND = """\
+from ctu.registry import ComponentParams, registry
+
+
+@registry.backends.register("half")
+class HalfBackend:  # what the spec layer calls, and nothing a run needs
+    skyrl_schedule = False
+    Params = ComponentParams
+
+    def __init__(self, params):
+        self.params = params
+
+    def spec_errors(self, spec):
+        return iter(())
+
+    def spec_warnings(self, spec):
+        return iter(())
+"""
+
+
+def test_validate_checks_a_backend_for_the_whole_contract_run_needs(tmp_path: Path):
+    """In a fresh `ctu validate` (which imports none of the runners itself) a user's backend with only the members
+    a spec check calls is refused for those `ctu run` and `ctu eval` call, as `ctu run` refuses it."""
+    (tmp_path / "half.py").write_text(HALF_A_BACKEND)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("imports: [half.py]\nexperiment: {name: half}\nmodel: {path: Qwen/Qwen2.5-3B-Instruct}\n"
+                    "data: {train: [{domain: retail}]}\nenvironment: {user_simulator: {type: scripted}}\nbackend: {type: half}\n")
+    for command in (["validate", str(spec)], ["run", str(spec), "--dry-run"]):
+        result = subprocess.run([sys.executable, "-m", "ctu.cli", *command], capture_output=True, text=True, cwd=tmp_path,
+                                env={**os.environ, "COLUMNS": "200"}, timeout=120)
+        assert result.returncode == 2, result.stdout + result.stderr
+        for missing in ("no method plan(spec, run_dir)", "no method run(", "no method open_policy("):
+            assert missing in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("kind", KINDS)

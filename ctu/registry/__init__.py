@@ -216,8 +216,7 @@ class ComponentRegistry:
                          check: Callable[[object], list[str]] | None = None) -> None:
         """Declare the kind's contract (`ctu.registry.contracts.contract_of`): called once by the module that owns
         the kind, with the Protocol (or base class) the rest of ctu is written against. A later declaration
-        replaces it (ctu's runners declare the whole `Backend`, extending the spec layer's `BackendRules`). The
-        components registered before it are checked now.
+        replaces it. The components registered before it are checked now.
 
         Args:
             source: the Protocol, or the base class every component must subclass.

@@ -1,8 +1,10 @@
 """What the spec layer asks of a spec's backend: its own checks and how it counts steps.
 
-The backend itself (`ctu.runners.backend.Backend`) lives above the spec layer; the spec layer sees it only through
-`BackendRules`, the part a spec check needs, so `ctu.spec` never imports `ctu.runners`; it declares that part as the
-`backends` kind's contract, so `ctu validate` checks a backend of one's own for it.
+The backend itself (`ctu.runners.backend.Backend`, the `backends` kind's one contract, which extends this) lives
+above the spec layer; the spec layer sees it only through `BackendRules`, the part a spec check needs, so `ctu.spec`
+never imports `ctu.runners`. The contract is declared once, by `ctu.runners.backend`, which every backend module
+imports (the built-in ones load with the registry's first lookup): `ctu validate` and `ctu run` check a backend of
+one's own for the same members.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from ctu.registry import registry
 from ctu.spec.errors import SpecIssue
 
 if TYPE_CHECKING:
@@ -36,11 +37,6 @@ class BackendRules(Protocol):
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """What in `spec` runs on this backend but likely not as meant; imports nothing heavy."""
         ...
-
-
-registry.backends.declare_contract(BackendRules)
-"""The `backends` kind's contract as far as the spec layer uses it; `ctu.runners.backend` declares the whole
-`Backend` (which extends it) once it is imported."""
 
 
 def backend_rules(spec: Spec) -> BackendRules:

@@ -1,6 +1,7 @@
 """The `skyrl` backend, as ctu's commands see it (`ctu.runners.backend.Backend`); the work is in `config`,
 `preflight`, `cluster` and `experiment`. Importing this module (as loading a spec naming the backend does) imports
-neither SkyRL nor Ray, nor `ctu.runners`."""
+neither SkyRL nor Ray; of `ctu.runners` only the contract (`ctu.runners.backend`, which declares it: a backend module
+imports its kind's contract)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import TYPE_CHECKING, ClassVar
 from ctu.backends.skyrl.keys import is_skyrl_config_key, skyrl_config_keys
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.errors import did_you_mean
+from ctu.runners.backend import LaunchPlan
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
 
 if TYPE_CHECKING:
-    from ctu.runners.backend import LaunchPlan, PolicyHandle
+    from ctu.runners.backend import PolicyHandle
     from ctu.runners.rundir import RunDir
 
 SAMPLING_OVERRIDES = ("generator.sampling_params", "generator.eval_sampling_params")
@@ -109,7 +111,6 @@ class SkyRLBackend:
         """
         from ctu.backends.skyrl.config import config_yaml, launch_plan, resolve_skyrl_config
         from ctu.backends.skyrl.sft import TOKENS_FILE, resolve_sft_config, sft_config_yaml, sft_launch_plan
-        from ctu.runners.backend import LaunchPlan
         from ctu.spec import SpecError
 
         try:

@@ -1,5 +1,6 @@
 """The `tinker` backend, as ctu's commands see it (`ctu.runners.backend.Backend`); the work is in `runner`.
-Importing this module (as loading a spec naming the backend does) imports neither tinker nor JAX, nor `ctu.runners`."""
+Importing this module (as loading a spec naming the backend does) imports neither tinker nor JAX; of `ctu.runners`
+only the contract (`ctu.runners.backend`, which declares it: a backend module imports its kind's contract)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ctu.backends.tinker.params import TinkerParams
+from ctu.runners.backend import LaunchPlan
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
 
 if TYPE_CHECKING:
-    from ctu.runners.backend import LaunchPlan, PolicyHandle
+    from ctu.runners.backend import PolicyHandle
     from ctu.runners.rundir import RunDir
 
 UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
@@ -62,7 +64,6 @@ class TinkerBackend:
 
     def plan(self, spec: Spec, run_dir: RunDir) -> LaunchPlan:
         """The resolved spec (ctu's loop has no other config) and the launch steps."""
-        from ctu.runners.backend import LaunchPlan
         from ctu.spec import dump_spec
 
         params = self.params
