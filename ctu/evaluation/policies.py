@@ -112,7 +112,7 @@ def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]
 
     Raises:
         EvalError: the folder has no such policy (or is no run directory).
-        ComponentError: the run's backend is not registered here.
+        SpecError: the run's spec no longer loads here (e.g. its backend is not registered).
     """
     from ctu.runners.backend import run_backend
 

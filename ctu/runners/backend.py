@@ -122,24 +122,16 @@ def backend_of(spec: Spec) -> Backend:
 
 
 def run_backend(run_dir: RunDir) -> Backend:
-    """The backend that wrote the run in `run_dir`, built from the ``backend`` section of the run's own
-    ``spec.resolved.yaml``: enough to list and open the run's policies.
+    """The backend that wrote the run in `run_dir`, built from the run's own ``spec.resolved.yaml``, loaded as any
+    spec is (`ctu.spec.load_spec`: its `imports` registered, entries that moved read from their old place).
 
     Raises:
-        ComponentError: the folder holds no run's spec, or its backend is not registered here (e.g. a user's
-            backend whose spec `imports:` were not loaded).
+        ComponentError: the folder holds no run's spec.
+        SpecError: the run's spec no longer loads here (e.g. its `imports:` are gone, or its backend is not registered).
     """
-    import yaml
-    from pydantic import ValidationError
-
     from ctu.errors import ComponentError
-    from ctu.registry.config import ComponentConfig
+    from ctu.spec import load_spec
 
     if not run_dir.spec_file.exists():
         raise ComponentError(f"{run_dir.path} holds no run (no {run_dir.spec_file.name})")
-    section = (yaml.safe_load(run_dir.spec_file.read_text(encoding="utf-8")) or {}).get("backend", "skyrl")
-    params = dict(section) if isinstance(section, dict) else {"type": section}
-    try:
-        return ComponentConfig[Backend].named("backends", str(params.pop("type")), params).build()
-    except ValidationError as error:
-        raise ComponentError(f"the backend of the run in {run_dir.path}: {error.errors()[0]['msg']}") from None
+    return backend_of(load_spec(run_dir.spec_file).spec)

@@ -9,6 +9,14 @@ from pathlib import Path
 import pytest
 
 from ctu.evaluation.policies import EvalError, latest_checkpoint
+from ctu.spec import dump_spec, load_spec
+
+from ..conftest import REPO
+
+
+def resolved_spec(backend: str) -> str:
+    """A run's ``spec.resolved.yaml`` on `backend` (the main job's spec)."""
+    return dump_spec(load_spec(REPO / "specs" / "smoke.yaml", [f"backend={{type: {backend}}}"]).spec)
 
 
 def tinker_run(folder: Path, checkpoints: list[int], exports: list[int]) -> Path:
@@ -20,7 +28,7 @@ def tinker_run(folder: Path, checkpoints: list[int], exports: list[int]) -> Path
         (folder / "exports" / f"global_step_{step}" / "policy").mkdir(parents=True)
         (folder / "exports" / f"global_step_{step}" / "policy" / "config.json").write_text("{}")
     (folder / "state.json").write_text(json.dumps({"step": max(checkpoints)}))  # as before ctu wrote "backend" there
-    (folder / "spec.resolved.yaml").write_text("backend:\n  type: tinker\n  lora_rank: 8\n")  # the part read
+    (folder / "spec.resolved.yaml").write_text(resolved_spec("tinker"))
     return folder
 
 
@@ -41,7 +49,7 @@ def test_a_skyrl_run_is_evaluated_from_its_exports_only(tmp_path: Path):
     run = tmp_path / "run"
     (run / "checkpoints" / "global_step_2" / "policy").mkdir(parents=True)  # SkyRL's own (FSDP) checkpoint
     (run / "state.json").write_text(json.dumps({"backend": "skyrl", "step": 2}))
-    (run / "spec.resolved.yaml").write_text("backend:\n  type: skyrl\n")
+    (run / "spec.resolved.yaml").write_text(resolved_spec("skyrl"))
     with pytest.raises(EvalError, match="holds no Hugging Face export"):
         latest_checkpoint(run)
     (run / "exports" / "global_step_2" / "policy").mkdir(parents=True)
