@@ -99,3 +99,14 @@ def import_code(entries: list[str] | None) -> None:
         raise typer.Exit(EXIT_SPEC_ERROR)
 
 
+
+
+# The policy a command plays (`ctu eval`, `ctu tasks calibrate`), as `ctu.evaluation.policies.PolicyChoice` takes it:
+# the spec's own model unless one of these names another.
+Endpoint = Annotated[str | None, typer.Option("--endpoint", help="The model behind this OpenAI-compatible URL (e.g. http://127.0.0.1:8000/v1).")]
+EndpointModel = Annotated[str | None, typer.Option("--model", help="With --endpoint: the model name it serves.")]
+EndpointKeyEnv = Annotated[str | None, typer.Option("--api-key-env", help="With --endpoint: the environment variable holding its API key.")]
+Checkpoint = Annotated[str | None, typer.Option("--checkpoint", help="A Tinker checkpoint (tinker://...) of the spec's model.")]
+RunDirPolicy = Annotated[Path | None, typer.Option("--run-dir", help="A run directory's policy: its Hugging Face export (either backend), else a Tinker run's checkpoint (its newest unless --step).")]
+Step = Annotated[int | None, typer.Option("--step", min=0, help="With --run-dir: the step whose checkpoint or export to play.")]
+Concurrency = Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")]

@@ -13,21 +13,37 @@ if TYPE_CHECKING:
     from ctu.evaluation.runner import EvalResult
     from ctu.spec import Spec
 
-from ctu.cli.common import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_SPEC_ERROR, err, fail, load, out, split_args
+from ctu.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_MEASURED,
+    EXIT_SPEC_ERROR,
+    Checkpoint,
+    Concurrency,
+    Endpoint,
+    EndpointKeyEnv,
+    EndpointModel,
+    RunDirPolicy,
+    Step,
+    err,
+    fail,
+    load,
+    out,
+    split_args,
+)
 
 
 def eval_(
     args: Annotated[list[str] | None, typer.Argument(help="The spec file (default with --run-dir: the run's spec), then key=value overrides.")] = None,
-    endpoint: Annotated[str | None, typer.Option("--endpoint", help="Evaluate the model behind this OpenAI-compatible URL (e.g. http://127.0.0.1:8000/v1).")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="With --endpoint: the model name it serves.")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="With --endpoint: the environment variable holding its API key.")] = None,
-    checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="Evaluate this Tinker checkpoint (tinker://...) of the spec's model.")] = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Evaluate a run directory's policy: its Hugging Face export (either backend), else a Tinker run's checkpoint (its newest unless --step).")] = None,
-    step: Annotated[int | None, typer.Option("--step", min=0, help="With --run-dir: the step whose checkpoint or export to evaluate.")] = None,
+    endpoint: Endpoint = None,
+    model: EndpointModel = None,
+    api_key_env: EndpointKeyEnv = None,
+    checkpoint: Checkpoint = None,
+    run_dir: RunDirPolicy = None,
+    step: Step = None,
     test_set: Annotated[str | None, typer.Option("--test-set", help="Only this test set of the spec.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N tasks of each test set.")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Run the evaluation N times, each with seeds of its own: success and pass^k with their mean, standard deviation and 95% interval over the repeats.")] = 1,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")] = 32,
+    concurrency: Concurrency = 32,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default <output_dir>/<name>/eval/<policy>).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming the evaluation in --out.")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show ctu's progress bar (a library's never shows).")] = True,

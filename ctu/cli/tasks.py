@@ -8,7 +8,22 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ctu.cli.common import EXIT_INTERRUPTED, Imports, err, fail, import_code, load_one, out
+from ctu.cli.common import (
+    EXIT_INTERRUPTED,
+    Checkpoint,
+    Concurrency,
+    Endpoint,
+    EndpointKeyEnv,
+    EndpointModel,
+    Imports,
+    RunDirPolicy,
+    Step,
+    err,
+    fail,
+    import_code,
+    load_one,
+    out,
+)
 
 tasks_app = typer.Typer(help="Check, generate and calibrate task sets in tau2's format.", no_args_is_help=True)
 
@@ -93,14 +108,14 @@ def tasks_calibrate(
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder: calibration.json, tasks.json, split_tasks.json.")],
     samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Episodes per task.")] = 4,
     source: Annotated[int, typer.Option("--source", min=0, help="Which training source (data.train.N) to calibrate.")] = 0,
-    endpoint: Annotated[str | None, typer.Option("--endpoint", help="Calibrate the model behind this OpenAI-compatible URL.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="With --endpoint: the model name it serves.")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="With --endpoint: the environment variable holding its API key.")] = None,
-    checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="A Tinker checkpoint (tinker://...) of the spec's model.")] = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="A run directory's policy (as `ctu eval --run-dir`).")] = None,
-    step: Annotated[int | None, typer.Option("--step", min=0, help="With --run-dir: the step.")] = None,
+    endpoint: Endpoint = None,
+    model: EndpointModel = None,
+    api_key_env: EndpointKeyEnv = None,
+    checkpoint: Checkpoint = None,
+    run_dir: RunDirPolicy = None,
+    step: Step = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N tasks of the source.")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight at once.")] = 32,
+    concurrency: Concurrency = 32,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start afresh instead of resuming in --out.")] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show ctu's progress bar.")] = True,
 ) -> None:
