@@ -270,11 +270,6 @@ def user_seed(seed: int, repetition: int, replay: int) -> int:
     return seed + repetition + REPLAY_SEED_STRIDE * replay
 
 
-def task_key(extras: dict[str, object]) -> str:
-    """``domain/task_id`` of an episode's `extras`: the samples of one task (a GRPO group) share it."""
-    return f"{extras.get('domain')}/{extras.get('task_id')}"
-
-
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"
 
 

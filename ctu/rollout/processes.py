@@ -45,11 +45,11 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.components.rewards.base import Phase
 from ctu.errors import ComponentError
-from ctu.rollout.generator import TauGenerator, task_key
+from ctu.rollout.generator import TauGenerator
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.loop_load import LoopLoad
 from ctu.rollout.records import TrajectoryRecord
-from ctu.rollout.requests import EpisodeRequest, sample_indices
+from ctu.rollout.requests import EpisodeRequest, sample_indices, task_key
 
 if TYPE_CHECKING:
     from ctu.rollout.setup import RolloutSetup
@@ -179,7 +179,7 @@ class _Packer:
             self.tools[key] = (number, record.result.tools)
         else:
             number = known_tools[0]
-        task = task_key(record.extras)
+        task = task_key(record.extras.get("domain"), record.extras.get("task_id"))
         known = self.prompts.get(task) == record.prompt_ids
         if not known:
             self.prompts[task] = record.prompt_ids
@@ -203,7 +203,7 @@ class _Unpacker:
             self.tools[number] = record.result.tools
         else:  # set in place: `replace` would read, so unpickle, the result's messages (`EpisodeResult.__getstate__`)
             object.__setattr__(record.result, "tools", list(self.tools[number]))
-        task = task_key(record.extras)
+        task = task_key(record.extras.get("domain"), record.extras.get("task_id"))
         if known:
             record.prompt_ids = list(self.prompts[task])
         else:

@@ -43,8 +43,14 @@ class EpisodeRequest:
 
     @property
     def task_key(self) -> str:
-        """``domain/task_id``: the samples of one task (a GRPO group) share it."""
-        return f"{self.task.domain}/{self.task.task_id}"
+        """``domain/task_id``: the samples of one task (a GRPO group) share it (`task_key`)."""
+        return task_key(self.task.domain, self.task.task_id)
+
+
+def task_key(domain: object, task_id: object) -> str:
+    """``domain/task_id``, the one name of a task within a batch: the samples of one task (a GRPO group) share it,
+    whether read from a request or from a finished episode's extras."""
+    return f"{domain}/{task_id}"
 
 
 def requests_for(rows: Sequence[TaskRow], samples: int) -> list[EpisodeRequest]:
