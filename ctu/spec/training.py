@@ -115,6 +115,11 @@ class Trainer(Section):
     backends alike."""
     eval_before_train: bool = True
     """Evaluate the test sets before the first step."""
+    eval_after_train: bool = True
+    """Evaluate the test sets after the last step. False for a run whose policy is evaluated on its own afterwards
+    (`ctu eval --run-dir`, as the learning chain does): the run saves the evaluation's episodes. skyrl: SkyRL
+    evaluates after the last step whenever it evaluates at all, so false needs `eval_interval: 0` and
+    `eval_before_train: false` there."""
     ckpt_interval: int = Field(10, ge=0)
     """Save a checkpoint every this many steps, at the end of each epoch and after the last step (0: only at
     epoch ends and after the last step); both backends alike."""

@@ -12,7 +12,7 @@ import pytest
 from ctu.backends.skyrl.config import resolve_skyrl_config, skyrl_overrides
 from ctu.composition import build_components
 from ctu.runners.smoke import smoke_spec
-from ctu.spec import load_spec
+from ctu.spec import SpecError, load_spec
 
 from ..conftest import REPO, SPECS
 
@@ -138,6 +138,11 @@ def test_zero_intervals_keep_their_meaning_in_skyrl(tmp_path: Path):
     unevaluated = load_spec(REPO / "specs" / "tau_bench.yaml", ["data.test_sets={}"]).spec  # nothing to evaluate: SkyRL's off
     off = resolve_skyrl_config(unevaluated, unevaluated.backend.params, tmp_path, tmp_path).trainer
     assert (off.eval_interval, off.eval_before_train) == (0, False)
+    separately = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=0", "trainer.eval_before_train=false",
+                                                               "trainer.eval_after_train=false"]).spec  # `ctu eval` after
+    assert resolve_skyrl_config(separately, separately.backend.params, tmp_path, tmp_path).trainer.eval_interval == 0
+    with pytest.raises(SpecError, match="SkyRL evaluates after the last step whenever it evaluates at all"):
+        load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.eval_interval=2", "trainer.eval_after_train=false"])
 
 
 def test_skyrl_resumes_only_when_asked(tmp_path: Path):

@@ -154,6 +154,18 @@ def test_dynamic_sampling_stops_the_run_after_max_sample_batches(minimal, tmp_pa
         step(minimal, tmp_path, *flat, flat, algorithm={"dynamic_sampling": {"max_sample_batches": 2}})
 
 
+@pytest.mark.parametrize(("interval", "after", "evaluated"), [(0, True, [4]), (0, False, []), (2, False, [2, 4]),
+                                                          (3, True, [3, 4])])
+def test_the_steps_that_end_with_an_evaluation(minimal, tmp_path, interval, after, evaluated):
+    """Every `eval_interval` steps, and the last one unless `eval_after_train` is false (a run evaluated on its own
+    afterwards)."""
+    minimal["trainer"] = {"eval_interval": interval, "eval_after_train": after}
+    spec = spec_from_dict(minimal).spec
+    runner = TinkerRunner(spec, spec.backend.params, RunDir(tmp_path), progress=False)
+    plan = StepPlan(ROWS, 1, 4, 0, shuffle=False, max_steps=4)
+    assert [step for step in range(1, plan.total_steps + 1) if runner._evaluates(step, plan)] == evaluated
+
+
 def test_a_tinker_state_naming_a_later_step_than_its_checkpoint_resumes_from_the_checkpoints_step(tmp_path):
     """A state of the Tinker loop written before it recorded only checkpointed steps: step 12, checkpoint of step 10.
     Resuming as step 12 would train step 10's weights as step 13, two updates lost."""

@@ -49,8 +49,12 @@ class SkyRLBackend:
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`, or for SFT its
         `SFTTrainer`'s), colocated engines that do not fill them, and `skyrl_overrides` naming no SkyRL field or
-        setting what ctu keeps or ignores."""
+        setting what ctu keeps or ignores, and `trainer.eval_after_train: false` where SkyRL would evaluate anyway."""
         yield from _placement_errors(spec, self.params)
+        if not spec.trainer.eval_after_train and spec.data.evaluation_sets() and (spec.trainer.eval_interval or spec.trainer.eval_before_train):
+            yield SpecIssue("trainer.eval_after_train", "SkyRL evaluates after the last step whenever it evaluates at all: "
+                                                        "with it false, set trainer.eval_interval to 0 and "
+                                                        "trainer.eval_before_train to false")
         yield from _async_errors(spec, self.params)
         yield from _override_errors(self.params)
 

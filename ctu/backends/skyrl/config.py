@@ -98,7 +98,8 @@ def _run_and_schedule(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: b
         "trainer.micro_forward_batch_size_per_gpu": backend.micro_train_batch_size_per_gpu,
         "trainer.eval_batch_size": trainer.eval_batch_size,
         # no evaluation set: SkyRL's 0 (it would otherwise evaluate with no dataloader)
-        "trainer.eval_interval": (trainer.eval_interval or NEVER) if spec.data.evaluation_sets() else 0,
+        "trainer.eval_interval": (trainer.eval_interval or NEVER)
+        if spec.data.evaluation_sets() and (trainer.eval_after_train or trainer.eval_interval) else 0,
         "trainer.eval_before_train": trainer.eval_before_train and not resume and bool(spec.data.evaluation_sets()),
         "trainer.resume_mode": "latest" if resume else "none",
         "trainer.ckpt_interval": trainer.ckpt_interval or NEVER,

@@ -160,9 +160,10 @@ class TinkerRunner:
         return state
 
     def _evaluates(self, step: int, plan: StepPlan) -> bool:
-        """Whether step `step` ends with an evaluation: the last step, and every `eval_interval` steps."""
+        """Whether step `step` ends with an evaluation: the last step (unless `eval_after_train` is false), and every
+        `eval_interval` steps."""
         interval = self.spec.trainer.eval_interval
-        return step == plan.total_steps or bool(interval and step % interval == 0)
+        return (step == plan.total_steps and self.spec.trainer.eval_after_train) or bool(interval and step % interval == 0)
 
     def _plan(self, components: Components, tokenizer: Tokenizer) -> tuple[StepPlan, TokenAccount | None]:
         """The run's steps over its rows (the SFT data's conversations, else the training tasks) and, for SFT, the
