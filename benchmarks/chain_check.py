@@ -102,7 +102,7 @@ def sft_on_skyrl(output: Path, overrides: list[str]) -> None:
         SystemExit: the run failed.
     """
     spec = output / "sft_skyrl_cpu.yaml"
-    spec.write_text(json.dumps({"extends": [str(SPECS / "sft.yaml"), str(CPU_BACKEND)]}))
+    spec.write_text(json.dumps({"extends": [str(SPECS / "sft_skyrl.yaml"), str(CPU_BACKEND)]}))
     code = run_skyrl_cpu(spec, output / "sft", ["--no-progress", *overrides])
     if code != 0:
         raise SystemExit(f"the SFT stage failed with exit code {code}")

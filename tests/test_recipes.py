@@ -74,3 +74,6 @@ def test_the_chain_checks_stages_are_valid_once_the_stages_before_them_ran(tmp_p
     assert sorted(row["task_id"] for row in rows) == sorted(splits["train"])
     sft = ctu(tmp_path, "validate", str(chain / "sft.yaml"))
     assert sft.returncode == 0, sft.stdout + sft.stderr
+    small = ["trainer.train_batch_size=8", "trainer.policy_mini_batch_size=8", "backend.micro_train_batch_size_per_gpu=8"]  # 8 SFT tasks of the 10 here
+    sft_skyrl = ctu(tmp_path, "validate", str(chain / "sft_skyrl.yaml"), *small)
+    assert sft_skyrl.returncode == 0, sft_skyrl.stdout + sft_skyrl.stderr
