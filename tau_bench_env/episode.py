@@ -67,6 +67,8 @@ class Episode:
         self.user_seed = user_seed
         self.trajectory: list[Message] = []
         self.conversation: list[dict[str, object]] = []
+        self.parsed_turns: dict[int, dict[str, object]] = {}
+        """Text mode: what the parser read in each turn of `conversation` holding a tool call (`EpisodeResult`)."""
         self.tools: list[dict[str, object]] = []
         self.turns = 0
         self.tool_errors = 0
@@ -160,6 +162,7 @@ class Episode:
                 opening.exception()  # it had already failed: retrieved, so asyncio does not log it as never retrieved
             raise
         self.conversation = [{"role": "system", "content": self.system_prompt()}]
+        self.parsed_turns = {}
         if history:
             self.trajectory.extend(history)
             self.conversation += conversation_to_openai(history)
@@ -254,6 +257,8 @@ class Episode:
                 self.empty_turns += 1
                 problem = "your message was empty"
             self.conversation.append({"role": "assistant", "content": raw if raw is not None else turn.content})
+            if raw is not None and turn.is_parse_failure:
+                self.parsed_turns[len(self.conversation) - 1] = {"tool_calls": [], "parse_errors": list(turn.parse_errors)}
             error_id = f"error_{self.turns}"
             return [{"role": "tool", "tool_call_id": error_id, "content": f"Error: {problem}. Nothing was sent."}]
         if turn.tool_calls:
@@ -283,12 +288,15 @@ class Episode:
             return []
         return await self._user_turn(message)
 
-    @staticmethod
-    def _policy_message(message: Message, raw: str | None) -> dict[str, object]:
-        """The assistant turn as the policy wrote it: its raw text (text mode) or structured calls (native)."""
-        if raw is not None:
-            return {"role": "assistant", "content": raw}
-        return to_openai(message)[0]
+    def _policy_message(self, message: Message, raw: str | None) -> dict[str, object]:
+        """The assistant turn as the policy wrote it: its raw text (text mode; a turn with tool calls has them noted,
+        parsed, in `parsed_turns` at its index) or structured calls (native)."""
+        if raw is None:
+            return to_openai(message)[0]
+        calls = to_openai(message)[0].get("tool_calls")
+        if calls:
+            self.parsed_turns[len(self.conversation)] = {"tool_calls": calls, "parse_errors": []}
+        return {"role": "assistant", "content": raw}
 
     async def end(self, termination: Termination) -> None:
         """End the episode from outside (e.g. `CONTEXT_LIMIT`); a no-op when it has already ended."""
@@ -362,6 +370,7 @@ class Episode:
             user_error=self.user_error,
             evaluation_error=self.evaluation_error,
             conversation=list(self.conversation),
+            parsed_turns=dict(self.parsed_turns),
             tools=list(self.tools),
             trajectory=list(self.trajectory),
         )

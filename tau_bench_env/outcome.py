@@ -79,6 +79,10 @@ class EpisodeResult:
         evaluation_error: why tau2's evaluator raised, else None.
         conversation: the episode in OpenAI format as the policy saw and wrote it (system prompt, greeting,
             turns, tool results): in text mode an assistant turn is its raw text, tool calls included.
+        parsed_turns: text mode only: what the parser read in each assistant turn of `conversation` that held a tool
+            call or failed to parse, by its index there: ``{"tool_calls": [OpenAI tool calls], "parse_errors":
+            [the parser's reasons]}`` (the calls as the parser read them; none when the turn failed). Native mode: {} (the
+            conversation's turns carry their `tool_calls`).
         tools: the agent's tools as OpenAI schemas.
         trajectory: the episode as tau2's messages (`AssistantMessage` with parsed `tool_calls`,
             `UserMessage`, `ToolMessage`), what tau2's evaluator scores; the same in text and native mode, so
@@ -100,6 +104,7 @@ class EpisodeResult:
     user_error: str | None = None
     evaluation_error: str | None = None
     conversation: list[dict[str, object]] = field(default_factory=list)
+    parsed_turns: dict[int, dict[str, object]] = field(default_factory=dict)
     tools: list[dict[str, object]] = field(default_factory=list)
     trajectory: list[Message] = field(default_factory=list)
 

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str, object]:
-    """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results), reward,
+    """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results; in text mode
+    each tool-calling turn's parsed calls beside its raw text, `logged_messages`), reward,
     tau2's reward and the fraction of each kind of its checks passed, domain, task id, turns (the episode's, and the policy's with their generated tokens),
     termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out
     of training, or None), the judge's verdict if any, and the user fault (``"<detector>: <what it saw>"``, its
@@ -51,8 +52,23 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "user_fault": None if record.user_fault is None else str(record.user_fault),
         "user_fault_kind": None if record.user_fault is None else record.user_fault.kind,
         "user_fault_retries": record.user_fault_retries,
-        "messages": result.conversation,
+        "messages": logged_messages(result.conversation, result.parsed_turns),
     }
+
+
+def logged_messages(conversation: list[dict[str, object]], parsed_turns: dict[int, dict[str, object]]) -> list[dict[str, object]]:
+    """`conversation` as a trajectory line holds it: in text mode each assistant turn holding a tool call keeps its
+    raw text as `content` and gets a ``parsed`` entry beside it, ``{"tool_calls": [OpenAI tool calls (id, function
+    name, JSON arguments)], "parse_errors": [the parser's reasons]}`` (`EpisodeResult.parsed_turns`), so a reader asks
+    which tool a text-mode policy called without parsing its text. What reads the messages back as a conversation
+    (`ctu data sft --from-eval`) drops ``parsed`` (`conversation_of`); lines written before it have none."""
+    return [{**message, "parsed": parsed_turns[index]} if index in parsed_turns else message
+            for index, message in enumerate(conversation)]
+
+
+def conversation_of(messages: list[dict[str, object]]) -> list[dict[str, object]]:
+    """A trajectory line's messages as the conversation the policy saw (each ``parsed`` entry dropped)."""
+    return [{key: value for key, value in message.items() if key != "parsed"} for message in messages]
 
 
 class TrajectoryLogger:

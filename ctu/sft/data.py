@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.errors import CtuError, NothingMeasuredError
 from ctu.output_folders import refusal, unowned
+from ctu.rollout.trajectories import conversation_of
 from ctu.spec.held_out import held_out_keys, leaked
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ def eval_rows(folders: list[Path], min_reward: float, max_per_task: int, tools: 
             else:
                 seen.add(digest)
                 per_task[key] += 1
-                rows.append({"messages": line["messages"], "tools": (tools or {}).get(key[0]), "domain": key[0],
+                rows.append({"messages": conversation_of(line["messages"]), "tools": (tools or {}).get(key[0]), "domain": key[0],
                              "task_id": key[1], "source": f"eval:{folder}", "reward": float(line["raw_reward"])})
     return rows, rejected
 

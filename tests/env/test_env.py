@@ -159,6 +159,33 @@ def test_native_mode_takes_structured_tool_calls_and_keeps_tools_out_of_the_prom
     assert out.observations[0]["content"] == "yusuf_rossi_9620"
     assistant = env.episode.conversation[-2]
     assert assistant["tool_calls"][0]["function"]["name"] == "find_user_id_by_name_zip"
+    assert env.episode.result().parsed_turns == {}  # the conversation's turns carry their calls
+
+
+def test_a_text_mode_turn_keeps_its_raw_text_and_notes_its_parsed_calls_or_the_parsers_reason():
+    """In text mode the conversation holds each turn as the policy wrote it (what the sampler is sent again); the
+    result notes what the parser read beside it, and a trajectory line carries that note (`parsed`), which reading
+    the line back as a conversation drops."""
+    from ctu.rollout.trajectories import conversation_of, logged_messages
+
+    env = make()
+    env.init([])
+    env.step("Looking you up. " + call("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122"))
+    env.step("<tool_call>{not json}</tool_call>")
+    env.step("How can I help?")
+    result = env.episode.result()
+    turns = [i for i, m in enumerate(result.conversation) if m["role"] == "assistant"]
+    called, garbled, plain = turns[-3:]
+    assert result.conversation[called]["content"].startswith("Looking you up. <tool_call>")
+    assert "tool_calls" not in result.conversation[called]  # the sampler is sent the raw text only
+    (parsed,) = result.parsed_turns[called]["tool_calls"]
+    assert parsed["function"]["name"] == "find_user_id_by_name_zip"
+    assert json.loads(parsed["function"]["arguments"]) == {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}
+    assert result.parsed_turns[garbled]["tool_calls"] == [] and result.parsed_turns[garbled]["parse_errors"]
+    assert plain not in result.parsed_turns
+    logged = logged_messages(result.conversation, result.parsed_turns)
+    assert logged[called]["parsed"] == result.parsed_turns[called] and "parsed" not in logged[plain]
+    assert conversation_of(logged) == result.conversation
 
 
 def test_step_after_done_is_refused():
