@@ -1,5 +1,5 @@
 """The `ctu` command line: thin wrappers over the library, printed with rich, a module per command group (`specs`,
-`run`, `evaluation`, `data`, `tasks`; what they share in `common`); this module assembles them into `app`.
+`run`, `evaluation`, `data`, `tasks`, `view`; what they share in `common`); this module assembles them into `app`.
 
 Exit codes: 0 success; 1 a failed check (`docs --check`) or an environment problem (a broken plugin);
 2 a bad spec or bad arguments (a run directory that cannot be run or resumed as asked included); 3 a command that
@@ -20,6 +20,7 @@ from ctu.cli.evaluation import compare, eval_
 from ctu.cli.run import run
 from ctu.cli.specs import components, docs, explain, schema, validate
 from ctu.cli.tasks import tasks_app
+from ctu.cli.view import view
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_NOTHING_MEASURED", "EXIT_SPEC_ERROR", "app", "main"]
 
@@ -45,6 +46,7 @@ app.command()(compare)
 app.command()(schema)
 app.command()(docs)
 app.command()(components)
+app.command()(view)
 app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 

@@ -194,6 +194,25 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     before = report["by_test_set"]["retail"]["by_task"]
     assert again[f"retail/{first}"] == [0, 4] and all(again[t] == before[t] for t in before if t != f"retail/{first}")
     assert f"12 episode(s) re-scored against fixed.json: 0 became successes, {before[f'retail/{first}'][0]} failures" in " ".join(regraded.stdout.split())
+    # `ctu view` of the two evaluations, in a real browser: the tasks it marks flipped are the ones `ctu compare`
+    # pairs whose success rate changed, here the one task the new file made fail
+    from tests.support.browser import browser, console_errors, open_page
+
+    flipped = sorted(task for task in before if again[task][0] / again[task][1] != before[task][0] / before[task][1])
+    assert flipped == [f"retail/{first}"]
+    viewed = ctu("view", str(out), str(out / "regraded" / "fixed"), "--out", "page.html")
+    assert viewed.returncode == 0 and "24 of 24 episode(s), 2 evaluation(s)" in viewed.stdout, viewed.stdout + viewed.stderr
+    compared = ctu("compare", str(out), str(out / "regraded" / "fixed"))
+    with browser() as driver:
+        open_page(driver, tmp_path / "page.html", "view=flipped")
+        assert [flip.get_attribute("data-task") for flip in driver.find_elements("css selector", "div.flip")] == flipped
+        sides = driver.find_elements("css selector", "div.flip div.side")
+        assert [len(side.find_elements("css selector", "article.episode")) for side in sides] == [4, 4]
+        line = driver.find_element("css selector", "p.comparison").text
+        assert console_errors(driver) == []
+    difference = f"{-before[f'retail/{first}'][0] / 4 / len(before):+.3f}"
+    assert f"{difference} success over {len(before)} tasks both evaluated" in line
+    assert compared.returncode == 0 and difference in compared.stdout
     # another domain's tasks (ids 0-49 exist in both), or retail's with the ids moved to other tasks: refused
     airline = Path(tau2.__file__).parent / "data" / "tau2" / "domains" / "airline" / "tasks.json"
     wrong = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", str(airline))

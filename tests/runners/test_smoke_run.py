@@ -237,6 +237,58 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
     assert tool_results, "no tool call of the policy reached a tau2 tool"
     calls = [m for line in lines for m in line["messages"] if m["role"] == "assistant" and "<tool_call>" in (m.get("content") or "")]
     assert calls
+    # text mode: each such turn keeps its raw text, its parsed calls (or the parser's reasons) beside it
+    assert all("parsed" in m and (m["parsed"]["tool_calls"] or m["parsed"]["parse_errors"]) for m in calls)
+    assert any(call["function"]["name"] for m in calls for call in m["parsed"]["tool_calls"])
+
+
+def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp_path: Path):
+    """`ctu view RUN_DIR`: every trajectory line of the run as an episode, its two evaluations (steps 0 and 2) as
+    columns compared as `ctu compare` pairs them, a text-mode tool call's parsed name among the tools called, and
+    nothing the page would fetch from a network."""
+    from ctu.evaluation.comparison import paired_bootstrap
+    from ctu.view.data import task_results
+
+    page = tmp_path / "page.html"
+    written = ctu_command("view", str(smoke_run), "--out", str(page))
+    assert written.returncode == 0, written.stdout + written.stderr
+    text = page.read_text()
+    assert "<script src" not in text and "<link" not in text and "url(" not in text
+    data = json.loads(text.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])
+    files = sorted((smoke_run / "trajectories").glob("*.jsonl"))
+    assert data["episodes_total"] == len(data["episodes"]) == sum(len(trajectories(smoke_run, f.name)) for f in files)
+    assert [column["label"] for column in data["columns"]] == [f"{smoke_run.name} step 0", f"{smoke_run.name} step 2"]
+    before, after = (task_results(trajectories(smoke_run, name)) for name in ("eval_step000000.jsonl", "eval_step000002.jsonl"))
+    tasks, difference, _, _ = paired_bootstrap(before, after)
+    comparison = data["comparison"]
+    assert (comparison["tasks"], comparison["difference"]) == (tasks, difference)
+    assert comparison["flipped"] == sorted(t for t in before.keys() & after.keys() if before[t] != after[t])
+    called = {tool for episode in data["episodes"] for tool in episode["tools"]}
+    assert called and all("<tool_call>" in m.get("content", "") for e in data["episodes"] for m in e["messages"]
+                          if m.get("parsed", {}).get("tool_calls"))
+    assert all("content" not in m and isinstance(m["prompt"], int) for e in data["episodes"] for m in e["messages"]
+               if m["role"] == "system")
+    assert len(data["prompts"]) < len(data["episodes"])  # each distinct system prompt stored once
+    # in a real browser: no console error, the episodes listed, a filter in the URL shows exactly its episodes, and
+    # a text-mode episode's tool call shows its parsed name and arguments
+    from tests.support.browser import browser, console_errors, open_page
+
+    failed = [e for e in data["episodes"] if not e["success"] and not e["infra_error"]]
+    called = next(e for e in data["episodes"] if any(m.get("parsed", {}).get("tool_calls") for m in e["messages"]))
+    call = next(c for m in called["messages"] for c in (m.get("parsed") or {}).get("tool_calls", []))
+    with browser() as driver:
+        open_page(driver, page)
+        assert len(driver.find_elements("css selector", "tr.row")) == len(data["episodes"])
+        open_page(driver, page, "view=episodes&outcome=fail")
+        shown = [int(row.get_attribute("data-episode")) for row in driver.find_elements("css selector", "tr.row")]
+        assert shown == [e["id"] for e in failed]
+        open_page(driver, page, f"view=episodes&episode={called['id']}")
+        texts = [code.text for code in driver.find_elements("css selector", "article.episode .call code")]
+        assert f"{call['function']['name']}({call['function']['arguments']})" in texts
+        open_page(driver, page, "view=tasks")
+        marked = [row.get_attribute("data-task") for row in driver.find_elements("css selector", "#tasks tr.flipped")]
+        assert marked == comparison["flipped"]
+        assert console_errors(driver) == []
 
 
 def test_a_run_killed_by_sigkill_mid_step_resumes_without_losing_or_duplicating_lines(killed_run: KilledAndResumed):

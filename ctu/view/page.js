@@ -1,0 +1,226 @@
+// ctu view: the page's script. Reads the data embedded in #ctu-data (ctu/view/data.py's page_data) and renders the
+// curves, the task table, the episode browser and the flipped tasks of two evaluations. Every text of the data is
+// set as text (never as HTML). The view and its filters live in the URL's fragment (#view=episodes&outcome=fail),
+// so a link shows the same episodes.
+"use strict";
+
+const DATA = JSON.parse(document.getElementById("ctu-data").textContent);
+const FILTERS = ["column", "test_set", "domain", "task", "outcome", "termination", "fault", "tool", "q"];
+const PAGE = 200;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "onclick") node.addEventListener("click", value);
+    else if (value !== null && value !== undefined && value !== false) node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function readState() {
+  const state = {};
+  new URLSearchParams(location.hash.slice(1)).forEach((value, key) => { state[key] = value; });
+  state.view = state.view || (DATA.episodes.length ? "episodes" : "tasks");
+  return state;
+}
+
+function link(change) {
+  const state = Object.assign(readState(), change);
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(state)) if (value !== "" && value !== null && value !== undefined) params.set(key, value);
+  return "#" + params.toString();
+}
+
+function go(change) { location.hash = link(change); }
+
+function outcome(episode) {
+  if (episode.infra_error) return "infra";
+  return episode.success ? "success" : "fail";
+}
+
+let searchIndex = null;
+function searchable(episode) {
+  searchIndex = searchIndex || new Map();
+  if (!searchIndex.has(episode.id)) searchIndex.set(episode.id, JSON.stringify(episode.messages).toLowerCase());
+  return searchIndex.get(episode.id);
+}
+
+function matches(episode, state) {
+  if (state.column && episode.column !== state.column) return false;
+  if (state.test_set && String(episode.test_set) !== state.test_set) return false;
+  if (state.domain && episode.domain !== state.domain) return false;
+  if (state.task && episode.task !== state.task && String(episode.task_id) !== state.task) return false;
+  if (state.outcome && outcome(episode) !== state.outcome) return false;
+  if (state.termination && String(episode.termination) !== state.termination) return false;
+  if (state.fault === "any" && !episode.user_fault) return false;
+  if (state.fault === "none" && episode.user_fault) return false;
+  if (state.tool && !episode.tools.includes(state.tool)) return false;
+  if (state.q && !searchable(episode).includes(state.q.toLowerCase())) return false;
+  return true;
+}
+
+function values(key) {
+  const found = new Set();
+  for (const episode of DATA.episodes) {
+    const value = key === "tool" ? episode.tools : [key === "outcome" ? outcome(episode) : episode[key]];
+    for (const item of value) if (item !== null && item !== undefined) found.add(String(item));
+  }
+  return [...found].sort();
+}
+
+function header(state) {
+  const tabs = [["episodes", "Episodes"], ["tasks", "Tasks"], ["curves", "Curves"]];
+  if (DATA.comparison) tabs.push(["flipped", "Flipped tasks"]);
+  const shown = DATA.episodes.length, total = DATA.episodes_total;
+  return el("header", {},
+    el("h1", {}, "ctu view: ", DATA.sources.map((s) => `${s.label} (${s.kind})`).join(", ")),
+    el("p", {class: "note"}, shown < total
+      ? `${shown} of ${total} episodes embedded (every evaluation's first, then training episodes spread over the steps; ctu view --max-episodes sets how many)`
+      : `${total} episodes`),
+    el("nav", {}, tabs.map(([view, title]) => el("a", {href: link({view}), class: state.view === view ? "active" : null}, title))));
+}
+
+function select(key, state, options) {
+  const input = el("select", {name: key}, el("option", {value: ""}, `${key}: all`),
+    options.map((value) => el("option", {value, selected: state[key] === value}, value)));
+  input.addEventListener("change", () => go({[key]: input.value, page: ""}));
+  return input;
+}
+
+function filterBar(state) {
+  const text = (key, placeholder) => {
+    const input = el("input", {name: key, placeholder, value: state[key] || ""});
+    input.addEventListener("change", () => go({[key]: input.value, page: ""}));
+    return input;
+  };
+  return el("div", {class: "filters"},
+    select("column", state, DATA.columns.map((c) => c.id).concat(DATA.sources.filter((s) => s.kind === "run").map((s) => s.label + ":train"))),
+    select("test_set", state, values("test_set")), select("domain", state, values("domain")),
+    select("outcome", state, ["success", "fail", "infra"]), select("termination", state, values("termination")),
+    select("fault", state, ["any", "none"]), select("tool", state, values("tool")),
+    text("task", "task (domain/id or id)"), text("q", "search the messages"),
+    el("a", {href: link(Object.fromEntries(FILTERS.map((key) => [key, ""])))}, "clear"));
+}
+
+function episodeList(state) {
+  const found = DATA.episodes.filter((episode) => matches(episode, state));
+  const page = Number(state.page || 0);
+  const rows = found.slice(page * PAGE, (page + 1) * PAGE).map((episode) =>
+    el("tr", {class: `row ${outcome(episode)}`, "data-episode": episode.id, onclick: () => go({episode: episode.id})},
+      el("td", {}, episode.id), el("td", {}, episode.column), el("td", {}, episode.task), el("td", {}, episode.test_set ?? ""),
+      el("td", {}, outcome(episode)), el("td", {}, episode.reward ?? ""), el("td", {}, episode.termination ?? ""),
+      el("td", {}, episode.user_fault_kind ?? ""), el("td", {}, episode.tools.join(", "))));
+  const pages = Math.max(1, Math.ceil(found.length / PAGE));
+  return el("section", {},
+    el("p", {class: "count", "data-count": found.length}, `${found.length} episode(s) match`,
+      pages > 1 ? ` (page ${page + 1} of ${pages}: ` : "",
+      pages > 1 ? [page > 0 ? el("a", {href: link({page: page - 1})}, "previous") : "", " ",
+                   page + 1 < pages ? el("a", {href: link({page: page + 1})}, "next") : "", ")"] : ""),
+    el("table", {id: "episodes"}, el("thead", {}, el("tr", {}, ["#", "evaluation", "task", "test set", "outcome", "reward",
+      "termination", "user fault", "tools called"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)));
+}
+
+function callText(call) {
+  const fn = call.function || {};
+  return `${fn.name}(${typeof fn.arguments === "string" ? fn.arguments : JSON.stringify(fn.arguments)})`;
+}
+
+function messageView(message) {
+  const role = message.role;
+  if (role === "system") {
+    return el("details", {class: "message system"}, el("summary", {}, "system prompt"), el("pre", {}, DATA.prompts[message.prompt] ?? message.content ?? ""));
+  }
+  const parsed = message.parsed || {};
+  const calls = message.tool_calls || parsed.tool_calls || [];
+  return el("div", {class: `message ${role}`},
+    el("div", {class: "role"}, role + (message.tool_call_id ? ` (${message.tool_call_id})` : "")),
+    message.content ? el("pre", {}, message.content) : null,
+    calls.map((call) => el("div", {class: "call"}, "tool call: ", el("code", {}, callText(call)))),
+    (parsed.parse_errors || []).map((reason) => el("div", {class: "parse-error"}, "parse failure: ", reason)));
+}
+
+function facts(episode) {
+  const items = [["task", episode.task], ["evaluation", episode.column], ["outcome", outcome(episode)],
+    ["reward", episode.reward], ["tau2 reward", episode.raw_reward], ["termination", episode.termination],
+    ["reward breakdown", episode.reward_breakdown && JSON.stringify(episode.reward_breakdown)],
+    ["checks", episode.checks && JSON.stringify(episode.checks)], ["user fault", episode.user_fault],
+    ["infrastructure error", episode.infra_error], ["judge", episode.judge && JSON.stringify(episode.judge)],
+    ["error", episode.error]];
+  return el("dl", {}, items.filter(([, v]) => v !== null && v !== undefined && v !== "").map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+}
+
+function episodeView(episode) {
+  return el("article", {class: "episode", "data-episode": episode.id}, el("h2", {}, `episode ${episode.id}`), facts(episode),
+    episode.messages.map(messageView));
+}
+
+function tasksView() {
+  const tasks = [...new Set(DATA.columns.flatMap((c) => Object.keys(c.tasks)))].sort();
+  const flipped = new Set(DATA.comparison ? DATA.comparison.flipped : []);
+  const cell = (counts) => counts ? `${counts[0]}/${counts[1]}` : "";
+  return el("section", {}, comparisonLine(),
+    el("table", {id: "tasks"}, el("thead", {}, el("tr", {}, el("th", {}, "task"), DATA.columns.map((c) => el("th", {}, c.label)))),
+      el("tbody", {}, tasks.map((task) => el("tr", {class: flipped.has(task) ? "flipped" : null, "data-task": task},
+        el("td", {}, el("a", {href: link({view: "episodes", task, episode: ""})}, task)),
+        DATA.columns.map((c) => el("td", {}, cell(c.tasks[task]))))))));
+}
+
+function comparisonLine() {
+  const c = DATA.comparison;
+  if (!c) return null;
+  const sign = (x) => (x >= 0 ? "+" : "") + x.toFixed(3);
+  return el("p", {class: "comparison"}, `${c.other} - ${c.baseline}: ${sign(c.difference)} success over ${c.tasks} tasks both evaluated, `,
+    `paired bootstrap 95% interval [${sign(c.low)}, ${sign(c.high)}] (as ctu compare); ${c.flipped.length} task(s) changed, marked.`);
+}
+
+function curvesView() {
+  return el("section", {}, DATA.sources.filter((s) => Object.keys(s.curves).length).map((source) =>
+    el("div", {}, el("h2", {}, source.label), Object.entries(source.curves).map(([key, points]) => chart(key, points)))),
+    DATA.sources.some((s) => Object.keys(s.curves).length) ? null : el("p", {}, "No metrics.jsonl among these folders."));
+}
+
+function chart(key, points) {
+  const ns = "http://www.w3.org/2000/svg";
+  const [w, h, pad] = [320, 120, 24];
+  const xs = points.map((p) => p[0]), ys = points.map((p) => p[1]);
+  const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+  const sx = (x) => pad + (x1 === x0 ? 0.5 : (x - x0) / (x1 - x0)) * (w - 2 * pad);
+  const sy = (y) => h - pad - (y1 === y0 ? 0.5 : (y - y0) / (y1 - y0)) * (h - 2 * pad);
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.setAttribute("class", "chart");
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", points.map(([x, y]) => `${sx(x)},${sy(y)}`).join(" "));
+  svg.append(line);
+  return el("figure", {}, svg, el("figcaption", {}, `${key}: ${y0.toFixed(3)} to ${y1.toFixed(3)} over steps ${x0}-${x1}`));
+}
+
+function flippedView() {
+  const c = DATA.comparison;
+  const side = (column, task) => DATA.episodes.filter((e) => e.column === column && e.task === task);
+  return el("section", {}, comparisonLine(), c.flipped.map((task) => el("div", {class: "flip", "data-task": task},
+    el("h2", {}, task), el("div", {class: "sides"}, [c.baseline, c.other].map((column) =>
+      el("div", {class: "side"}, el("h3", {}, column), side(column, task).map(episodeView)))))));
+}
+
+function render() {
+  const state = readState();
+  const main = document.getElementById("app");
+  main.replaceChildren(header(state));
+  if (state.view === "tasks") main.append(tasksView());
+  else if (state.view === "curves") main.append(curvesView());
+  else if (state.view === "flipped" && DATA.comparison) main.append(flippedView());
+  else {
+    main.append(filterBar(state), episodeList(state));
+    const chosen = DATA.episodes.find((e) => String(e.id) === state.episode);
+    if (chosen) main.append(episodeView(chosen));
+  }
+  window.ctuRendered = performance.now();  // ms since the page began loading: when the view last rendered
+}
+
+window.addEventListener("hashchange", render);
+render();
