@@ -60,7 +60,7 @@ def test_no_backend_neutral_layer_imports_a_backend() -> None:
     evaluation, the rollout, the components, the registry and the spec) reach a backend only through the registry."""
     graph = _import_graph()
     for lower in ("ctu.runners", "ctu.evaluation", "ctu.rollout", "ctu.components", "ctu.registry", "ctu.spec",
-                  "ctu.composition", "ctu.tasks", "ctu.sft", "ctu.models", "tau_bench_env"):
+                  "ctu.composition", "ctu.tasks", "ctu.sft", "ctu.view", "ctu.models", "tau_bench_env"):
         assert "ctu.backends" not in graph[lower], (lower, graph[lower].get("ctu.backends"))
 
 
