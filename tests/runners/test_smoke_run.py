@@ -250,7 +250,8 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
     from ctu.view.data import task_results
 
     page = tmp_path / "page.html"
-    written = ctu_command("view", str(smoke_run), "--out", str(page))
+    written = subprocess.run([sys.executable, "-m", "ctu.cli", "view", str(smoke_run), "--out", str(page)], cwd=REPO,
+                             capture_output=True, text=True, timeout=300, env=run_env())
     assert written.returncode == 0, written.stdout + written.stderr
     text = page.read_text()
     assert "<script src" not in text and "<link" not in text and "url(" not in text
