@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TypedDict
 
@@ -55,6 +56,11 @@ class Column:
     id: str
     label: str
     lines: list[dict[str, object]] = field(default_factory=list)
+
+    @cached_property
+    def tasks(self) -> dict[str, list[int]]:
+        """Each task's ``[successes, trials]`` in `lines` (`task_results`), counted once."""
+        return task_results(self.lines)
 
 
 @dataclass
@@ -145,7 +151,7 @@ def page_data(paths: Sequence[Path], max_episodes: int = MAX_EPISODES) -> PageDa
     episodes, total = episode_rows(sources, max_episodes, prompts)
     return {
         "sources": [{"label": s.label, "kind": s.kind, "path": str(s.path), "curves": s.curves} for s in sources],
-        "columns": [{"id": c.id, "label": c.label, "tasks": task_results(c.lines)} for c in columns],
+        "columns": [{"id": c.id, "label": c.label, "tasks": c.tasks} for c in columns],
         "comparison": compare_columns(columns[0], columns[1]) if len(columns) >= 2 else None,
         "prompts": prompts,
         "episodes": episodes,
@@ -158,7 +164,7 @@ def compare_columns(baseline: Column, other: Column) -> dict[str, object]:
     the tasks both evaluated), with the tasks whose success rate changed (``flipped``, sorted)."""
     from ctu.evaluation.comparison import paired_bootstrap
 
-    first, second = task_results(baseline.lines), task_results(other.lines)
+    first, second = baseline.tasks, other.tasks
     result = paired_bootstrap(first, second)
     common = sorted(task for task in first.keys() & second.keys() if first[task][1] and second[task][1])
     flipped = [task for task in common if first[task][0] / first[task][1] != second[task][0] / second[task][1]]
