@@ -169,6 +169,9 @@ class StepResult:
 CHECK_KINDS = ("db", "env_assertions", "actions", "communicate", "nl_assertions")
 """The kinds of check tau2's evaluator runs (`RewardInfo`): the final database against the gold one, the task's
 environment assertions, its gold actions, the information the agent must communicate, NL assertions (LLM-judged)."""
+CHECK_BASIS = {"db": "DB", "env_assertions": "ENV_ASSERTION", "actions": "ACTION", "communicate": "COMMUNICATE",
+               "nl_assertions": "NL_ASSERTION"}
+"""Each of `CHECK_KINDS` by the name of tau2's reward basis that runs it (`tau2.data_model.tasks.RewardType`)."""
 
 
 def check_scores(info: RewardInfo) -> dict[str, float]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from ctu.errors import CtuError
+from tau_bench_env.outcome import CHECK_BASIS
 
 CURVE_KEYS = re.compile(r"success|reward_mean|avg_reward|fault|infra_error|logprob_gap_mean")
 """Which of ``metrics.jsonl``'s figures the page draws by step: success, reward, user faults, infrastructure errors
@@ -26,6 +27,9 @@ MAX_EPISODES = 3000
 """Most episodes one page embeds by default (``ctu view --max-episodes``): evaluation episodes first, then training
 ones spread evenly over the steps; the page says how many of how many it holds."""
 STEP_FILE = re.compile(r"(?P<phase>[a-z]+)_step(?P<step>\d+)\.jsonl$")
+ENDED_NORMALLY = ("agent_stop", "user_stop")
+"""The terminations tau2's evaluator scores; after any other it gives reward 0, "Simulation terminated prematurely"
+(`tau2.evaluator.evaluator.evaluate_simulation`)."""
 
 
 class PageData(TypedDict):
@@ -35,6 +39,7 @@ class PageData(TypedDict):
     columns: list[dict[str, object]]
     comparison: dict[str, object] | None
     prompts: list[str]
+    check_names: dict[str, str]
     episodes: list[dict[str, object]]
     episodes_total: int
 
@@ -154,6 +159,7 @@ def page_data(paths: Sequence[Path], max_episodes: int = MAX_EPISODES) -> PageDa
         "columns": [{"id": c.id, "label": c.label, "tasks": c.tasks} for c in columns],
         "comparison": compare_columns(columns[0], columns[1]) if len(columns) >= 2 else None,
         "prompts": prompts,
+        "check_names": CHECK_BASIS,
         "episodes": episodes,
         "episodes_total": total,
     }
@@ -204,12 +210,29 @@ def episode_row(number: int, column: str, line: dict[str, object], prompts: list
                 prompts.append(text)
             message["prompt"] = index[text]
     keys = ("step", "phase", "domain", "task_id", "test_set", "reward", "raw_reward", "termination", "reward_breakdown",
-            "checks", "user_fault", "user_fault_kind", "infra_error", "judge", "error", "tool_errors", "parse_failures")
+            "reward_components", "checks", "user_fault", "user_fault_kind", "infra_error", "judge", "error", "tool_errors", "parse_failures")
     row: dict[str, object] = {key: line.get(key) for key in keys}
     raw = line.get("raw_reward")
+    success = isinstance(raw, int | float) and is_success(float(raw))
     row.update(id=number, column=column, task=f"{line.get('domain')}/{line.get('task_id')}", messages=messages,
-               success=isinstance(raw, int | float) and is_success(float(raw)), tools=sorted(called_tools(messages)))
+               success=success, failure=None if success else failure(line), tools=sorted(called_tools(messages)))
     return row
+
+
+def failure(line: dict[str, object]) -> str:
+    """Why a failed episode failed, in tau2's evaluator's terms: ``infrastructure error`` (the sampler failed; not
+    the policy's), ``terminated prematurely: <termination>`` (tau2 scores it 0 without checking anything:
+    `ENDED_NORMALLY`), ``failed check: DB, ACTION`` (the kinds of tau2's checks it did not pass, by reward basis:
+    `tau_bench_env.outcome.CHECK_BASIS`), or ``reward below success`` (checks passed, or not recorded: e.g. a partial reward)."""
+    if line.get("infra_error"):
+        return "infrastructure error"
+    termination = line.get("termination")
+    if termination is not None and termination not in ENDED_NORMALLY:
+        return f"terminated prematurely: {termination}"
+    checks = line.get("checks")
+    failed = [CHECK_BASIS.get(str(kind), str(kind)) for kind, score in checks.items()
+              if isinstance(score, int | float) and score < 1.0] if isinstance(checks, dict) else []
+    return f"failed check: {', '.join(failed)}" if failed else "reward below success"
 
 
 def called_tools(messages: Sequence[dict[str, object]]) -> set[str]:

@@ -5,7 +5,7 @@
 "use strict";
 
 const DATA = JSON.parse(document.getElementById("ctu-data").textContent);
-const FILTERS = ["column", "test_set", "domain", "task", "outcome", "termination", "fault", "tool", "q"];
+const FILTERS = ["column", "test_set", "domain", "task", "outcome", "failure", "termination", "fault", "tool", "q"];
 const PAGE = 200;
 
 function el(tag, attrs, ...children) {
@@ -14,7 +14,7 @@ function el(tag, attrs, ...children) {
     if (key === "onclick") node.addEventListener("click", value);
     else if (value !== null && value !== undefined && value !== false) node.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -55,6 +55,7 @@ function matches(episode, state) {
   if (state.domain && episode.domain !== state.domain) return false;
   if (state.task && episode.task !== state.task && String(episode.task_id) !== state.task) return false;
   if (state.outcome && outcome(episode) !== state.outcome) return false;
+  if (state.failure && episode.failure !== state.failure) return false;
   if (state.termination && String(episode.termination) !== state.termination) return false;
   if (state.fault === "any" && !episode.user_fault) return false;
   if (state.fault === "none" && episode.user_fault) return false;
@@ -100,7 +101,8 @@ function filterBar(state) {
   return el("div", {class: "filters"},
     select("column", state, DATA.columns.map((c) => c.id).concat(DATA.sources.filter((s) => s.kind === "run").map((s) => s.label + ":train"))),
     select("test_set", state, values("test_set")), select("domain", state, values("domain")),
-    select("outcome", state, ["success", "fail", "infra"]), select("termination", state, values("termination")),
+    select("outcome", state, ["success", "fail", "infra"]), select("failure", state, values("failure")),
+    select("termination", state, values("termination")),
     select("fault", state, ["any", "none"]), select("tool", state, values("tool")),
     text("task", "task (domain/id or id)"), text("q", "search the messages"),
     el("a", {href: link(Object.fromEntries(FILTERS.map((key) => [key, ""])))}, "clear"));
@@ -110,9 +112,11 @@ function episodeList(state) {
   const found = DATA.episodes.filter((episode) => matches(episode, state));
   const page = Number(state.page || 0);
   const rows = found.slice(page * PAGE, (page + 1) * PAGE).map((episode) =>
-    el("tr", {class: `row ${outcome(episode)}`, "data-episode": episode.id, onclick: () => go({episode: episode.id})},
+    el("tr", {class: `row ${outcome(episode)}${String(episode.id) === state.episode ? " chosen" : ""}`, "data-episode": episode.id,
+      onclick: () => go({episode: episode.id})},
       el("td", {}, episode.id), el("td", {}, episode.column), el("td", {}, episode.task), el("td", {}, episode.test_set ?? ""),
-      el("td", {}, outcome(episode)), el("td", {}, episode.reward ?? ""), el("td", {}, episode.termination ?? ""),
+      el("td", {}, outcome(episode)), el("td", {}, episode.failure ?? ""), el("td", {}, episode.reward ?? ""),
+      el("td", {}, episode.termination ?? ""),
       el("td", {}, episode.user_fault_kind ?? ""), el("td", {}, episode.tools.join(", "))));
   const pages = Math.max(1, Math.ceil(found.length / PAGE));
   return el("section", {},
@@ -120,7 +124,7 @@ function episodeList(state) {
       pages > 1 ? ` (page ${page + 1} of ${pages}: ` : "",
       pages > 1 ? [page > 0 ? el("a", {href: link({page: page - 1})}, "previous") : "", " ",
                    page + 1 < pages ? el("a", {href: link({page: page + 1})}, "next") : "", ")"] : ""),
-    el("table", {id: "episodes"}, el("thead", {}, el("tr", {}, ["#", "evaluation", "task", "test set", "outcome", "reward",
+    el("table", {id: "episodes"}, el("thead", {}, el("tr", {}, ["#", "evaluation", "task", "test set", "outcome", "failure", "reward",
       "termination", "user fault", "tools called"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)));
 }
 
@@ -143,12 +147,28 @@ function messageView(message) {
     (parsed.parse_errors || []).map((reason) => el("div", {class: "parse-error"}, "parse failure: ", reason)));
 }
 
+function pairs(mapping, names) {
+  if (!mapping || typeof mapping !== "object") return null;
+  const shown = Object.entries(mapping).map(([key, value]) =>
+    `${(names || {})[key] || key} ${typeof value === "number" ? value.toFixed(2) : JSON.stringify(value)}`);
+  return shown.length ? shown.join(", ") : null;
+}
+
+function verdict(judge) {
+  if (!judge || typeof judge !== "object") return judge;
+  const parts = [];
+  if (judge.score !== null && judge.score !== undefined) parts.push(`score ${judge.score}`);
+  if (judge.categories && judge.categories.length) parts.push(`categories: ${judge.categories.join(", ")}`);
+  if (judge.error) parts.push(`no verdict: ${judge.error}`);
+  return parts.length ? parts.join("; ") : JSON.stringify(judge);
+}
+
 function facts(episode) {
   const items = [["task", episode.task], ["evaluation", episode.column], ["outcome", outcome(episode)],
-    ["reward", episode.reward], ["tau2 reward", episode.raw_reward], ["termination", episode.termination],
-    ["reward breakdown", episode.reward_breakdown && JSON.stringify(episode.reward_breakdown)],
-    ["checks", episode.checks && JSON.stringify(episode.checks)], ["user fault", episode.user_fault],
-    ["infrastructure error", episode.infra_error], ["judge", episode.judge && JSON.stringify(episode.judge)],
+    ["failure", episode.failure], ["reward", episode.reward], ["reward components", pairs(episode.reward_components)],
+    ["tau2 reward", episode.raw_reward], ["termination", episode.termination],
+    ["tau2 reward breakdown", pairs(episode.reward_breakdown)], ["tau2 checks passed", pairs(episode.checks, DATA.check_names)],
+    ["user fault", episode.user_fault], ["infrastructure error", episode.infra_error], ["judge", verdict(episode.judge)],
     ["error", episode.error]];
   return el("dl", {}, items.filter(([, v]) => v !== null && v !== undefined && v !== "").map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
 }
@@ -215,9 +235,11 @@ function render() {
   else if (state.view === "curves") main.append(curvesView());
   else if (state.view === "flipped" && DATA.comparison) main.append(flippedView());
   else {
-    main.append(filterBar(state), episodeList(state));
+    main.append(filterBar(state));
     const chosen = DATA.episodes.find((e) => String(e.id) === state.episode);
-    if (chosen) main.append(episodeView(chosen));
+    // an open episode beside the list, each scrolled on its own
+    if (chosen) main.append(el("div", {class: "split"}, el("div", {class: "pane"}, episodeList(state)), el("div", {class: "pane"}, episodeView(chosen))));
+    else main.append(episodeList(state));
   }
   window.ctuRendered = performance.now();  // ms since the page began loading: when the view last rendered
 }

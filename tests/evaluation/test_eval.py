@@ -14,16 +14,15 @@ from typing import Any
 import pytest
 import yaml
 
-from ctu.components.user_simulators.scripted import opening_line
 from ctu.evaluation.policies import PolicyChoice
 from ctu.evaluation.report import figures
 from ctu.evaluation.runner import TRAJECTORIES, run_evaluation
 from ctu.spec import spec_from_dict
 from tau_bench_env.domains import tau2_domain
-from tau_bench_env.replay import Corruption, GoldReplayAgent, effective_writes
 
 from ..conftest import MINIMAL_SPEC
-from ..support.openai_server import Answer, ScriptedOpenAIServer
+from ..support import gold_policy
+from ..support.openai_server import ScriptedOpenAIServer
 
 SEED = 11
 TASKS = 3  # the first three retail test tasks
@@ -41,36 +40,9 @@ def eval_spec(native: bool) -> Any:
     return spec_from_dict(data).spec
 
 
-class GoldPolicy:
-    """Answers each request as the gold replay of the task whose opening line starts the conversation; sample k
-    (the request's seed minus the spec's) of task i is spoiled when (i, k) is in `SPOILED`."""
-
-    def __init__(self, native: bool, down: bool) -> None:
-        self.native = native
-        self.down = down
-        retail = tau2_domain("retail")
-        self.tasks = retail.tasks("test")[:TASKS]
-        self.writes = [effective_writes(retail.episode_environment(task), task) for task in self.tasks]
-
-    def __call__(self, body: dict[str, Any]) -> Answer:
-        messages = body["messages"]
-        opener = next(m["content"] for m in messages if m["role"] == "user")
-        index = next(i for i, task in enumerate(self.tasks) if opening_line(task) == opener)
-        sample = body["seed"] - SEED
-        if self.down and (index, sample) == DOWN:
-            return Answer.error(500)
-        assert ("tools" in body) == self.native  # text mode: tools only in the system prompt
-        corruption = Corruption.MISSING_ACTION if (index, sample) in SPOILED else None
-        turns = list(GoldReplayAgent(self.tasks[index], corruption, self.writes[index]).turns())
-        played = sum(m["role"] == "assistant" for m in messages) - 1  # tau2's greeting is the first
-        turn = turns[min(played, len(turns) - 1)]
-        if self.native:
-            return Answer(content=turn.content or None, tool_calls=[
-                {"id": f"c{played}_{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                for i, c in enumerate(turn.tool_calls)] or None)
-        calls = "".join(f'<tool_call>\n{json.dumps({"name": c.name, "arguments": c.arguments})}\n</tool_call>'
-                        for c in turn.tool_calls)
-        return Answer.text(f"{turn.content}\n{calls}".strip())
+def gold(native: bool, down: bool) -> gold_policy.GoldPolicy:
+    """The first `TASKS` retail test tasks' gold replays, `SPOILED` spoiled, and `DOWN` down when `down`."""
+    return gold_policy.GoldPolicy(native, SEED, tasks=TASKS, spoiled=SPOILED, down=DOWN if down else None)
 
 
 def by_key(out: Path) -> dict[tuple[str, int], dict[str, Any]]:
@@ -81,7 +53,7 @@ def by_key(out: Path) -> dict[tuple[str, int], dict[str, Any]]:
 @pytest.mark.parametrize("native", [True, False], ids=["native", "text"])
 def test_eval_scores_an_endpoint_as_tau2_and_resumes_what_an_outage_left(native: bool, tmp_path: Path):
     spec = eval_spec(native)
-    policy = GoldPolicy(native, down=True)
+    policy = gold(native, down=True)
     server = ScriptedOpenAIServer(default=policy).__enter__()
     choice = PolicyChoice(endpoint=server.base_url, model="gold", api_key_env=None)
     first = run_evaluation(spec, choice, tmp_path, concurrency=4, progress=False)
@@ -160,7 +132,7 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     data["data"]["test_sets"] = {"retail": {"domain": "retail", "split": "test"}}
     data["rollout"] = {"native_tool_calling": True, "eval_n_samples_per_prompt": 2}
     spec_file.write_text(yaml.safe_dump(data))
-    policy = GoldPolicy(native=True, down=False)
+    policy = gold(native=True, down=False)
 
     def ctu(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "ctu.cli", *args], cwd=tmp_path, capture_output=True, text=True,
@@ -196,6 +168,8 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     assert f"12 episode(s) re-scored against fixed.json: 0 became successes, {before[f'retail/{first}'][0]} failures" in " ".join(regraded.stdout.split())
     # `ctu view` of the two evaluations, in a real browser: the tasks it marks flipped are the ones `ctu compare`
     # pairs whose success rate changed, here the one task the new file made fail
+    from urllib.parse import urlencode
+
     from tests.support.browser import browser, console_errors, open_page
 
     flipped = sorted(task for task in before if again[task][0] / again[task][1] != before[task][0] / before[task][1])
@@ -209,7 +183,16 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
         sides = driver.find_elements("css selector", "div.flip div.side")
         assert [len(side.find_elements("css selector", "article.episode")) for side in sides] == [4, 4]
         line = driver.find_element("css selector", "p.comparison").text
+        # each failed episode named in tau2's evaluator's terms: in the regrade, the new file's communicate check
+        open_page(driver, tmp_path / "page.html", urlencode({"view": "episodes", "failure": "failed check: COMMUNICATE"}))
+        rows = [[cell.text for cell in row.find_elements("css selector", "td")] for row in driver.find_elements("css selector", "tr.row")]
         assert console_errors(driver) == []
+    page = (tmp_path / "page.html").read_text()
+    episodes = json.loads(page.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])["episodes"]
+    regraded = [e for e in episodes if e["column"] == "fixed:eval" and e["task"] == f"retail/{first}"]
+    assert len(regraded) == 4 and all("COMMUNICATE" in e["failure"] and e["checks"]["communicate"] == 0.0 for e in regraded)
+    assert [row[0] for row in rows] == [str(e["id"]) for e in regraded if e["failure"] == "failed check: COMMUNICATE"] != []
+    assert all(row[5] == "failed check: COMMUNICATE" for row in rows)
     difference = f"{-before[f'retail/{first}'][0] / 4 / len(before):+.3f}"
     assert f"{difference} success over {len(before)} tasks both evaluated" in line
     assert compared.returncode == 0 and difference in compared.stdout
@@ -312,8 +295,8 @@ def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path
         return subprocess.run([sys.executable, "-m", "ctu.cli", "eval", str(spec_file), "--endpoint", url, "--model", "gold",
                                "--no-progress", "--out", str(folder)], capture_output=True, text=True, timeout=600)
 
-    with ScriptedOpenAIServer(default=GoldPolicy(native=True, down=False)) as first, \
-            ScriptedOpenAIServer(default=GoldPolicy(native=True, down=False)) as second:
+    with ScriptedOpenAIServer(default=gold(native=True, down=False)) as first, \
+            ScriptedOpenAIServer(default=gold(native=True, down=False)) as second:
         done = ctu(first.base_url)
         assert done.returncode == 0 and "1 episode(s) run" in done.stdout, done.stdout + done.stderr
         again = ctu(first.base_url)

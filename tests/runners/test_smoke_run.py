@@ -286,6 +286,10 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
         open_page(driver, page, f"view=episodes&episode={called['id']}")
         texts = [code.text for code in driver.find_elements("css selector", "article.episode .call code")]
         assert f"{call['function']['name']}({call['function']['arguments']})" in texts
+        facts = dict(zip([dt.text for dt in driver.find_elements("css selector", "article.episode dt")],
+                         [dd.text for dd in driver.find_elements("css selector", "article.episode dd")], strict=True))
+        assert facts["task"] == called["task"] and facts["outcome"] == ("success" if called["success"] else "fail")
+        assert facts.get("failure") == called["failure"] and "[object" not in driver.find_element("css selector", "article.episode").text
         open_page(driver, page, "view=tasks")
         marked = [row.get_attribute("data-task") for row in driver.find_elements("css selector", "#tasks tr.flipped")]
         assert marked == comparison["flipped"]

@@ -21,7 +21,9 @@ class TinkerParams(ComponentParams):
     loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
     """Tinker loss for the GRPO update."""
     lora_rank: PositiveInt = Field(8, le=1024)
-    """LoRA rank of the trained adapter."""
+    """LoRA rank of the trained adapter. SkyRL's local Tinker server (`local: true`; skyrl 0.4.0's
+    `skyrl/tinker/api.py`) puts the adapter on the attention and MLP layers with alpha 32 whatever the client asks:
+    the embedding and output head stay the base model's."""
     sample_batch_size: PositiveInt = Field(1, le=256)
     """With `local: true`: sequences the JAX engine samples in one compiled batch (SkyRL's
     `sample_max_num_sequences`). The engine pads every batch to this size and compiles one program per length
