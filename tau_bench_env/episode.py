@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator, UserSimulatorError
 from tau_bench_env.messages import conversation_to_openai, to_openai
-from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, StepResult, Termination, check_scores
+from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, StepResult, Termination, check_scores, failed_actions
 from tau_bench_env.runtime import prepare
 from tau_bench_env.tool_calls import tool_response
 
@@ -362,6 +362,7 @@ class Episode:
             reward=self.reward,
             reward_breakdown=breakdown,
             checks=check_scores(self.reward_info) if self.reward_info is not None else {},
+            failed_actions=failed_actions(self.reward_info) if self.reward_info is not None else [],
             reward_path=self.reward_path,
             tool_errors=self.tool_errors,
             user_tool_errors=self.user_tool_errors,

@@ -69,6 +69,8 @@ class EpisodeResult:
         reward_breakdown: tau2's reward components (``db``, ``communicate``, ...), when it gave them.
         checks: the fraction of each kind of tau2 check the episode passed, for the kinds its evaluation ran
             (`check_scores`); {} for an episode that did not finish or was not evaluated.
+        failed_actions: the task's gold actions tau2's action checks found no match for, by tool name, in the task's
+            order (`failed_actions`); [] when all matched or none were checked.
         reward_path: ``fast`` (`tau_bench_env.fast_eval`) or ``tau2`` (tau2's `evaluate_simulation`), None when
             the episode was not evaluated.
         tool_errors: the agent's tool calls that returned an error.
@@ -96,6 +98,7 @@ class EpisodeResult:
     reward: float = 0.0
     reward_breakdown: dict[str, float] | None = None
     checks: dict[str, float] = field(default_factory=dict)
+    failed_actions: list[str] = field(default_factory=list)
     reward_path: str | None = None
     tool_errors: int = 0
     user_tool_errors: int = 0
@@ -188,3 +191,9 @@ def check_scores(info: RewardInfo) -> dict[str, float]:
         if passed:
             scores[kind] = sum(passed) / len(passed)
     return scores
+
+
+def failed_actions(info: RewardInfo) -> list[str]:
+    """The tool names of the gold actions in `info` that tau2's action checks found no match for (``action_match``
+    False), in the task's order."""
+    return [check.action.name for check in info.action_checks or [] if not check.action_match]

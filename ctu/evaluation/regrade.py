@@ -99,14 +99,14 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
 
 def _rescored(line: dict[str, Any], tasks: dict[str, Any], counts: Counter[str]) -> dict[str, Any]:
     """`line` scored by tau2 against its task in `tasks` (its tau2 messages replayed into tau2's evaluator): its
-    tau2 reward, reward breakdown and checks the new ones, ``regraded_from`` the reward it had; as it was when it is an infrastructure error, carries no tau2 messages, or
+    tau2 reward, reward breakdown, checks and failed actions the new ones, ``regraded_from`` the reward it had; as it was when it is an infrastructure error, carries no tau2 messages, or
     its task is not in `tasks`. Counts what happened in `counts` (skipped, missing, rescored, became_success,
     became_failure)."""
     from tau2.data_model.message import AssistantMessage, ToolMessage, UserMessage
     from tau2.data_model.simulation import SimulationRun
 
     from tau_bench_env.env import shared_domain
-    from tau_bench_env.outcome import Termination, check_scores
+    from tau_bench_env.outcome import Termination, check_scores, failed_actions
 
     task = tasks.get(str(line["task_id"]))
     if line.get("infra_error") is not None or "tau2_messages" not in line:
@@ -128,7 +128,7 @@ def _rescored(line: dict[str, Any], tasks: dict[str, Any], counts: Counter[str])
     counts["became_failure"] += was and not now
     breakdown = {str(getattr(kind, "value", kind)): value for kind, value in (info.reward_breakdown or {}).items()}
     return {**line, "raw_reward": reward, "regraded_from": line["raw_reward"], "reward_breakdown": breakdown or None,
-            "checks": check_scores(info)}
+            "checks": check_scores(info), "failed_actions": failed_actions(info)}
 
 
 def not_the_evaluations_tasks(report: dict[str, Any], lines: list[dict[str, Any]], tasks: dict[str, Any]) -> str | None:

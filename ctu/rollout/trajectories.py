@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str, object]:
     """One record as a JSON-ready mapping: OpenAI-format messages (with tool calls and tool results; in text mode
     each tool-calling turn's parsed calls beside its raw text, `logged_messages`), reward,
-    tau2's reward and the fraction of each kind of its checks passed, domain, task id, turns (the episode's, and the policy's with their generated tokens),
+    tau2's reward, the fraction of each kind of its checks passed and the gold actions it missed, domain, task id, turns (the episode's, and the policy's with their generated tokens),
     termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out
     of training, or None), the judge's verdict if any, and the user fault (``"<detector>: <what it saw>"``, its
     detector as ``user_fault_kind``) with the replays it cost (``user_fault_retries``)."""
@@ -35,6 +35,7 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "raw_reward": record.raw_reward,
         "reward_breakdown": result.reward_breakdown,
         "checks": result.checks,
+        "failed_actions": result.failed_actions,
         "reward_components": record.reward_metrics,
         "termination": result.termination,
         "turns": result.turns,

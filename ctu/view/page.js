@@ -5,7 +5,7 @@
 "use strict";
 
 const DATA = JSON.parse(document.getElementById("ctu-data").textContent);
-const FILTERS = ["column", "test_set", "domain", "task", "outcome", "failure", "termination", "fault", "tool", "q"];
+const FILTERS = ["column", "test_set", "domain", "task", "outcome", "failure", "termination", "fault", "tool", "q"];  // and `sort` of the task table
 const PAGE = 200;
 
 function el(tag, attrs, ...children) {
@@ -167,7 +167,7 @@ function facts(episode) {
   const items = [["task", episode.task], ["evaluation", episode.column], ["outcome", outcome(episode)],
     ["failure", episode.failure], ["reward", episode.reward], ["reward components", pairs(episode.reward_components)],
     ["tau2 reward", episode.raw_reward], ["termination", episode.termination],
-    ["tau2 reward breakdown", pairs(episode.reward_breakdown)], ["tau2 checks passed", pairs(episode.checks, DATA.check_names)],
+    ["tau2 reward breakdown", pairs(episode.reward_breakdown)], ["tau2 checks passed", pairs(episode.checks, DATA.check_names)], ["gold actions missed", episode.missed_actions],
     ["user fault", episode.user_fault], ["infrastructure error", episode.infra_error], ["judge", verdict(episode.judge)],
     ["error", episode.error]];
   return el("dl", {}, items.filter(([, v]) => v !== null && v !== undefined && v !== "").map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
@@ -178,12 +178,29 @@ function episodeView(episode) {
     episode.messages.map(messageView));
 }
 
-function tasksView() {
-  const tasks = [...new Set(DATA.columns.flatMap((c) => Object.keys(c.tasks)))].sort();
+function taskOrder(tasks, sort) {
+  // sort: "" (by task), "<column id>" (its pass rate, lowest first) or "-<column id>" (highest first); a task an
+  // evaluation did not run comes last either way
+  const descending = sort.startsWith("-"), id = descending ? sort.slice(1) : sort;
+  const column = DATA.columns.find((c) => c.id === id);
+  if (!column) return tasks;
+  const rate = (task) => column.tasks[task] ? column.tasks[task][0] / column.tasks[task][1] : null;
+  return [...tasks].sort((a, b) => {
+    const [x, y] = [rate(a), rate(b)];
+    if (x === null || y === null) return (x === null) - (y === null) || a.localeCompare(b);
+    return (descending ? y - x : x - y) || a.localeCompare(b);
+  });
+}
+
+function tasksView(state) {
+  const sort = state.sort || "";
+  const tasks = taskOrder([...new Set(DATA.columns.flatMap((c) => Object.keys(c.tasks)))].sort(), sort);
   const flipped = new Set(DATA.comparison ? DATA.comparison.flipped : []);
   const cell = (counts) => counts ? `${counts[0]}/${counts[1]}` : "";
+  const heading = (c) => el("th", {}, el("a", {href: link({sort: sort === c.id ? `-${c.id}` : c.id}), "data-sort": c.id,
+    title: "sort by pass rate"}, c.label, sort === c.id ? " \u25b2" : sort === `-${c.id}` ? " \u25bc" : ""));
   return el("section", {}, comparisonLine(),
-    el("table", {id: "tasks"}, el("thead", {}, el("tr", {}, el("th", {}, "task"), DATA.columns.map((c) => el("th", {}, c.label)))),
+    el("table", {id: "tasks"}, el("thead", {}, el("tr", {}, el("th", {}, el("a", {href: link({sort: ""})}, "task")), DATA.columns.map(heading))),
       el("tbody", {}, tasks.map((task) => el("tr", {class: flipped.has(task) ? "flipped" : null, "data-task": task},
         el("td", {}, el("a", {href: link({view: "episodes", task, episode: ""})}, task)),
         DATA.columns.map((c) => el("td", {}, cell(c.tasks[task]))))))));
@@ -231,7 +248,7 @@ function render() {
   const state = readState();
   const main = document.getElementById("app");
   main.replaceChildren(header(state));
-  if (state.view === "tasks") main.append(tasksView());
+  if (state.view === "tasks") main.append(tasksView(state));
   else if (state.view === "curves") main.append(curvesView());
   else if (state.view === "flipped" && DATA.comparison) main.append(flippedView());
   else {

@@ -68,6 +68,9 @@ def test_eval_scores_an_endpoint_as_tau2_and_resumes_what_an_outage_left(native:
     lines = by_key(tmp_path)
     down = lines[(policy.tasks[2].id, 0)]
     assert "EndpointError" in down["infra_error"] and down["reward"] == 0.0
+    spoiled = lines[(policy.tasks[0].id, 1)]  # the replay missing its last write: tau2's action check names it
+    assert spoiled["failed_actions"] == [policy.tasks[0].evaluation_criteria.actions[policy.writes[0][-1]].name] and spoiled["checks"]["actions"] < 1.0
+    assert all(line["failed_actions"] == [] for key, line in lines.items() if line["raw_reward"] == 1.0)
     log = (tmp_path / "eval.log").read_text()  # the outage's traceback is in the evaluation's log, not the console
     assert "is an infrastructure error" in log and "Traceback" in log and "EndpointError" in log
 

@@ -272,6 +272,8 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
     assert len(data["prompts"]) < len(data["episodes"])  # each distinct system prompt stored once
     # in a real browser: no console error, the episodes listed, a filter in the URL shows exactly its episodes, and
     # a text-mode episode's tool call shows its parsed name and arguments
+    from urllib.parse import urlencode
+
     from tests.support.browser import browser, console_errors, open_page
 
     failed = [e for e in data["episodes"] if not e["success"] and not e["infra_error"]]
@@ -293,6 +295,11 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
         open_page(driver, page, "view=tasks")
         marked = [row.get_attribute("data-task") for row in driver.find_elements("css selector", "#tasks tr.flipped")]
         assert marked == comparison["flipped"]
+        last = data["columns"][-1]  # sorted by its pass rate, highest first (a link's `sort`)
+        open_page(driver, page, urlencode({"view": "tasks", "sort": f"-{last['id']}"}))
+        order = [row.get_attribute("data-task") for row in driver.find_elements("css selector", "#tasks tbody tr")]
+        rates = [last["tasks"][task][0] / last["tasks"][task][1] for task in order if task in last["tasks"]]
+        assert rates == sorted(rates, reverse=True) and sorted(order) == sorted({t for c in data["columns"] for t in c["tasks"]})
         assert console_errors(driver) == []
 
 
