@@ -299,7 +299,7 @@ class Episode:
         return {"role": "assistant", "content": raw}
 
     async def end(self, termination: Termination) -> None:
-        """End the episode from outside (e.g. `CONTEXT_LIMIT`); a no-op when it has already ended."""
+        """End the episode from outside (e.g. `CONTEXT_OVERFLOW`); a no-op when it has already ended."""
         await self._finish(termination)
 
     async def _finish(self, termination: Termination) -> None:

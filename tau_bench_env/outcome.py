@@ -21,8 +21,14 @@ class Termination(str, Enum):
     MAX_TURNS = "max_turns"
     TOO_MANY_ERRORS = "too_many_errors"
     USER_ERROR = "user_error"
-    CONTEXT_LIMIT = "context_limit"
-    """The conversation outgrew the model's context (`model.max_model_len`); set by the rollout, not by tau2."""
+    CONTEXT_OVERFLOW = "context_overflow"
+    """The conversation's next prompt would outgrow the model's context (`model.max_model_len`); set by the rollout,
+    not by tau2 (``context_limit`` in lines written before 2026-11-29, read as this)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Termination | None:
+        """Earlier names of a termination: ``context_limit`` is `CONTEXT_OVERFLOW`."""
+        return cls.CONTEXT_OVERFLOW if value == "context_limit" else None
 
     def to_tau2(self) -> TerminationReason:
         """The matching `tau2.data_model.simulation.TerminationReason` (max turns is tau2's MAX_STEPS)."""
@@ -34,7 +40,7 @@ class Termination(str, Enum):
             Termination.MAX_TURNS: TerminationReason.MAX_STEPS,
             Termination.TOO_MANY_ERRORS: TerminationReason.TOO_MANY_ERRORS,
             Termination.USER_ERROR: TerminationReason.USER_ERROR,
-            Termination.CONTEXT_LIMIT: TerminationReason.MAX_STEPS,
+            Termination.CONTEXT_OVERFLOW: TerminationReason.MAX_STEPS,
         }[self]
 
 

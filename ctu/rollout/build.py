@@ -74,6 +74,8 @@ def rollout_setup(
         user_faults=components.user_faults,
         sampling={phase: sampling_params(spec, phase, eos) for phase in PHASES},
         max_model_len=spec.model.max_model_len,
+        overflow_reward=spec.environment.overflow.reward,
+        overflow_exclude=spec.environment.overflow.exclude,
         native_tool_calling=spec.rollout.native_tool_calling,
         native_parser=components.native_parser,
         on_records=on_records,

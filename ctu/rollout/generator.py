@@ -209,7 +209,7 @@ class TauGenerator:
         while not done:
             budget = setup.max_model_len - len(tokens.context)
             if budget <= 0:
-                await env.end(Termination.CONTEXT_LIMIT)
+                await env.end(Termination.CONTEXT_OVERFLOW)
                 stop_reason = "length"
                 break
             params = sampling if sampling.max_tokens <= budget else replace(sampling, max_tokens=budget)
@@ -230,7 +230,7 @@ class TauGenerator:
             closed = turn.rendered or (bool(turn.generated) and turn.generated[-1] == account.eos_id)  # a rendered turn ends closed
             observation = account.observation_ids(step.observations, closed)
             if len(tokens.context) + len(observation) >= setup.max_model_len:
-                await env.end(Termination.CONTEXT_LIMIT)
+                await env.end(Termination.CONTEXT_OVERFLOW)
                 stop_reason = "length"
                 break
             tokens.add(observation)
@@ -240,7 +240,9 @@ class TauGenerator:
 
     async def _score(self, record: TrajectoryRecord, env: TauBenchEnv, phase: Phase) -> TrajectoryRecord:
         """`record` of the ended episode in `env` scored by the phase's reward chain and checked by the user-fault
-        detectors, unless an infrastructure error ended it (then its reward is 0, no judge or detector asked)."""
+        detectors, unless an infrastructure error ended it (then its reward is 0, no judge or detector asked). A
+        training episode that outgrew the context (``context_overflow``) takes `environment.overflow`'s reward, if
+        set, and with ``exclude`` trains on none of its tokens."""
         setup = self.setup
         outcome = record.result
         context = RewardContext(outcome, env.task, env.write_tools, phase, record.stop_reason)
@@ -250,7 +252,13 @@ class TauGenerator:
         record.verdict = context.verdict
         if record.infra_error is not None:
             record.reward = 0.0
-        elif setup.user_faults.detectors:
+            return record
+        if phase == "train" and outcome.termination == Termination.CONTEXT_OVERFLOW.value:
+            if setup.overflow_reward is not None:
+                record.reward = setup.overflow_reward
+            if setup.overflow_exclude:
+                record.loss_mask = [0] * len(record.loss_mask)
+        if setup.user_faults.detectors:
             episode = env.episode
             user_tools = frozenset(tool.name for tool in episode.domain.user_tools or ())
             record.user_fault = await setup.user_faults.check(FinishedEpisode(

@@ -37,6 +37,9 @@ class RolloutSetup:
         user_faults: the user-fault detectors and what a fault does (`environment.user_faults`).
         sampling: sampling params of each phase.
         max_model_len: longest conversation in tokens.
+        overflow_reward: the training reward of an episode that outgrew `max_model_len` (termination
+            ``context_overflow``), None: the reward chain's (`environment.overflow.reward`).
+        overflow_exclude: zero such a training episode's loss mask (`environment.overflow.exclude`).
         native_tool_calling: tools as OpenAI `tools` (chat samplers) or in the template (token samplers).
         native_parser: parses the model family's own tool-call format on token samplers in native mode.
         max_concurrent_episodes: episodes in flight at once (over all worker processes).
@@ -56,6 +59,8 @@ class RolloutSetup:
     sampling: dict[Phase, SamplingParams]
     user_faults: UserFaultPolicy = field(default_factory=UserFaultPolicy)
     max_model_len: int = 16384
+    overflow_reward: float | None = None
+    overflow_exclude: bool = False
     native_tool_calling: bool = False
     native_parser: Parser | None = None
     max_concurrent_episodes: int = 256

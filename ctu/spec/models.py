@@ -135,6 +135,19 @@ class UserFaults(Section):
     """With `retry`: how many times an episode is played again before it is excluded."""
 
 
+class Overflow(Section):
+    """What an episode does in training when its conversation outgrows the model's context (`model.max_model_len`).
+    Such an episode always ends cleanly before the prompt that would not fit, with termination `context_overflow`
+    (counted in ``environment/termination/context_overflow``, written in its trajectory line); tau2 scores it 0, as any
+    end it does not check, and evaluations report that."""
+
+    reward: float | None = Field(None, allow_inf_nan=False)
+    """Its training reward in place of the reward chain's (e.g. -1 to push long episodes down); null: the chain's."""
+    exclude: bool = False
+    """Train on none of its tokens (its loss mask zeroed: DAPO's overlong filtering, Yu et al. 2025,
+    arXiv:2503.14476), its reward still counted in its group's mean and in success rates."""
+
+
 class Environment(Section):
     """How an episode runs: turn limits and the simulated user."""
 
@@ -147,6 +160,8 @@ class Environment(Section):
     """The simulated customer: `llm` (an OpenAI-compatible endpoint) or `scripted` (offline)."""
     user_faults: UserFaults = UserFaults()
     """User-simulator faults: which are detected, and whether such an episode is excluded, replayed or kept."""
+    overflow: Overflow = Overflow()
+    """An episode that outgrows the model's context: its training reward, and whether it is trained on."""
     warn_unsolvable_tasks: bool = True
     """Warn when a training or test set holds tasks whose gold solution takes more than `max_turns` turns or
     `max_errors` errors (one tool call a turn). Smoke specs, which cut episodes short on purpose, turn it off."""

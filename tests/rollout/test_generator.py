@@ -165,9 +165,18 @@ def test_context_limit_ends_the_episode_without_crashing(minimal, tokenizer):
     generator = build_generator(small, tokenizer, scripted_sampler(tokenizer, script))
     output = run(generator, batch(TASKS[:1], samples=1))
     record = output.records[0]
-    assert record.result.termination == "context_limit" and [r.reward for r in output.records] == [0.0]
+    assert record.result.termination == "context_overflow" and [r.reward for r in output.records] == [0.0]
     assert [r.stop_reason for r in output.records] == ["length"]
     assert len(output.records[0].prompt_ids) + len(output.records[0].response_ids) <= prompt_length + 60
+    assert output.metrics["environment/termination/context_overflow"] == 1.0
+    # `environment.overflow`: in training the spec's reward and no token trained; an evaluation reports tau2's 0
+    overflow = {**minimal["environment"], "overflow": {"reward": -1.0, "exclude": True}}
+    scored = components(minimal, model={"path": "builtin:tiny-qwen3", "max_model_len": prompt_length + 60}, environment=overflow)
+    generator = build_generator(scored, tokenizer, scripted_sampler(tokenizer, script))
+    trained, evaluated = (run(generator, batch(TASKS[:1], samples=1, phase=phase)).records[0] for phase in ("train", "eval"))
+    assert trained.result.termination == evaluated.result.termination == "context_overflow"
+    assert (trained.reward, evaluated.reward, trained.raw_reward) == (-1.0, 0.0, 0.0)
+    assert trained.response_ids == record.response_ids and set(trained.loss_mask) == {0} and 1 in evaluated.loss_mask
 
 
 def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, tokenizer):
@@ -181,7 +190,7 @@ def test_context_limit_in_chat_mode_counts_every_retokenised_turn(minimal, token
     small = components(minimal, rollout=native, model={"path": "builtin:tiny-qwen3", "max_model_len": limit})
     generator = build_generator(small, tokenizer, sampler)
     output = run(generator, batch(TASKS[:1], samples=1))
-    assert output.records[0].result.termination == "context_limit" and [r.stop_reason for r in output.records] == ["length"]
+    assert output.records[0].result.termination == "context_overflow" and [r.stop_reason for r in output.records] == ["length"]
     response, mask = output.records[0].response_ids, output.records[0].loss_mask
     assert response == full.records[0].response_ids[: len(response)]  # the same turns, up to the cut
     # each request's max_tokens is what remained of the context then: the prompt and every earlier turn count
