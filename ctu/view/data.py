@@ -215,8 +215,7 @@ def episode_row(number: int, column: str, line: dict[str, object], prompts: list
     raw = line.get("raw_reward")
     success = isinstance(raw, int | float) and is_success(float(raw))
     row.update(id=number, column=column, task=f"{line.get('domain')}/{line.get('task_id')}", messages=messages,
-               success=success, failure=None if success else failure(line),
-               missed_actions=missed_actions(line), tools=sorted(called_tools(messages)))
+               success=success, failure=None if success else failure(line), tools=sorted(called_tools(messages)))
     return row
 
 
@@ -235,14 +234,6 @@ def failure(line: dict[str, object]) -> str:
               if isinstance(score, int | float) and score < 1.0] if isinstance(checks, dict) else []
     return f"failed check: {', '.join(failed)}" if failed else "reward below success"
 
-
-def missed_actions(line: dict[str, object]) -> str | None:
-    """The gold actions a line's episode missed (``failed_actions``: tool names, each with its count when it
-    repeats), as the page shows them; None when it missed none or the line predates the field."""
-    names = line.get("failed_actions")
-    if not isinstance(names, list) or not names:
-        return None
-    return ", ".join(f"{name} x{names.count(name)}" if names.count(name) > 1 else str(name) for name in dict.fromkeys(names))
 
 
 def called_tools(messages: Sequence[dict[str, object]]) -> set[str]:

@@ -154,6 +154,15 @@ function pairs(mapping, names) {
   return shown.length ? shown.join(", ") : null;
 }
 
+function missed(names) {
+  // a line's failed_actions (tool names, in the task's order; absent from older lines), each repeat counted
+  if (!Array.isArray(names) || !names.length) return null;
+  return [...new Set(names)].map((name) => {
+    const count = names.filter((n) => n === name).length;
+    return count > 1 ? `${name} x${count}` : name;
+  }).join(", ");
+}
+
 function verdict(judge) {
   if (!judge || typeof judge !== "object") return judge;
   const parts = [];
@@ -167,7 +176,7 @@ function facts(episode) {
   const items = [["task", episode.task], ["evaluation", episode.column], ["outcome", outcome(episode)],
     ["failure", episode.failure], ["reward", episode.reward], ["reward components", pairs(episode.reward_components)],
     ["tau2 reward", episode.raw_reward], ["termination", episode.termination],
-    ["tau2 reward breakdown", pairs(episode.reward_breakdown)], ["tau2 checks passed", pairs(episode.checks, DATA.check_names)], ["gold actions missed", episode.missed_actions],
+    ["tau2 reward breakdown", pairs(episode.reward_breakdown)], ["tau2 checks passed", pairs(episode.checks, DATA.check_names)], ["gold actions missed", missed(episode.failed_actions)],
     ["user fault", episode.user_fault], ["infrastructure error", episode.infra_error], ["judge", verdict(episode.judge)],
     ["error", episode.error]];
   return el("dl", {}, items.filter(([, v]) => v !== null && v !== undefined && v !== "").map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));

@@ -189,9 +189,15 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
         # each failed episode named in tau2's evaluator's terms: in the regrade, the new file's communicate check
         open_page(driver, tmp_path / "page.html", urlencode({"view": "episodes", "failure": "failed check: COMMUNICATE"}))
         rows = [[cell.text for cell in row.find_elements("css selector", "td")] for row in driver.find_elements("css selector", "tr.row")]
+        # the spoiled replay (one write short) opened: the gold action tau2's action check found missing
+        page = (tmp_path / "page.html").read_text()
+        episodes = json.loads(page.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])["episodes"]
+        short = next(e for e in episodes if e["column"] == "endpoint-gold:eval" and e["failed_actions"])
+        open_page(driver, tmp_path / "page.html", f"view=episodes&episode={short['id']}")
+        facts = dict(zip([dt.text for dt in driver.find_elements("css selector", "article.episode dt")],
+                         [dd.text for dd in driver.find_elements("css selector", "article.episode dd")], strict=True))
+        assert facts["gold actions missed"] == ", ".join(short["failed_actions"]) and facts["failure"] == short["failure"]
         assert console_errors(driver) == []
-    page = (tmp_path / "page.html").read_text()
-    episodes = json.loads(page.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])["episodes"]
     regraded = [e for e in episodes if e["column"] == "fixed:eval" and e["task"] == f"retail/{first}"]
     assert len(regraded) == 4 and all("COMMUNICATE" in e["failure"] and e["checks"]["communicate"] == 0.0 for e in regraded)
     assert [row[0] for row in rows] == [str(e["id"]) for e in regraded if e["failure"] == "failed check: COMMUNICATE"] != []
