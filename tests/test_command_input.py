@@ -142,6 +142,24 @@ def test_a_hand_edited_resolved_spec_is_not_resumed_silently(toy_run: Path, tmp_
     refused(ctu("run", "--resume", str(run), "trainer.max_steps=3"), "was changed after the run started")
 
 
+def test_a_run_an_earlier_ctu_started_resumes_though_the_schema_has_grown(toy_run: Path, tmp_path: Path):
+    """A run whose resolved spec lacks a section a later ctu added (here `environment.overflow`, as every run started
+    before it) is not taken for an edited one: the new section's defaults change nothing it trains."""
+    import yaml
+
+    from ctu.spec import data_hash
+
+    run = copy_of(toy_run, tmp_path)
+    spec = run / "spec.resolved.yaml"
+    data = yaml.safe_load(spec.read_text())
+    del data["environment"]["overflow"]
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    (run / "spec.sha256").write_text(data_hash(data) + "\n")  # as that ctu recorded it
+    resumed = ctu("run", "--resume", str(run), "trainer.max_steps=3", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert not (run / "spec_changes.jsonl").exists()
+
+
 def test_compare_names_a_file_that_is_not_an_evaluation_result(toy_run: Path, tmp_path: Path):
     refused(ctu("compare", str(toy_run / "state.json")), "is not a `ctu eval` result")
     (tmp_path / "broken.json").write_text("{")

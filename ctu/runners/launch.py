@@ -7,10 +7,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 from ctu.runners.backend import backend_of
 from ctu.runners.console import silence_progress_bars
 from ctu.runners.rundir import RunDir, RunError
-from ctu.spec import LoadedSpec, Spec, load_spec, spec_hash
+from ctu.spec import LoadedSpec, Spec, data_hash, load_spec, spec_hash
 from ctu.spec.paths import absolute_paths
 
 if TYPE_CHECKING:
@@ -137,8 +139,9 @@ def _resume_changes(run_dir: RunDir, spec: Spec, allow_spec_change: bool) -> lis
         raise RunError(f"the run in {run_dir.path} was trained by the {trained_by} backend and the spec names "
                        f"{spec.backend.type}: a run resumes on the backend that wrote its checkpoints")
     original = load_spec(run_dir.spec_file).spec
-    recorded = run_dir.path / "spec.sha256"
-    edited = recorded.exists() and recorded.read_text(encoding="utf-8").strip() != spec_hash(original)
+    recorded = run_dir.path / "spec.sha256"  # the file as written, not as this version's schema fills it in
+    edited = recorded.exists() and recorded.read_text(encoding="utf-8").strip() != data_hash(
+        yaml.safe_load(run_dir.spec_file.read_text(encoding="utf-8")))
     changes = spec_changes(original.model_dump(mode="json"), spec.model_dump(mode="json"))
     if allow_spec_change:
         return changes + (["spec.resolved.yaml"] if edited else [])

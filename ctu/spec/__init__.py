@@ -28,7 +28,7 @@ from ctu.spec.moved import move_backend_entries
 from ctu.spec.overrides import apply_override, parse_override, resolve_interpolations
 from ctu.spec.secrets import redacted
 
-__all__ = ["LoadedSpec", "Location", "Spec", "SpecError", "SpecIssue", "dump_spec", "import_spec_code", "load_spec", "spec_from_dict", "spec_hash"]
+__all__ = ["LoadedSpec", "Location", "Spec", "SpecError", "SpecIssue", "data_hash", "dump_spec", "import_spec_code", "load_spec", "spec_from_dict", "spec_hash"]
 
 
 @dataclass
@@ -160,5 +160,12 @@ def _placed(spec: Spec) -> dict[str, object]:
 def spec_hash(spec: Spec) -> str:
     """SHA-256 (hex) of the resolved spec's canonical JSON, its imported files named by absolute path: equal specs,
     equal hashes, whatever their YAML and whichever directory the command runs in."""
-    canonical = json.dumps(_placed(spec), sort_keys=True, separators=(",", ":"))
+    return data_hash(_placed(spec))
+
+
+def data_hash(data: object) -> str:
+    """SHA-256 (hex) of `data`'s canonical JSON (keys sorted, no spaces). Of a run's ``spec.resolved.yaml`` read as
+    plain YAML, it is the `spec_hash` the run recorded unless the file was edited, whatever fields later versions
+    of the schema added (a spec loaded again fills those in, and would hash otherwise)."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
