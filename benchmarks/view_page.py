@@ -82,7 +82,7 @@ def build_run(lines: list[dict], count: int, run: Path) -> None:
 
 def measure(run: Path, page: Path, extra: list[str], screenshot: Path | None) -> dict[str, float]:
     """Write the page with `ctu view` and open it in headless chromium: seconds to write, MB, ms to first render."""
-    from tests.support.browser import browser, console_errors, open_page
+    from tests.support.browser import browser, console_errors, embedded_data, open_page
 
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "ctu.cli", "view", str(run), "--out", str(page), *extra], check=True, cwd=REPO)
@@ -96,9 +96,8 @@ def measure(run: Path, page: Path, extra: list[str], screenshot: Path | None) ->
             driver.save_screenshot(str(screenshot))
     if errors:
         raise SystemExit(f"the page logged errors: {errors}")
-    data = json.loads(page.read_text().split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])
     return {"write_s": written, "size_mb": page.stat().st_size / 1e6, "first_render_ms": rendered,
-            "episodes": len(data["episodes"])}
+            "episodes": len(embedded_data(page)["episodes"])}
 
 
 def main() -> None:

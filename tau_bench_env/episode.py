@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator, UserSimulatorError
 from tau_bench_env.messages import conversation_to_openai, to_openai
-from tau_bench_env.outcome import EpisodeConfig, EpisodeResult, StepResult, Termination, check_scores, failed_actions
+from tau_bench_env.outcome import (
+    SCORED_ENDINGS,
+    EpisodeConfig,
+    EpisodeResult,
+    StepResult,
+    Termination,
+    check_scores,
+    failed_actions,
+    reward_breakdown,
+)
 from tau_bench_env.runtime import prepare
 from tau_bench_env.tool_calls import tool_response
 
@@ -306,7 +315,7 @@ class Episode:
         if self.termination is not None:
             return
         self.termination = termination
-        if termination in (Termination.USER_STOP, Termination.AGENT_STOP):
+        if termination in SCORED_ENDINGS:
             try:
                 if self._fast_reward:
                     from tau_bench_env.fast_eval import fast_reward
@@ -351,16 +360,13 @@ class Episode:
 
     def result(self) -> EpisodeResult:
         """The episode so far as an `EpisodeResult` (final once `done`)."""
-        breakdown = None
-        if self.reward_info is not None and self.reward_info.reward_breakdown:
-            breakdown = {str(getattr(k, "value", k)): v for k, v in self.reward_info.reward_breakdown.items()}
         return EpisodeResult(
             domain=self.domain.name,
             task_id=self.task.id,
             turns=self.turns,
             termination=self.termination.value if self.termination else None,
             reward=self.reward,
-            reward_breakdown=breakdown,
+            reward_breakdown=reward_breakdown(self.reward_info) if self.reward_info is not None else None,
             checks=check_scores(self.reward_info) if self.reward_info is not None else {},
             failed_actions=failed_actions(self.reward_info) if self.reward_info is not None else [],
             reward_path=self.reward_path,

@@ -44,6 +44,11 @@ class Termination(str, Enum):
         }[self]
 
 
+SCORED_ENDINGS = (Termination.USER_STOP, Termination.AGENT_STOP)
+"""The terminations tau2's evaluator scores; after any other it gives reward 0, "Simulation terminated prematurely",
+checking nothing (`tau2.evaluator.evaluator.evaluate_simulation`)."""
+
+
 @dataclass
 class EpisodeConfig:
     """Episode limits and modes (from the spec's `environment` and `rollout` sections)."""
@@ -203,3 +208,11 @@ def failed_actions(info: RewardInfo) -> list[str]:
     """The tool names of the gold actions in `info` that tau2's action checks found no match for (``action_match``
     False), in the task's order."""
     return [check.action.name for check in info.action_checks or [] if not check.action_match]
+
+
+def reward_breakdown(info: RewardInfo) -> dict[str, float] | None:
+    """tau2's reward components in `info` by their reward basis's name (``DB``, ``COMMUNICATE``, ...), None when it
+    gave none."""
+    if not info.reward_breakdown:
+        return None
+    return {str(getattr(kind, "value", kind)): value for kind, value in info.reward_breakdown.items()}

@@ -106,7 +106,7 @@ def _rescored(line: dict[str, Any], tasks: dict[str, Any], counts: Counter[str])
     from tau2.data_model.simulation import SimulationRun
 
     from tau_bench_env.env import shared_domain
-    from tau_bench_env.outcome import Termination, check_scores, failed_actions
+    from tau_bench_env.outcome import Termination, check_scores, failed_actions, reward_breakdown
 
     task = tasks.get(str(line["task_id"]))
     if line.get("infra_error") is not None or "tau2_messages" not in line:
@@ -126,8 +126,7 @@ def _rescored(line: dict[str, Any], tasks: dict[str, Any], counts: Counter[str])
     counts["rescored"] += 1
     counts["became_success"] += now and not was
     counts["became_failure"] += was and not now
-    breakdown = {str(getattr(kind, "value", kind)): value for kind, value in (info.reward_breakdown or {}).items()}
-    return {**line, "raw_reward": reward, "regraded_from": line["raw_reward"], "reward_breakdown": breakdown or None,
+    return {**line, "raw_reward": reward, "regraded_from": line["raw_reward"], "reward_breakdown": reward_breakdown(info),
             "checks": check_scores(info), "failed_actions": failed_actions(info)}
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from ctu.errors import CtuError
-from tau_bench_env.outcome import CHECK_BASIS
+from tau_bench_env.outcome import CHECK_BASIS, SCORED_ENDINGS
 
 CURVE_KEYS = re.compile(r"success|reward_mean|avg_reward|fault|infra_error|logprob_gap_mean")
 """Which of ``metrics.jsonl``'s figures the page draws by step: success, reward, user faults, infrastructure errors
@@ -27,9 +27,6 @@ MAX_EPISODES = 3000
 """Most episodes one page embeds by default (``ctu view --max-episodes``): evaluation episodes first, then training
 ones spread evenly over the steps; the page says how many of how many it holds."""
 STEP_FILE = re.compile(r"(?P<phase>[a-z]+)_step(?P<step>\d+)\.jsonl$")
-ENDED_NORMALLY = ("agent_stop", "user_stop")
-"""The terminations tau2's evaluator scores; after any other it gives reward 0, "Simulation terminated prematurely"
-(`tau2.evaluator.evaluator.evaluate_simulation`)."""
 
 
 class PageData(TypedDict):
@@ -222,12 +219,12 @@ def episode_row(number: int, column: str, line: dict[str, object], prompts: list
 def failure(line: dict[str, object]) -> str:
     """Why a failed episode failed, in tau2's evaluator's terms: ``infrastructure error`` (the sampler failed; not
     the policy's), ``terminated prematurely: <termination>`` (tau2 scores it 0 without checking anything:
-    `ENDED_NORMALLY`), ``failed check: DB, ACTION`` (the kinds of tau2's checks it did not pass, by reward basis:
+    `tau_bench_env.outcome.SCORED_ENDINGS`), ``failed check: DB, ACTION`` (the kinds of tau2's checks it did not pass, by reward basis:
     `tau_bench_env.outcome.CHECK_BASIS`), or ``reward below success`` (checks passed, or not recorded: e.g. a partial reward)."""
     if line.get("infra_error"):
         return "infrastructure error"
     termination = line.get("termination")
-    if termination is not None and termination not in ENDED_NORMALLY:
+    if termination is not None and termination not in SCORED_ENDINGS:
         return f"terminated prematurely: {termination}"
     checks = line.get("checks")
     failed = [CHECK_BASIS.get(str(kind), str(kind)) for kind, score in checks.items()

@@ -173,7 +173,7 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     # pairs whose success rate changed, here the one task the new file made fail
     from urllib.parse import urlencode
 
-    from tests.support.browser import browser, console_errors, open_page
+    from tests.support.browser import browser, console_errors, embedded_data, episode_facts, open_page
 
     flipped = sorted(task for task in before if again[task][0] / again[task][1] != before[task][0] / before[task][1])
     assert flipped == [f"retail/{first}"]
@@ -190,12 +190,10 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
         open_page(driver, tmp_path / "page.html", urlencode({"view": "episodes", "failure": "failed check: COMMUNICATE"}))
         rows = [[cell.text for cell in row.find_elements("css selector", "td")] for row in driver.find_elements("css selector", "tr.row")]
         # the spoiled replay (one write short) opened: the gold action tau2's action check found missing
-        page = (tmp_path / "page.html").read_text()
-        episodes = json.loads(page.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])["episodes"]
+        episodes = embedded_data(tmp_path / "page.html")["episodes"]
         short = next(e for e in episodes if e["column"] == "endpoint-gold:eval" and e["failed_actions"])
         open_page(driver, tmp_path / "page.html", f"view=episodes&episode={short['id']}")
-        facts = dict(zip([dt.text for dt in driver.find_elements("css selector", "article.episode dt")],
-                         [dd.text for dd in driver.find_elements("css selector", "article.episode dd")], strict=True))
+        facts = episode_facts(driver)
         assert facts["gold actions missed"] == ", ".join(short["failed_actions"]) and facts["failure"] == short["failure"]
         assert console_errors(driver) == []
     regraded = [e for e in episodes if e["column"] == "fixed:eval" and e["task"] == f"retail/{first}"]

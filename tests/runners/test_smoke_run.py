@@ -246,8 +246,11 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
     """`ctu view RUN_DIR`: every trajectory line of the run as an episode, its two evaluations (steps 0 and 2) as
     columns compared as `ctu compare` pairs them, a text-mode tool call's parsed name among the tools called, and
     nothing the page would fetch from a network."""
+    from urllib.parse import urlencode
+
     from ctu.evaluation.comparison import paired_bootstrap
     from ctu.view.data import task_results
+    from tests.support.browser import browser, console_errors, embedded_data, episode_facts, open_page
 
     page = tmp_path / "page.html"
     written = subprocess.run([sys.executable, "-m", "ctu.cli", "view", str(smoke_run), "--out", str(page)], cwd=REPO,
@@ -255,7 +258,7 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
     assert written.returncode == 0, written.stdout + written.stderr
     text = page.read_text()
     assert "<script src" not in text and "<link" not in text and "url(" not in text
-    data = json.loads(text.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])
+    data = embedded_data(page)
     files = sorted((smoke_run / "trajectories").glob("*.jsonl"))
     assert data["episodes_total"] == len(data["episodes"]) == sum(len(trajectories(smoke_run, f.name)) for f in files)
     assert [column["label"] for column in data["columns"]] == [f"{smoke_run.name} step 0", f"{smoke_run.name} step 2"]
@@ -272,10 +275,6 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
     assert len(data["prompts"]) < len(data["episodes"])  # each distinct system prompt stored once
     # in a real browser: no console error, the episodes listed, a filter in the URL shows exactly its episodes, and
     # a text-mode episode's tool call shows its parsed name and arguments
-    from urllib.parse import urlencode
-
-    from tests.support.browser import browser, console_errors, open_page
-
     failed = [e for e in data["episodes"] if not e["success"] and not e["infra_error"]]
     called = next(e for e in data["episodes"] if any(m.get("parsed", {}).get("tool_calls") for m in e["messages"]))
     call = next(c for m in called["messages"] for c in (m.get("parsed") or {}).get("tool_calls", []))
@@ -288,8 +287,7 @@ def test_ctu_view_writes_one_self_contained_page_of_the_run(smoke_run: Path, tmp
         open_page(driver, page, f"view=episodes&episode={called['id']}")
         texts = [code.text for code in driver.find_elements("css selector", "article.episode .call code")]
         assert f"{call['function']['name']}({call['function']['arguments']})" in texts
-        facts = dict(zip([dt.text for dt in driver.find_elements("css selector", "article.episode dt")],
-                         [dd.text for dd in driver.find_elements("css selector", "article.episode dd")], strict=True))
+        facts = episode_facts(driver)
         assert facts["task"] == called["task"] and facts["outcome"] == ("success" if called["success"] else "fail")
         assert facts.get("failure") == called["failure"] and "[object" not in driver.find_element("css selector", "article.episode").text
         open_page(driver, page, "view=tasks")

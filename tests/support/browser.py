@@ -4,6 +4,7 @@ Debian's chromedriver (both installed by .ci/run; nothing downloaded). Test supp
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,3 +49,16 @@ def open_page(driver: object, page: Path, fragment: str = "") -> None:
 def console_errors(driver: object) -> list[str]:
     """The console's messages of level SEVERE since the last call."""
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]  # type: ignore[attr-defined]
+
+
+def embedded_data(page: Path) -> dict:
+    """The data a `ctu view` page embeds (`ctu.view.data.page_data`), read from the file."""
+    text = page.read_text()
+    return json.loads(text.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])
+
+
+def episode_facts(driver: object) -> dict[str, str]:
+    """The open episode's facts as the page shows them: each ``dt``'s text to its ``dd``'s."""
+    terms = driver.find_elements("css selector", "article.episode dt")  # type: ignore[attr-defined]
+    values = driver.find_elements("css selector", "article.episode dd")  # type: ignore[attr-defined]
+    return dict(zip([term.text for term in terms], [value.text for value in values], strict=True))
