@@ -76,6 +76,7 @@ def rollout_setup(
         max_model_len=spec.model.max_model_len,
         overflow_reward=spec.environment.overflow.reward,
         overflow_exclude=spec.environment.overflow.exclude,
+        step_wise=spec.rollout.trajectory == "step_wise",
         native_tool_calling=spec.rollout.native_tool_calling,
         native_parser=components.native_parser,
         on_records=on_records,

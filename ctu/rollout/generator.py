@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ctu.components.chat_templates.base import reasoning_splitter
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.rewards.base import Phase, RewardContext
 from ctu.components.user_fault_detectors.base import FinishedEpisode
@@ -32,7 +33,7 @@ from ctu.errors import CtuError
 from ctu.metrics import TIMING, metric
 from ctu.rollout.heap import frozen_heap
 from ctu.rollout.loop_load import BUSY_WARNING, LoopLoad, LoopLoadMeter
-from ctu.rollout.records import RolloutBatch, TrajectoryRecord, infrastructure_error, rollout_metrics
+from ctu.rollout.records import RolloutBatch, TrajectoryRecord, TurnSample, infrastructure_error, rollout_metrics
 from ctu.rollout.requests import EpisodeRequest, older_batch, older_episode, sample_indices
 from ctu.rollout.tokens import TokenAccount
 from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
@@ -55,6 +56,8 @@ class TauGenerator:
     def __init__(self, setup: RolloutSetup) -> None:
         self.setup = setup
         self.account = TokenAccount(setup.chat_template, setup.tokenizer)
+        self.split_reasoning = reasoning_splitter(setup.chat_template)
+        """A thinking template's reasoning splitter, else None (then each prompt extends the last: see `_play`)."""
         self.loop_loads: list[LoopLoad] = []
         """The last batch's load on each event loop that ran its episodes (`batch_records`)."""
         self._warned_busy = False
@@ -187,9 +190,17 @@ class TauGenerator:
 
     async def _play(self, request: EpisodeRequest, phase: Phase, replay: int, session: str, chat_mode: bool) -> TrajectoryRecord:
         """The episode's trajectory (its `replay`-th replay for a user fault), its turns sampled under `session`:
-        chat completions if `chat_mode`, else tokens."""
+        chat completions if `chat_mode`, else tokens.
+
+        Token mode: each turn is sampled after the ids of the one before, its sampled ids and the observations'
+        (one growing sequence, what a whole trajectory trains on), except under a thinking template
+        (`split_reasoning`): its turns' reasoning never reaches the conversation, so each prompt is the
+        conversation rendered anew, without earlier reasoning. A training episode with `setup.step_wise` records
+        each turn's prompt, sampled ids and logprobs as a `TurnSample`."""
         setup = self.setup
         account = self.account
+        split = self.split_reasoning
+        turn_samples: list[TurnSample] | None = [] if setup.step_wise and phase == "train" and not chat_mode else None
         sampling = setup.sampling[phase]
         repetition = request.sample or 0
         seed = None if sampling.seed is None else user_seed(sampling.seed, repetition, replay)
@@ -207,7 +218,10 @@ class TauGenerator:
             sampling = replace(sampling, seed=sampling.seed + repetition)
         done = bool(metadata["done"])
         while not done:
-            budget = setup.max_model_len - len(tokens.context)
+            context = tokens.context
+            if split is not None and turns:  # earlier reasoning left out: the conversation as the template renders it
+                context = account.prompt_ids(env.conversation, template_tools)
+            budget = setup.max_model_len - len(context)
             if budget <= 0:
                 await env.end(Termination.CONTEXT_OVERFLOW)
                 stop_reason = "length"
@@ -216,12 +230,14 @@ class TauGenerator:
             turns += 1
             if chat_mode:
                 turn = await chat_turn(setup.sampler, account, env.conversation,
-                                       metadata["tools"] if native else None, params, session)
+                                       metadata["tools"] if native else None, params, session, split)
                 rerendered += turn.rendered
                 sampled = sampled and not turn.rendered
             else:
-                turn = await token_turn(setup.sampler, account, tokens.context, params, phase,
-                                        setup.native_parser if native else None, session)
+                turn = await token_turn(setup.sampler, account, context, params, phase,
+                                        setup.native_parser if native else None, session, split)
+                if turn_samples is not None:
+                    turn_samples.append(TurnSample(list(context), turn.generated, turn.logprobs, [1] * len(turn.generated)))
             stop_reason = turn.stop_reason
             tokens.add(turn.generated, turn.logprobs)
             step = await env.astep(unfinished(turn.action, env) if stop_reason == "length" else turn.action)
@@ -229,13 +245,14 @@ class TauGenerator:
                 break
             closed = turn.rendered or (bool(turn.generated) and turn.generated[-1] == account.eos_id)  # a rendered turn ends closed
             observation = account.observation_ids(step.observations, closed)
-            if len(tokens.context) + len(observation) >= setup.max_model_len:
+            if split is None and len(tokens.context) + len(observation) >= setup.max_model_len:  # else checked anew above
                 await env.end(Termination.CONTEXT_OVERFLOW)
                 stop_reason = "length"
                 break
             tokens.add(observation)
         record = TrajectoryRecord(prompt_ids, *tokens.trained(sampled, account.eos_id), 0.0, stop_reason, env.result(),
-                                  extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered)
+                                  extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered,
+                                  turn_samples=turn_samples or [])
         return await self._score(record, env, phase)
 
     async def _score(self, record: TrajectoryRecord, env: TauBenchEnv, phase: Phase) -> TrajectoryRecord:
@@ -257,7 +274,7 @@ class TauGenerator:
             if setup.overflow_reward is not None:
                 record.reward = setup.overflow_reward
             if setup.overflow_exclude:
-                record.loss_mask = [0] * len(record.loss_mask)
+                record.train_none()
         if setup.user_faults.detectors:
             episode = env.episode
             user_tools = frozenset(tool.name for tool in episode.domain.user_tools or ())

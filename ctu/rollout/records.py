@@ -21,6 +21,23 @@ from tau_bench_env.outcome import EpisodeResult
 
 
 @dataclass
+class TurnSample:
+    """One policy turn of a step-wise trajectory as a training sample (``rollout.trajectory: step_wise``).
+
+    Attributes:
+        prompt_ids: the exact ids the turn was sampled from.
+        response_ids: the ids the policy sampled.
+        logprobs: the sampler's logprob of each id in `response_ids`.
+        loss_mask: one per id in `response_ids`: all 1, or all 0 for an episode trained on none of its tokens.
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    loss_mask: list[int]
+
+
+@dataclass
 class TrajectoryRecord:
     """One trajectory's tokens, reward and episode facts.
 
@@ -53,6 +70,27 @@ class TrajectoryRecord:
     rerendered_turns: int = 0
     """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
+    turn_samples: list[TurnSample] = field(default_factory=list)
+    """A training episode's policy turns, each its own sample, in order, when ``rollout.trajectory`` is
+    ``step_wise``; empty otherwise (the episode trains as one sample: `prompt_ids`, `response_ids`, `loss_mask`).
+    The fields above always describe the whole episode (the trajectory logs', `ctu view`'s)."""
+
+    def train_none(self) -> None:
+        """Zero the loss mask of the episode and of each of its turn samples: none of its tokens is trained on."""
+        self.loss_mask = [0] * len(self.loss_mask)
+        for sample in self.turn_samples:
+            sample.loss_mask = [0] * len(sample.loss_mask)
+
+    def training_samples(self, turn_discount: float = 1.0) -> list[tuple[TurnSample, float]]:
+        """What a trainer trains of the episode: ``(sample, weight)`` pairs, the episode's advantage times the weight
+        on each. Whole: one sample of the whole episode, weight 1. Step-wise: each policy turn's sample, turn t of T
+        weighed ``turn_discount ** (T - 1 - t)`` (AReaL's turn discount; 1.0 gives every turn the episode's
+        advantage, as SkyRL's step-wise trajectories do). A whole sample's logprobs are [] when the sampler gave
+        none (`RolloutBatch.sampled_logprobs`)."""
+        if not self.turn_samples:
+            return [(TurnSample(self.prompt_ids, self.response_ids, self.logprobs, self.loss_mask), 1.0)]
+        last = len(self.turn_samples) - 1
+        return [(sample, turn_discount ** (last - t)) for t, sample in enumerate(self.turn_samples)]
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled with its token lists as packed C values (`PACKED_LISTS`), made lists again when loaded: records

@@ -40,6 +40,8 @@ class RolloutSetup:
         overflow_reward: the training reward of an episode that outgrew `max_model_len` (termination
             ``context_overflow``), None: the reward chain's (`environment.overflow.reward`).
         overflow_exclude: zero such a training episode's loss mask (`environment.overflow.exclude`).
+        step_wise: give each training episode's policy turns as samples of their own
+            (`TrajectoryRecord.turn_samples`; ``rollout.trajectory: step_wise``).
         native_tool_calling: tools as OpenAI `tools` (chat samplers) or in the template (token samplers).
         native_parser: parses the model family's own tool-call format on token samplers in native mode.
         max_concurrent_episodes: episodes in flight at once (over all worker processes).
@@ -61,6 +63,7 @@ class RolloutSetup:
     max_model_len: int = 16384
     overflow_reward: float | None = None
     overflow_exclude: bool = False
+    step_wise: bool = False
     native_tool_calling: bool = False
     native_parser: Parser | None = None
     max_concurrent_episodes: int = 256

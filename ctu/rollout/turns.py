@@ -3,6 +3,7 @@ logprobs and the action the environment gets), and the trajectory's tokens as th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ctu.components.parsers.base import ParsedTurn, Parser, ToolCall
@@ -24,6 +25,8 @@ class PolicyTurn:
         stop_reason: the sampler's (``"stop"``, ``"length"``).
         rendered: the sampler returned no ids, so `generated` is the template's rendering and `logprobs` are no
             sampler's.
+        reasoning: what the turn reasoned before its answer (a thinking template's `split_reasoning`; never part
+            of `action`), else "".
     """
 
     generated: list[int]
@@ -31,32 +34,47 @@ class PolicyTurn:
     action: str | ParsedTurn
     stop_reason: str
     rendered: bool = False
+    reasoning: str = ""
+
+
+Splitter = Callable[[str], tuple[str, str]]
+"""A thinking template's ``split_reasoning``: a turn's text -> ``(reasoning, answer)``
+(`ctu.components.chat_templates.base.reasoning_splitter`)."""
+
+
+def _answer(text: str, split: Splitter | None) -> tuple[str, str]:
+    """``(reasoning, answer)`` of a turn's text: all answer without a splitter."""
+    return split(text) if split is not None else ("", text)
 
 
 async def chat_turn(sampler: Sampler, account: TokenAccount, conversation: list[dict[str, object]],
-                    tools: list[dict[str, object]] | None, params: SamplingParams, session: str | None = None) -> PolicyTurn:
+                    tools: list[dict[str, object]] | None, params: SamplingParams, session: str | None = None,
+                    split: Splitter | None = None) -> PolicyTurn:
     """Ask a chat sampler for the next turn of `conversation`, for the episode `session` (`Sampler.chat`); with
-    `tools` (native tool calling) its tool calls are the action, otherwise its text is, for the spec's parser. A
-    server that returns no ids or no logprobs for them: the turn as the chat template renders it (`rendered`)."""
+    `tools` (native tool calling) its tool calls are the action, otherwise its text is, for the spec's parser; a
+    thinking template's `split` keeps the reasoning out of the action. A server that returns no ids or no logprobs
+    for them: the turn as the chat template renders it (`rendered`)."""
     result = await sampler.chat(conversation, tools, params, session)
+    reasoning, text = _answer(result.text or "", split)
     message: dict[str, object] = {"role": "assistant", "content": result.text or None}
     if tools is not None and result.tool_calls:
         message["tool_calls"] = result.tool_calls
-    action: str | ParsedTurn = result.text or ""
+    action: str | ParsedTurn = text
     if tools is not None:
         calls, errors = parse_openai_tool_calls(result.tool_calls, requestor="assistant")
-        action = ParsedTurn(content=result.text or "", tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
+        action = ParsedTurn(content=text, tool_calls=tuple(ToolCall(c.name, c.arguments) for c in calls),
                             parse_errors=tuple(errors))
     if result.token_ids and result.logprobs is not None and len(result.logprobs) == len(result.token_ids):
-        return PolicyTurn(list(result.token_ids), list(result.logprobs), action, result.stop_reason)
+        return PolicyTurn(list(result.token_ids), list(result.logprobs), action, result.stop_reason, reasoning=reasoning)
     generated = account.assistant_ids(message)
-    return PolicyTurn(generated, [0.0] * len(generated), action, result.stop_reason, rendered=True)
+    return PolicyTurn(generated, [0.0] * len(generated), action, result.stop_reason, rendered=True, reasoning=reasoning)
 
 
 async def token_turn(sampler: Sampler, account: TokenAccount, ids: list[int], params: SamplingParams, phase: Phase,
-                     native_parser: Parser | None, session: str | None = None) -> PolicyTurn:
+                     native_parser: Parser | None, session: str | None = None, split: Splitter | None = None) -> PolicyTurn:
     """Sample the next turn after the token ids `ids` for the episode `session` (`Sampler.sample`); its text is the
-    action (parsed here by the model family's `native_parser` in native mode, else by the spec's parser later).
+    action (parsed here by the model family's `native_parser` in native mode, else by the spec's parser later), the
+    reasoning before it left out by a thinking template's `split`.
 
     Raises:
         ValueError: in training, the sampler returned no logprob for every id (an infrastructure error: nothing is
@@ -71,9 +89,9 @@ async def token_turn(sampler: Sampler, account: TokenAccount, ids: list[int], pa
                          f"{'no' if result.logprobs is None else len(result.logprobs)} logprobs")
     else:
         logprobs = [0.0] * len(generated)
-    text = account.decode(generated)
+    reasoning, text = _answer(account.decode(generated), split)
     action: str | ParsedTurn = native_parser.parse(text) if native_parser is not None else text
-    return PolicyTurn(generated, logprobs, action, result.stop_reason)
+    return PolicyTurn(generated, logprobs, action, result.stop_reason, reasoning=reasoning)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from ctu.errors import did_you_mean
+from ctu.errors import CtuError, did_you_mean
 from ctu.registry import registry
 from ctu.spec.backend_rules import backend_rules
 from ctu.spec.errors import SpecIssue
@@ -69,14 +69,40 @@ def check_native_tool_calling(spec: Spec) -> Iterator[SpecIssue]:
 
 
 def check_thinking(spec: Spec) -> Iterator[SpecIssue]:
-    """Warn when a thinking model (Qwen3) runs without a policy that disables thinking (a warning)."""
+    """Warn when a thinking model (Qwen3) runs without a policy that either disables thinking or keeps its reasoning
+    out of later prompts (`qwen3_thinking`) (a warning)."""
     family = model_family(spec)
-    if family in THINKING_FAMILIES and spec.model.chat_template.type != "qwen3_no_thinking":
+    if family in THINKING_FAMILIES and spec.model.chat_template.type != "qwen3_no_thinking" and not _thinks(spec):
         yield SpecIssue(
             "model.chat_template",
             f"{family} thinks by default; with chat template {spec.model.chat_template.type!r} every turn may "
             "start with <think> and burn the token budget. Use `qwen3_no_thinking` unless thinking is wanted",
         )
+
+
+def _thinks(spec: Spec) -> bool:
+    """Whether the spec's chat template keeps reasoning out of later prompts (`reasoning_splitter`)."""
+    from ctu.components.chat_templates.base import reasoning_splitter
+
+    try:
+        return reasoning_splitter(spec.model.chat_template.factory) is not None
+    except CtuError:  # no longer registered: the spec's own validation says so
+        return False
+
+
+def check_trajectory(spec: Spec) -> Iterator[SpecIssue]:
+    """A template that drops earlier turns' reasoning trains turn by turn; a turn discount needs turns to discount."""
+    rollout = spec.rollout
+    if rollout.trajectory == "whole" and _thinks(spec):
+        yield SpecIssue(
+            "rollout.trajectory",
+            f"chat template {spec.model.chat_template.type!r} leaves each turn's reasoning out of the later prompts, so "
+            "one whole-episode sample would train every turn after the first on a context the policy never sampled "
+            "from (with earlier reasoning in it): set rollout.trajectory: step_wise",
+        )
+    if rollout.trajectory == "whole" and rollout.turn_discount != 1.0:
+        yield SpecIssue("rollout.turn_discount", "discounts the turns of step_wise trajectories: set rollout.trajectory: "
+                                                 "step_wise, or leave it at 1.0")
 
 
 def check_builtin_model(spec: Spec) -> Iterator[SpecIssue]:
@@ -362,6 +388,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_grpo_group,
     check_context,
     check_native_tool_calling,
+    check_trajectory,
     check_judges,
     check_domains,
     check_backend_errors,

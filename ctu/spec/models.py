@@ -202,6 +202,17 @@ class Rollout(Section):
     """Sampling temperature on test sets."""
     eval_n_samples_per_prompt: PositiveInt = Field(1, le=1024)
     """Episodes per test task; pass^k is reported for every k up to this."""
+    trajectory: Literal["whole", "step_wise"] = "whole"
+    """How an episode is trained: `whole`, one sample of the whole conversation with the policy's turns in its loss
+    mask; `step_wise`, each policy turn its own sample (its prompt the exact ids the turn was sampled from, its
+    response the ids sampled), every turn given the episode's advantage (SkyRL's
+    `generator.step_wise_trajectories`). The same tokens are trained either way unless the chat template drops
+    earlier turns' reasoning (`qwen3_thinking`), which needs `step_wise`; `step_wise` re-reads each turn's prompt
+    (docs/specs.md measures the cost)."""
+    turn_discount: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
+    """With `step_wise`: turn t of an episode of T policy turns trains with its advantage times
+    turn_discount^(T - 1 - t), so the turns nearest the outcome weigh most (AReaL's turn discount); 1.0 is off.
+    The tinker backend only."""
 
 
 class TrajectoryLog(Section):

@@ -56,6 +56,7 @@ class SkyRLBackend:
                                                         "with it false, set trainer.eval_interval to 0 and "
                                                         "trainer.eval_before_train to false")
         yield from _async_errors(spec, self.params)
+        yield from _step_wise_errors(spec, self.params)
         yield from _override_errors(self.params)
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
@@ -207,6 +208,23 @@ def _async_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
         yield SpecIssue("backend.fully_async.num_parallel_generation_workers",
                         f"must be between policy_mini_batch_size ({spec.trainer.policy_mini_batch_size}) and "
                         f"policy_mini_batch_size x (max_staleness_steps + 1) ({most}); got {workers}")
+
+
+def _step_wise_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:
+    """What SkyRL's step-wise path (`generator.step_wise_trajectories`) does not do: it gives every turn the episode's
+    advantage unchanged (no turn discount), and ctu has not carried its turn rows through SkyRL's dynamic sampling
+    or its fully async trainer."""
+    if spec.rollout.trajectory != "step_wise":
+        return
+    why = "SkyRL's step-wise trajectories"
+    if spec.rollout.turn_discount != 1.0:
+        yield SpecIssue("rollout.turn_discount", f"{why} give every turn the episode's advantage unchanged: set 1.0, or "
+                                                 "use the tinker backend")
+    if spec.algorithm.dynamic_sampling is not None:
+        yield SpecIssue("algorithm.dynamic_sampling", f"not run with {why} on the skyrl backend: remove it, or use the "
+                                                      "tinker backend (its filter keeps whole groups of episodes)")
+    if params.fully_async is not None:
+        yield SpecIssue("backend.fully_async", f"not run with {why}: remove it, or set rollout.trajectory: whole")
 
 
 def _override_errors(params: SkyRLParams) -> Iterator[SpecIssue]:

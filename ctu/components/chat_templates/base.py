@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Protocol
 
 from ctu.registry import registry
@@ -60,3 +60,12 @@ class ChatTemplate(Protocol):
 
 
 registry.chat_templates.declare_contract(ChatTemplate)
+
+
+def reasoning_splitter(template: object) -> Callable[[str], tuple[str, str]] | None:
+    """A thinking template's optional ``split_reasoning(text) -> (reasoning, answer)`` (e.g. `qwen3_thinking`'s), or
+    None: a template that has one samples reasoning the environment never sees and later prompts leave out, so the
+    rollout renders each turn's prompt from the conversation and trains turn by turn (``rollout.trajectory:
+    step_wise``). Optional, so templates written before it keep working."""
+    split = getattr(template, "split_reasoning", None)
+    return split if callable(split) else None

@@ -104,6 +104,38 @@ class Qwen3NoThinkingChatTemplate(DefaultChatTemplate):
         pass
 
 
+class Qwen3ThinkingChatTemplate(DefaultChatTemplate):
+    """Qwen3's template with thinking on (`enable_thinking=True`): each turn may open with a ``<think>...</think>``
+    block. The reasoning is kept in the turn's own training sample and never sent on: the environment (the customer,
+    tau2's evaluator) gets the answer after it (`split_reasoning`), so later prompts hold no earlier reasoning, as
+    Qwen3's template renders a conversation whose past assistant turns carry none (how a tau2 agent served by vLLM
+    with a reasoning parser sees its history). Needs ``rollout.trajectory: step_wise``: a whole-episode sample would
+    train each turn on a context with reasoning that the next turn never saw."""
+
+    template_kwargs = {"enable_thinking": True}
+
+    class Params(ComponentParams):
+        pass
+
+    def split_reasoning(self, text: str) -> tuple[str, str]:
+        """``(reasoning, answer)`` of a sampled turn's text (special tokens already dropped): the reasoning between
+        ``<think>`` and ``</think>`` (stripped of the newlines around it) and what follows (its leading newlines
+        dropped, as Qwen3's template does). A turn without ``</think>`` is all answer, unless it opens with
+        ``<think>`` (cut off while thinking): then all reasoning and no answer (an empty turn to the environment)."""
+        opened = text.lstrip().startswith(THINK_OPEN)
+        if THINK_CLOSE not in text:
+            return (text.lstrip()[len(THINK_OPEN):].strip("\n"), "") if opened else ("", text)
+        reasoning, answer = text.split(THINK_CLOSE, 1)
+        reasoning = reasoning.lstrip()
+        if reasoning.startswith(THINK_OPEN):
+            reasoning = reasoning[len(THINK_OPEN):]
+        return reasoning.strip("\n"), answer.lstrip("\n")
+
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+
 class JinjaFileChatTemplate(DefaultChatTemplate):
     """A Jinja chat template read from a file, used in place of the tokenizer's own."""
 
