@@ -205,6 +205,11 @@ class Rollout(Protocol):
 def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
     """The batch's metrics, named by `ctu.metrics`; zeros (never NaN) for an empty batch.
 
+    What training reads of the batch: ``generation/turn_samples``, the policy turns given as samples of their own
+    (``rollout.trajectory: step_wise``; 0 for whole trajectories), and ``generation/sample_tokens_per_episode``, the
+    prompt and response tokens of an episode's training samples (`TrajectoryRecord.training_samples`), what a
+    trainer's forward pass reads of it: a step-wise episode reads each turn's prompt again.
+
     Rewards, success and parse failures are over the episodes that measure the policy: an infrastructure error
     (`TrajectoryRecord.infra_error`) is counted in ``environment/infra_errors`` and its rate, and left out of the
     rest. A rate over no episode (every one an infrastructure error, or none evaluated) is absent, not 0.
@@ -219,6 +224,9 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
         metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
         metric(GENERATION, "rerendered_turns"): float(sum(r.rerendered_turns for r in records)),
+        metric(GENERATION, "turn_samples"): float(sum(len(r.turn_samples) for r in records)),
+        metric(GENERATION, "sample_tokens_per_episode"): mean(
+            float(sum(len(s.prompt_ids) + len(s.response_ids) for s, _ in r.training_samples())) for r in records),
         metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.result.turns) for r in records),
         metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.result.tool_errors) for r in records),

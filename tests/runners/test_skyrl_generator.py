@@ -93,3 +93,29 @@ def test_a_batch_without_its_phase_is_evaluation_said_once(caplog):
     assert rollout.calls == [(1, "eval", 0), (1, "eval", 0)]
     assert sum("no batch_metadata" in message for message in caplog.messages) == 1
     assert len(generator.pop_eval_records()) == 2
+
+
+def test_step_wise_rows_are_each_episodes_turns_in_order_as_skyrls_step_wise_trainer_checks_them():
+    from skyrl.train.generators.base import TrajectoryID
+    from skyrl.train.utils.trainer_utils import validate_generator_output
+
+    from ctu.rollout.records import TurnSample
+
+    turns = [TurnSample([1, 2], [3], [-0.5], [1]), TurnSample([1, 2, 3, 9], [4], [-1.0], [1])]
+    records = [record("1", 1.0, [-0.5, 0.0]), record("1", 0.0, [-0.5, 0.0]), record("2", 0.0, [-0.5, 0.0], "user simulator: 503")]
+    records[0].turn_samples, records[1].turn_samples = list(turns), turns[:1]  # the third, an error, trains whole
+
+    class Fixed(Recorded):
+        async def run_batch(self, requests, phase, step):
+            return RolloutBatch(records, rollout_metrics(records))
+
+    ids = [TrajectoryID("1", 0), TrajectoryID("1", 1), TrajectoryID("2", 0)]
+    output = asyncio.run(SkyRLGenerator(Fixed([]), step_wise=True).generate({**skyrl_input(["1", "1", "2"], "train"), "trajectory_ids": ids}))
+    validate_generator_output(3, output, step_wise=True)  # SkyRL's own check: contiguous, last steps marked
+    assert output["prompt_token_ids"] == [[1, 2], [1, 2, 3, 9], [1, 2], [1, 2]]
+    assert output["response_ids"] == [[3], [4], [3], [3, 4]]
+    assert output["is_last_step"] == [False, True, True, True]
+    assert output["trajectory_ids"] == [ids[0], ids[0], ids[1], ids[2]]
+    assert output["rewards"] == [1.0, 1.0, 0.0, 0.0]  # SkyRL reads the last step's; every step carries the episode's
+    assert output["rollout_logprobs"] == [[-0.5], [-1.0], [-0.5], [-0.5, 0.0]]
+    assert [row["infra_error"] for row in output["env_metrics"]] == [None, None, None, "user simulator: 503"]

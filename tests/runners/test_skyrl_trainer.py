@@ -297,3 +297,15 @@ def test_the_run_state_names_each_checkpoint_once_skyrl_has_completed_it(tmp_pat
     ppo.save_checkpoints()
     assert json.loads((tmp_path / "state.json").read_text()) == {"backend": "skyrl", "step": 3}
     assert (tmp_path / "checkpoints" / "latest_ckpt_global_step.txt").read_text() == "3"
+
+
+def test_step_wise_advantages_count_each_episode_once_and_reach_every_one_of_its_turns():
+    ppo = trainer(**{"generator.step_wise_trajectories": True})
+    # group a: a0 of two turns (1.0), a1 of one (0.0); group c: c0 of two turns (1.0), c1 an infrastructure error:
+    # c0 is alone in its group, so nothing to compare it with (its two rows are one episode, not two)
+    data = batch([1.0, 1.0, 0.0, 1.0, 1.0, 0.0], list("aaaccc"), [False, False, False, False, False, True])
+    data.metadata["is_last_step"] = [False, True, True, False, True, True]
+    data = ppo.compute_advantages_and_returns(data)
+    assert data["advantages"][:, -1].tolist() == pytest.approx([0.7071, 0.7071, -0.7071, 0.0, 0.0, 0.0], abs=1e-3)
+    assert data["loss_mask"][:, -1].tolist() == [1, 1, 1, 1, 1, 0]
+    assert ppo.all_metrics["loss/avg_final_rewards"] == pytest.approx(2 / 3)  # a0, a1, c0: each episode once

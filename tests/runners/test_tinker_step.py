@@ -12,7 +12,7 @@ import tinker
 
 from ctu.backends.tinker.batch import StepPlan
 from ctu.backends.tinker.runner import TinkerRunner
-from ctu.rollout.records import RolloutBatch, TrajectoryRecord
+from ctu.rollout.records import RolloutBatch, TrajectoryRecord, TurnSample
 from ctu.runners.rundir import RunDir
 from ctu.runners.task_rows import TaskRow
 from ctu.spec import spec_from_dict
@@ -33,6 +33,7 @@ class RecordingTraining:
 
     def __init__(self, target_logprobs: list[float] | None = None) -> None:
         self.advantages: list[list[float]] = []
+        self.inputs: list[list[int]] = []
         self.sampler_logprobs: list[list[float]] = []
         self.optimizer_steps = 0
         self.target_logprobs = target_logprobs
@@ -40,6 +41,7 @@ class RecordingTraining:
 
     async def forward_backward_async(self, data, loss, config):
         self.advantages += [list(datum.loss_fn_inputs["advantages"].to_numpy()) for datum in data]
+        self.inputs += [datum.model_input.to_ints() for datum in data]
         self.sampler_logprobs += [list(datum.loss_fn_inputs["logprobs"].to_numpy()) for datum in data]
         outputs = [{"logprobs": tinker.types.TensorData(data=self.target_logprobs, dtype="float32", shape=[len(self.target_logprobs)])}
                    for _ in data] if self.target_logprobs is not None else None
@@ -53,15 +55,18 @@ class RecordingTraining:
 class FixedGenerator:
     """A rollout of groups of two: each `run_batch` call takes the next rewards and infrastructure errors."""
 
-    def __init__(self, *batches: tuple[list[float], list[str | None]]) -> None:
+    def __init__(self, *batches: tuple[list[float], list[str | None]], turns: bool = False) -> None:
         self.batches = list(batches)
         self.calls: list[list[str]] = []
+        self.turns = turns
+        """Give each episode two policy turns as samples of their own (step-wise): [1, 2] -> [3], then [1, 2, 3, 9] -> [4]."""
 
     async def run_batch(self, requests, phase, step):
         rewards, errors = self.batches.pop(0)
         self.calls.append([request.task.task_id for request in requests])
-        records = [TrajectoryRecord([1, 2], [3, 4], [1, 1], [-0.5, -1.0], reward, "stop", EpisodeResult("retail", "1"),
-                                    infra_error=error) for reward, error in zip(rewards, errors)]
+        turns = [TurnSample([1, 2], [3], [-0.5], [1]), TurnSample([1, 2, 3, 9], [4], [-1.0], [1])] if self.turns else []
+        records = [TrajectoryRecord([1, 2], [3, 9, 4], [1, 0, 1], [-0.5, 0.0, -1.0], reward, "stop", EpisodeResult("retail", "1"),
+                                    infra_error=error, turn_samples=list(turns)) for reward, error in zip(rewards, errors)]
         return RolloutBatch(records, {})
 
     async def run_episode(self, request, phase):
@@ -71,18 +76,19 @@ class FixedGenerator:
 ROWS = [TaskRow("retail", str(i)) for i in range(6)]
 
 
-def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, **trainer):
-    """One step of two tasks x two samples (each a prompt of 2 tokens and a response of 2 the sampler gave
-    log-probabilities -0.5 and -1.0); `more` are the batches dynamic sampling draws next; `target_logprobs`, the
-    trainer's of the 3 targets."""
-    minimal["rollout"] = {"n_samples_per_prompt": 2}
+def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, rollout=None, **trainer):
+    """One step of two tasks x two samples (each a prompt of 2 tokens, then 2 sampled tokens the sampler gave
+    log-probabilities -0.5 and -1.0 around an observation's token); `more` are the batches dynamic sampling draws
+    next; `target_logprobs`, the trainer's of the 4 targets; `rollout`, more of the spec's section (step-wise
+    trajectories give each sampled token a sample of its own)."""
+    minimal["rollout"] = {"n_samples_per_prompt": 2, **(rollout or {})}
     minimal["trainer"] = {"train_batch_size": 2, "policy_mini_batch_size": 2, **trainer}
     minimal["algorithm"] = {"use_kl_loss": False, **(algorithm or {})}
     spec = spec_from_dict(minimal).spec
     runner = TinkerRunner(spec, spec.backend.params, RunDir(tmp_path), progress=False)
     training = RecordingTraining(target_logprobs)
     plan = StepPlan(ROWS, 2, 1, 0, shuffle=False, max_steps=None)
-    generator = FixedGenerator((rewards, infra_errors), *more)
+    generator = FixedGenerator((rewards, infra_errors), *more, turns=minimal["rollout"].get("trajectory") == "step_wise")
     metrics = asyncio.run(runner._train_step(generator, training, plan, 1))
     return training, metrics, generator
 
@@ -95,12 +101,24 @@ def test_an_infrastructure_error_trains_nothing_and_leaves_its_group_without_a_b
     assert metrics["train/trained_trajectories"] == 2.0 and metrics["train/skipped_steps"] == 0.0
 
 
+def test_step_wise_trajectories_train_each_turn_with_its_episodes_advantage_times_its_weight(minimal, tmp_path):
+    whole, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4)
+    assert whole.inputs == [[1, 2, 3, 9]] * 4 and metrics["train/trained_samples"] == 4.0
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4,
+                                rollout={"trajectory": "step_wise", "turn_discount": 0.5})
+    assert training.inputs == [[1, 2], [1, 2, 3, 9]] * 4  # each turn's own prompt and sampled token, shifted
+    assert [a[-1] for a in training.advantages] == pytest.approx([0.3536, 0.7071, -0.3536, -0.7071] * 2, abs=1e-3)
+    assert training.sampler_logprobs[:2] == [pytest.approx([0.0, -0.5]), pytest.approx([0.0, 0.0, 0.0, -1.0])]
+    assert metrics["train/trained_trajectories"] == 4.0 and metrics["train/trained_samples"] == 8.0
+    assert training.optimizer_steps == 1  # one update over every turn of the step
+
+
 def test_the_samplers_log_probabilities_are_compared_with_the_trainers_before_the_update(minimal, tmp_path, caplog):
-    # the trainer's forward pass on the 3 targets (the prompt's last token and the 2 sampled): the sampled ones are
-    # 0.1 and 0.8 from the sampler's -0.5 and -1.0
-    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4, target_logprobs=[-9.0, -0.6, -0.2],
+    # the trainer's forward pass on the 4 targets (the prompt's last token, a sampled one, the observation's, the
+    # other sampled one): the sampled ones are 0.1 and 0.8 from the sampler's -0.5 and -1.0
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4, target_logprobs=[-9.0, -0.6, -5.0, -0.2],
                                 algorithm={"logprob_gap": {"token_threshold": 0.5, "warn_mean": 0.3}})
-    assert training.sampler_logprobs[0] == pytest.approx([0.0, -0.5, -1.0])  # what the loss weighs against
+    assert training.sampler_logprobs[0] == pytest.approx([0.0, -0.5, 0.0, -1.0])  # what the loss weighs against
     assert metrics["train/logprob_gap_mean"] == pytest.approx(0.45)
     assert metrics["train/logprob_gap_max"] == pytest.approx(0.8)
     assert metrics["train/logprob_gap_frac_over"] == 0.5
@@ -108,7 +126,7 @@ def test_the_samplers_log_probabilities_are_compared_with_the_trainers_before_th
     assert "step 1: the sampler's and the trainer's log-probabilities of the sampled tokens differ by 0.450" in caplog.text
     assert caplog.text.count("differ by") == 1  # once for the step
     caplog.clear()
-    _, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4, target_logprobs=[-9.0, -0.6, -0.2],
+    _, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4, target_logprobs=[-9.0, -0.6, -5.0, -0.2],
                          algorithm={"logprob_gap": {"warn_mean": None}})
     assert metrics["train/logprob_gap_mean"] == pytest.approx(0.45) and "differ by" not in caplog.text  # measured, no warning
     # a trainer that returns no log-probabilities gives no figure, rather than a made-up one

@@ -175,6 +175,7 @@ def _generator(spec: Spec, template_kwargs: Mapping[str, object]) -> dict[str, o
         "generator.zero_reward_on_non_stop": False,
         "generator.use_conversation_multi_turn": True,
         "generator.batched": False,
+        "generator.step_wise_trajectories": rollout.trajectory == "step_wise",
         "generator.chat_template_kwargs": dict(template_kwargs),
         "generator.sampling_params.temperature": rollout.temperature,
         "generator.sampling_params.top_p": rollout.top_p,

@@ -159,7 +159,8 @@ class CtuPPOExp(BasePPOExp):
         sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), cache_salt=bool(cfg.generator.use_cache_salt))
         trajectories = self.spec.tracking.trajectories
         logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
-        return SkyRLGenerator(build_generator(self.components, tokenizer, sampler, on_records=logger))
+        return SkyRLGenerator(build_generator(self.components, tokenizer, sampler, on_records=logger),
+                              step_wise=self.spec.rollout.trajectory == "step_wise")
 
     def get_tracker(self) -> CtuTracking:
         combined = self.components.trackers

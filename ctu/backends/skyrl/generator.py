@@ -30,8 +30,11 @@ class SkyRLGenerator(GeneratorInterface):
         rollout: the rollout every batch runs through.
     """
 
-    def __init__(self, rollout: Rollout) -> None:
+    def __init__(self, rollout: Rollout, step_wise: bool = False) -> None:
         self.rollout = rollout
+        self.step_wise = step_wise
+        """Give SkyRL each training episode's policy turns as rows of their own (``rollout.trajectory:
+        step_wise``, SkyRL's `generator.step_wise_trajectories`; `step_rows`)."""
         self._eval_records: list[TrajectoryRecord] = []
         self._warned_no_phase = False
 
@@ -57,6 +60,8 @@ class SkyRLGenerator(GeneratorInterface):
         batch = await self.rollout.run_batch(episode_requests(input_batch), phase, step)
         if phase == "eval":
             self._eval_records += batch.records
+        if self.step_wise:
+            return step_rows(batch, input_batch.get("trajectory_ids"))
         return generator_output(batch, input_batch.get("trajectory_ids"))
 
 
@@ -92,6 +97,64 @@ def generator_output(batch: RolloutBatch, trajectory_ids: Any = None) -> Generat
         rollout_sample_support=None,
         is_last_step=None,
         env_metrics=[episode_row(r) for r in records],
+        pixel_values=None,
+        image_grid_thw=None,
+    )
+
+
+def step_rows(batch: RolloutBatch, trajectory_ids: Any = None) -> GeneratorOutput:
+    """SkyRL's step-wise `GeneratorOutput` of a batch (`generator.step_wise_trajectories`): one row per training sample
+    of each episode (`TrajectoryRecord.training_samples`: each policy turn of a step-wise training episode, the whole
+    episode otherwise, e.g. in evaluation), an episode's rows consecutive, its last marked ``is_last_step``, each
+    with the episode's trajectory id, reward, stop reason and ``env_metrics`` row. SkyRL computes each episode's
+    advantage from its last row's reward and gives it to every row (`RayPPOTrainer.compute_advantages_and_returns`).
+    Every row's sampler logprobs, or none (`RolloutBatch.sampled_logprobs`).
+
+    Raises:
+        ValueError: `trajectory_ids` does not give one id per episode.
+    """
+    from skyrl.train.generators.base import TrajectoryID
+
+    records = batch.records
+    ids = list(trajectory_ids) if trajectory_ids is not None else [TrajectoryID(f"{r.result.domain}/{r.result.task_id}", k)
+                                                                   for k, r in enumerate(records)]
+    if len(ids) != len(records):
+        raise ValueError(f"{len(ids)} trajectory ids for {len(records)} episodes")
+    whole_logprobs = batch.sampled_logprobs
+    columns: dict[str, list[Any]] = {name: [] for name in ("prompt_token_ids", "response_ids", "rewards", "loss_masks", "stop_reasons",
+                                                          "rollout_logprobs", "trajectory_ids", "is_last_step", "env_metrics",
+                                                          "trajectory_generation_times")}
+    complete = True
+    for index, (record, trajectory) in enumerate(zip(records, ids, strict=True)):
+        samples = record.training_samples()
+        for position, (sample, _) in enumerate(samples):
+            logprobs = sample.logprobs if record.turn_samples else (whole_logprobs[index] if whole_logprobs else [])
+            complete = complete and len(logprobs) == len(sample.response_ids)
+            columns["prompt_token_ids"].append(sample.prompt_ids)
+            columns["response_ids"].append(sample.response_ids)
+            columns["loss_masks"].append(sample.loss_mask)
+            columns["rollout_logprobs"].append(logprobs)
+            columns["rewards"].append(record.reward)
+            columns["stop_reasons"].append(record.stop_reason)
+            columns["trajectory_ids"].append(trajectory)
+            columns["is_last_step"].append(position == len(samples) - 1)
+            columns["env_metrics"].append(episode_row(record))
+            columns["trajectory_generation_times"].append(record.seconds)
+    return GeneratorOutput(
+        prompt_token_ids=columns["prompt_token_ids"],
+        response_ids=columns["response_ids"],
+        rewards=columns["rewards"],
+        loss_masks=columns["loss_masks"],
+        stop_reasons=columns["stop_reasons"],
+        rollout_metrics=dict(batch.metrics),
+        rollout_logprobs=columns["rollout_logprobs"] if complete and columns["response_ids"] else None,
+        trajectory_ids=columns["trajectory_ids"],
+        trajectory_generation_times=columns["trajectory_generation_times"],
+        trajectory_time_splits=None,
+        rollout_expert_indices=None,
+        rollout_sample_support=None,
+        is_last_step=columns["is_last_step"],
+        env_metrics=columns["env_metrics"],
         pixel_values=None,
         image_grid_thw=None,
     )

@@ -57,6 +57,9 @@ class CtuTraining:
     (`train/skipped_steps`). SkyRL's reward figures of a step are over the kept trajectories, as ctu's are: one
     reward figure per step, whoever computed it.
 
+    **Step-wise trajectories** (``rollout.trajectory: step_wise``; `ctu.backends.skyrl.generator.step_rows`): a row
+    is a policy turn and its episode is counted once, at its last turn, wherever groups are counted.
+
     **Metrics**: ``train/zero_variance_groups``, the groups of the step without a reward spread (those dynamic
     sampling or `sample_full_batch` dropped, and those left in the batch, which `zero_variance_filter` masks), and
     ``train/sampling_rounds``, the batches dynamic sampling sampled for the step.
@@ -200,12 +203,14 @@ class CtuTraining:
             data = super().compute_advantages_and_returns(data)  # type: ignore[misc]
         finally:
             data.metadata["uids"] = uids
-        kept = Counter(uid for uid, out in zip(uids[:episodes], excluded) if not out)
+        # step-wise (`is_last_step`): rows are turns, and an episode is counted once, at its last turn
+        ends = list(data.metadata.get("is_last_step") or [True] * episodes)[:episodes]
+        kept = Counter(uid for uid, out, end in zip(uids[:episodes], flags, ends, strict=True) if not out and end)
         zero = torch.tensor([i < episodes and (excluded[i] or kept[uid] < 2) for i, uid in enumerate(uids)])
         data["advantages"][zero] = 0.0
         data["returns"][zero] = 0.0
         data["loss_mask"][torch.tensor(excluded)] = 0
-        kept_rewards = data["rewards"][:episodes].sum(dim=-1)[torch.tensor([not out for out in flags])]
+        kept_rewards = data["rewards"][:episodes].sum(dim=-1)[torch.tensor([not out and end for out, end in zip(flags, ends, strict=True)])]
         if kept_rewards.numel():  # SkyRL's figure of the step's reward, over the kept trajectories as ctu's
             self.all_metrics["loss/avg_final_rewards"] = kept_rewards.mean().item()
         else:

@@ -3,8 +3,9 @@
 Each step samples groups of rollouts with ctu's generator through a Tinker sampling client, scores them with
 the spec's reward chain, computes group-normalised advantages (infrastructure errors left out of their groups
 and the loss; a step with more of them than `trainer.max_infra_error_rate` is skipped), runs
-`forward_backward` with the spec's loss (`importance_sampling` or `ppo`) one trajectory at a time (gradients
-accumulate until `optim_step`), steps the optimizer, and samples the next step from the new weights. Test sets
+`forward_backward` with the spec's loss (`importance_sampling` or `ppo`) one trajectory at a time, or with
+``rollout.trajectory: step_wise`` one policy turn at a time, each with its episode's advantage times its turn's
+weight (`TrajectoryRecord.training_samples`) (gradients accumulate until `optim_step`), steps the optimizer, and samples the next step from the new weights. Test sets
 are evaluated before training (if asked), every `eval_interval` steps and after the last step. Checkpoints are
 saved through the API every `ckpt_interval` steps, at each epoch's end and after the last step; the policy is
 exported as a merged Hugging Face model (`exports/global_step_N/policy`) every `hf_save_interval` steps and after
@@ -249,25 +250,30 @@ class TinkerRunner:
         config = None
         if self.backend.loss == "ppo":
             config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
-        trained = 0
+        trained = samples_trained = 0
         losses: list[float] = []
         sampled_logprobs: list[float] = []
         trainer_logprobs: list[float] = []
-        for prompt, response, mask, probs, advantage in zip(
-            output["prompt_token_ids"], output["response_ids"], output["loss_masks"], output["rollout_logprobs"], advantages
-        ):
-            if skipped or advantage == 0.0 or not any(mask):
+        for record, whole_logprobs, advantage in zip(records, output["rollout_logprobs"], advantages, strict=True):
+            if skipped or advantage == 0.0:
                 continue
-            data = token_data(prompt, response, mask, probs, advantage)
-            result = await (await training.forward_backward_async([grpo_datum(data)], self.backend.loss, config)).result_async()
-            loss = (getattr(result, "metrics", None) or {}).get("loss:sum")
-            if loss is not None and math.isfinite(loss):
-                losses.append(float(loss))
-            forward = target_logprobs(result)
-            if batch.sampler_logprobs and forward is not None and len(forward) == len(data.targets):
-                sampled_logprobs += [p for p, generated in zip(data.logprobs, data.generated, strict=True) if generated]
-                trainer_logprobs += [p for p, generated in zip(forward, data.generated, strict=True) if generated]
-            trained += 1
+            fed = 0
+            for sample, weight in record.training_samples(spec.rollout.turn_discount):  # the episode, or each turn
+                if not any(sample.loss_mask):
+                    continue
+                probs = sample.logprobs if record.turn_samples else whole_logprobs
+                data = token_data(sample.prompt_ids, sample.response_ids, sample.loss_mask, probs, advantage * weight)
+                result = await (await training.forward_backward_async([grpo_datum(data)], self.backend.loss, config)).result_async()
+                loss = (getattr(result, "metrics", None) or {}).get("loss:sum")
+                if loss is not None and math.isfinite(loss):
+                    losses.append(float(loss))
+                forward = target_logprobs(result)
+                if batch.sampler_logprobs and forward is not None and len(forward) == len(data.targets):
+                    sampled_logprobs += [p for p, generated in zip(data.logprobs, data.generated, strict=True) if generated]
+                    trainer_logprobs += [p for p, generated in zip(forward, data.generated, strict=True) if generated]
+                fed += 1
+            samples_trained += fed
+            trained += bool(fed)
         optimizer = spec.trainer.optimizer
         rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
         if trained:
@@ -278,6 +284,7 @@ class TinkerRunner:
         metrics.update({
             metric(TRAIN, "learning_rate"): rate,
             metric(TRAIN, "trained_trajectories"): float(trained),
+            metric(TRAIN, "trained_samples"): float(samples_trained),
             metric(TRAIN, "groups"): float(len(groups)),
             metric(TRAIN, "groups_with_nonzero_advantage"): float(sum(any(a != 0.0 for a in g) for g in groups)),
             metric(TRAIN, "advantage_abs_mean"): sum(abs(a) for a in advantages) / len(advantages) if advantages else 0.0,
