@@ -11,6 +11,11 @@ the machines ctu is tested on reach no model hub. The chat template speaks Qwen'
 roles, Hermes ``<tool_call>`` blocks, tools listed in the system turn, tool results in ``<tool_response>``, and
 Qwen3's ``enable_thinking`` switch), so every code path that a real Qwen model takes is exercised.
 
+`builtin:tiny-qwen3-thinking` is the same model taught to think (`build_thinking`): with thinking on (Qwen3's
+``enable_thinking``, the `qwen3_thinking` chat template) each of its turns opens with a short ``<think>`` block (the
+tool it is about to call, or that it answers), so that a thinking policy's path (reasoning sampled, kept in its turn's
+training sample, left out of every later prompt) runs on a real model on CPU. For tests only too.
+
 The build is cached in ``$CTU_CACHE_DIR`` (default ``~/.cache/ctu``) under a versioned folder; a changed
 recipe gets a new version, never a silently different model. It runs from any calling context (a plain
 process, inside a running event loop, a Ray worker), and processes that ask for it at once wait for one build
@@ -131,7 +136,7 @@ def build_model(path: Path, seed: int = 0, progress: Progress | None = None) -> 
         examples = tiny_qwen3_data.gold_examples()
         for group in optimizer.param_groups:
             group["lr"] = CONTEXT_LR
-        _train_in_context(model, optimizer, tokenizer, examples, rng, report)
+        train_in_context(model, optimizer, tokenizer, examples, rng, report)
         report("gold turns in their context", CONTEXT_STEPS, CONTEXT_STEPS)
     finally:
         torch.set_num_threads(threads)
@@ -189,18 +194,22 @@ def _warm_up(model: PreTrainedModel, optimizer: torch.optim.Optimizer, tokenizer
         optimizer.step()
 
 
-def _train_in_context(model: PreTrainedModel, optimizer: torch.optim.Optimizer, tokenizer: PreTrainedTokenizerBase, examples: list[Any], rng: random.Random,
-                      report: Progress) -> None:
-    """`CONTEXT_STEPS` steps on gold turns (`examples`) after their episode's context, rendered in native or text
-    mode and with or without thinking at random; the loss on the turn only."""
+def train_in_context(model: PreTrainedModel, optimizer: torch.optim.Optimizer, tokenizer: PreTrainedTokenizerBase, examples: list[Any],
+                     rng: random.Random, report: Progress, steps: int = CONTEXT_STEPS, reasoning: bool = False,
+                     phase: str = "gold turns in their context") -> None:
+    """`steps` steps on gold turns (`examples`) after their episode's context, rendered in native or text mode and
+    with or without thinking at random (with `reasoning`: thinking always, each turn opened by its reasoning, as
+    `build_thinking` teaches); the loss on the turn only; `report` told of each step as `phase`."""
     import torch
 
     from ctu.models.tiny_qwen3_data import context_example
 
-    for step in range(CONTEXT_STEPS):
-        report("gold turns in their context", step, CONTEXT_STEPS)
+    for step in range(steps):
+        report(phase, step, steps)
         example = examples[rng.randrange(len(examples))]
-        prompt, target = context_example(tokenizer, example, native=rng.random() < 0.5, thinking=rng.random() < 0.5)
+        native = rng.random() < 0.5
+        prompt, target = context_example(tokenizer, example, native=native, thinking=reasoning or rng.random() < 0.5,
+                                         reasoning=reasoning)
         with torch.no_grad():
             context = model(input_ids=torch.tensor([prompt[:-1]]), use_cache=True, logits_to_keep=1).past_key_values
         # the prompt's last token and the turn but its last token predict the turn
@@ -274,18 +283,93 @@ def local_path(model: str) -> str:
     """
     if is_builtin(model):
         name = model.removeprefix(BUILTIN_PREFIX)
-        if name != NAME:
-            raise ValueError(f"unknown built-in model {model!r}; built-in: {BUILTIN_PREFIX}{NAME}")
-        return str(model_folder())
+        if name not in BUILTIN_NAMES:
+            raise ValueError(f"unknown built-in model {model!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in BUILTIN_NAMES)}")
+        return str(thinking_folder() if name == THINKING_NAME else model_folder())
     return str(Path(model).absolute()) if Path(model).exists() else model
 
 
+THINKING_NAME = "tiny-qwen3-thinking"
+BUILTIN_NAMES = (NAME, THINKING_NAME)
+"""The built-in models: this one, and its thinking variant (`build_thinking`)."""
+
+
+def is_model_built(model: str) -> bool:
+    """Whether `model`, a ``builtin:`` name, is in the cache already (so `resolve` returns at once).
+
+    Raises:
+        ValueError: an unknown ``builtin:`` name.
+    """
+    return Path(local_path(model), "model.safetensors").exists()
+
+
 def resolve(model: str, progress: Progress | None = None) -> str:
-    """A model path for loaders: ``builtin:tiny-qwen3`` becomes its cached folder (built first if need be,
-    telling `progress`); other models as `local_path` gives them.
+    """A model path for loaders: ``builtin:tiny-qwen3`` (or ``builtin:tiny-qwen3-thinking``) becomes its cached
+    folder (built first if need be, telling `progress`); other models as `local_path` gives them.
 
     Raises:
         ValueError: an unknown ``builtin:`` name.
     """
     path = local_path(model)
-    return str(model_path(progress)) if is_builtin(model) else path
+    if not is_builtin(model):
+        return path
+    return str(model_path(progress) if model.removeprefix(BUILTIN_PREFIX) == NAME else build_thinking(progress))
+
+
+THINKING_VERSION = "t1"
+"""t1: `THINKING_STEPS` steps at `THINKING_LR` from the base build."""
+THINKING_STEPS = 300
+THINKING_LR = 1e-3
+
+
+def thinking_folder() -> Path:
+    """Where the thinking variant is cached (built or not): beside the base build, named after it and its version."""
+    base = model_folder()
+    return base.with_name(f"{base.name}-thinking-{THINKING_VERSION}")
+
+
+def build_thinking(progress: Progress | None = None) -> Path:
+    """The cached thinking variant, built first if need be (the base model too): the base build taught
+    `THINKING_STEPS` steps on its gold turns in context, thinking on, each turn opened by its reasoning line
+    (`train_in_context`); atomically and once among processes asking at the same time, as `build`."""
+    from filelock import FileLock
+
+    base, path = model_path(progress), thinking_folder()
+    with FileLock(str(path) + ".lock"):
+        if _complete(path, with_model=True):
+            return path
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+        try:
+            shutil.copytree(base, staging, dirs_exist_ok=True)
+            _teach_thinking(staging, progress or (lambda phase, done, total: None))
+            shutil.rmtree(path, ignore_errors=True)
+            staging.rename(path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return path
+
+
+def _teach_thinking(path: Path, report: Progress, seed: int = 0) -> None:
+    """The thinking steps of `build_thinking` on the model in `path`, saved over it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ctu.models.tiny_qwen3_data import gold_examples
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(str(path))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=THINKING_LR)
+    model.train()
+    try:
+        report("replaying gold episodes", 0, 1)
+        train_in_context(model, optimizer, tokenizer, gold_examples(), random.Random(seed), report, steps=THINKING_STEPS,
+                         reasoning=True, phase="thinking before gold turns")
+        report("thinking before gold turns", THINKING_STEPS, THINKING_STEPS)
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
+    model.save_pretrained(str(path))

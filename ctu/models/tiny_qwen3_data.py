@@ -121,9 +121,18 @@ def _as_text_mode(messages: list[dict], tools: list[dict]) -> list[dict]:
     return converted
 
 
-def context_example(tokenizer, example: tuple[list[dict], list[dict], int], native: bool, thinking: bool) -> tuple[list[int], list[int]]:
+def reasoning_line(turn: dict) -> str:
+    """What the thinking variant (`ctu.models.tiny_qwen3.build_thinking`) reasons before a gold turn: the tool it calls,
+    or that it answers."""
+    calls = turn.get("tool_calls")
+    return f"I call {calls[0]['function']['name']}." if calls else "I answer the customer."
+
+
+def context_example(tokenizer, example: tuple[list[dict], list[dict], int], native: bool, thinking: bool,
+                    reasoning: bool = False) -> tuple[list[int], list[int]]:
     """``(prompt_ids, target_ids)``: the conversation before a gold policy turn as the sampler sees it, and the
-    turn itself ended by the end-of-turn token."""
+    turn itself ended by the end-of-turn token; with `reasoning` (and `thinking`), the turn opens with Qwen3's
+    ``<think>`` block holding `reasoning_line`."""
     from ctu.components.parsers.base import ToolCall
     from ctu.components.parsers.hermes import format_hermes_calls
 
@@ -137,4 +146,6 @@ def context_example(tokenizer, example: tuple[list[dict], list[dict], int], nati
         content = format_hermes_calls(calls)
     else:
         content = turn.get("content") or ""
+    if reasoning and thinking:
+        content = f"<think>\n{reasoning_line(turn)}\n</think>\n\n{content}"
     return (tokenizer.encode(prompt, add_special_tokens=False), tokenizer.encode(content + tokenizer.eos_token, add_special_tokens=False))

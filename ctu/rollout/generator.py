@@ -35,8 +35,9 @@ from ctu.rollout.heap import frozen_heap
 from ctu.rollout.loop_load import BUSY_WARNING, LoopLoad, LoopLoadMeter
 from ctu.rollout.records import RolloutBatch, TrajectoryRecord, TurnSample, infrastructure_error, rollout_metrics
 from ctu.rollout.requests import EpisodeRequest, older_batch, older_episode, sample_indices
+from ctu.rollout.sampling import SamplingParams
 from ctu.rollout.tokens import TokenAccount
-from ctu.rollout.turns import TrajectoryTokens, chat_turn, token_turn
+from ctu.rollout.turns import PolicyTurn, TrajectoryTokens, chat_turn, token_turn
 from tau_bench_env.env import TauBenchEnv
 from tau_bench_env.outcome import EpisodeResult, Termination
 
@@ -201,9 +202,8 @@ class TauGenerator:
         account = self.account
         split = self.split_reasoning
         turn_samples: list[TurnSample] | None = [] if setup.step_wise and phase == "train" and not chat_mode else None
-        sampling = setup.sampling[phase]
-        repetition = request.sample or 0
-        seed = None if sampling.seed is None else user_seed(sampling.seed, repetition, replay)
+        reasoning: list[str] = []
+        sampling, seed = self._seeds(phase, request.sample or 0, replay)
         env = TauBenchEnv(setup.env, request.task, user_seed=seed)
         messages, metadata = await env.ainit(request.prompt)
         native = setup.native_tool_calling
@@ -214,8 +214,6 @@ class TauGenerator:
         sampled = True  # every policy token and logprob came from the sampler (False once a turn is re-rendered)
         rerendered = 0  # turns whose ids the chat template rendered, the sampler having returned none
         turns = 0
-        if sampling.seed is not None and repetition:
-            sampling = replace(sampling, seed=sampling.seed + repetition)
         done = bool(metadata["done"])
         while not done:
             context = tokens.context
@@ -228,17 +226,13 @@ class TauGenerator:
                 break
             params = sampling if sampling.max_tokens <= budget else replace(sampling, max_tokens=budget)
             turns += 1
-            if chat_mode:
-                turn = await chat_turn(setup.sampler, account, env.conversation,
-                                       metadata["tools"] if native else None, params, session, split)
-                rerendered += turn.rendered
-                sampled = sampled and not turn.rendered
-            else:
-                turn = await token_turn(setup.sampler, account, context, params, phase,
-                                        setup.native_parser if native else None, session, split)
-                if turn_samples is not None:
-                    turn_samples.append(TurnSample(list(context), turn.generated, turn.logprobs, [1] * len(turn.generated)))
+            turn = await self._turn(env, context, params, phase, session, chat_mode)
+            rerendered += turn.rendered
+            sampled = sampled and not turn.rendered
+            if turn_samples is not None:  # a token sampler's turn (never rendered): what it was sent and sampled
+                turn_samples.append(TurnSample(list(context), turn.generated, turn.logprobs, [1] * len(turn.generated)))
             stop_reason = turn.stop_reason
+            reasoning.append(turn.reasoning)
             tokens.add(turn.generated, turn.logprobs)
             step = await env.astep(unfinished(turn.action, env) if stop_reason == "length" else turn.action)
             if step.done:
@@ -252,8 +246,29 @@ class TauGenerator:
             tokens.add(observation)
         record = TrajectoryRecord(prompt_ids, *tokens.trained(sampled, account.eos_id), 0.0, stop_reason, env.result(),
                                   extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered,
-                                  turn_samples=turn_samples or [])
+                                  reasoning=reasoning if split is not None else [], turn_samples=turn_samples or [])
         return await self._score(record, env, phase)
+
+    def _seeds(self, phase: Phase, repetition: int, replay: int) -> tuple[SamplingParams, int | None]:
+        """The sampling params of repetition `repetition` of a task in `phase` (a phase sampled with a fixed seed
+        samples it with seed + `repetition`), and its user simulator's seed on its `replay`-th replay (`user_seed`)."""
+        sampling = self.setup.sampling[phase]
+        if sampling.seed is None:
+            return sampling, None
+        seed = user_seed(sampling.seed, repetition, replay)
+        return (replace(sampling, seed=sampling.seed + repetition) if repetition else sampling), seed
+
+    async def _turn(self, env: TauBenchEnv, context: list[int], params: SamplingParams, phase: Phase, session: str,
+                    chat_mode: bool) -> PolicyTurn:
+        """The next policy turn of `env`'s episode, under `session`: asked of a chat sampler with the conversation
+        (`chat_mode`), else sampled after the ids `context`; its reasoning split off by a thinking template."""
+        setup = self.setup
+        native = setup.native_tool_calling
+        if chat_mode:
+            return await chat_turn(setup.sampler, self.account, env.conversation, env.tools if native else None, params,
+                                   session, self.split_reasoning)
+        return await token_turn(setup.sampler, self.account, context, params, phase, setup.native_parser if native else None,
+                                session, self.split_reasoning)
 
     async def _score(self, record: TrajectoryRecord, env: TauBenchEnv, phase: Phase) -> TrajectoryRecord:
         """`record` of the ended episode in `env` scored by the phase's reward chain and checked by the user-fault

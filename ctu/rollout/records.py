@@ -70,6 +70,9 @@ class TrajectoryRecord:
     rerendered_turns: int = 0
     """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
+    reasoning: list[str] = field(default_factory=list)
+    """What each policy turn reasoned before its answer, in order, under a thinking template (`qwen3_thinking`; ""
+    for a turn that did not); empty otherwise. Never part of the conversation."""
     turn_samples: list[TurnSample] = field(default_factory=list)
     """A training episode's policy turns, each its own sample, in order, when ``rollout.trajectory`` is
     ``step_wise``; empty otherwise (the episode trains as one sample: `prompt_ids`, `response_ids`, `loss_mask`).
@@ -203,12 +206,7 @@ class Rollout(Protocol):
 
 
 def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
-    """The batch's metrics, named by `ctu.metrics`; zeros (never NaN) for an empty batch.
-
-    What training reads of the batch: ``generation/turn_samples``, the policy turns given as samples of their own
-    (``rollout.trajectory: step_wise``; 0 for whole trajectories), and ``generation/sample_tokens_per_episode``, the
-    prompt and response tokens of an episode's training samples (`TrajectoryRecord.training_samples`), what a
-    trainer's forward pass reads of it: a step-wise episode reads each turn's prompt again.
+    """The batch's metrics, named by `ctu.metrics`, with `sample_metrics`; zeros (never NaN) for an empty batch.
 
     Rewards, success and parse failures are over the episodes that measure the policy: an infrastructure error
     (`TrajectoryRecord.infra_error`) is counted in ``environment/infra_errors`` and its rate, and left out of the
@@ -224,9 +222,7 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
         metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
         metric(GENERATION, "rerendered_turns"): float(sum(r.rerendered_turns for r in records)),
-        metric(GENERATION, "turn_samples"): float(sum(len(r.turn_samples) for r in records)),
-        metric(GENERATION, "sample_tokens_per_episode"): mean(
-            float(sum(len(s.prompt_ids) + len(s.response_ids) for s, _ in r.training_samples())) for r in records),
+        **sample_metrics(records),
         metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.result.turns) for r in records),
         metric(ENVIRONMENT, "avg_tool_errors"): mean(float(r.result.tool_errors) for r in records),
@@ -269,3 +265,15 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
     metrics.update(counts)
     metrics.update({name: mean(v) for name, v in values.items()})
     return metrics
+
+
+def sample_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
+    """What training reads of a batch: ``generation/turn_samples``, the policy turns given as samples of their own
+    (``rollout.trajectory: step_wise``; 0 for whole trajectories), and ``generation/sample_tokens_per_episode``, the
+    prompt and response tokens of an episode's training samples (`TrajectoryRecord.training_samples`), what a
+    trainer's forward pass reads of it: a step-wise episode reads each turn's prompt again (0 for no episode)."""
+    return {
+        metric(GENERATION, "turn_samples"): float(sum(len(r.turn_samples) for r in records)),
+        metric(GENERATION, "sample_tokens_per_episode"): mean(
+            float(sum(len(s.prompt_ids) + len(s.response_ids) for s, _ in r.training_samples())) for r in records),
+    }

@@ -23,7 +23,9 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
     tau2's reward, the fraction of each kind of its checks passed and the gold actions it missed, domain, task id, turns (the episode's, and the policy's with their generated tokens),
     termination, tool errors, parse failures and empty turns, errors (with `infra_error`: why the episode was left out
     of training, or None), the judge's verdict if any, and the user fault (``"<detector>: <what it saw>"``, its
-    detector as ``user_fault_kind``) with the replays it cost (``user_fault_retries``)."""
+    detector as ``user_fault_kind``) with the replays it cost (``user_fault_retries``); under a thinking template
+    what each policy turn reasoned (``reasoning``, never in the messages), and for a step-wise training episode each
+    turn sample's prompt and response lengths in tokens (``turn_samples``)."""
     result = record.result
     return {
         "step": step,
@@ -53,6 +55,8 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "user_fault": None if record.user_fault is None else str(record.user_fault),
         "user_fault_kind": None if record.user_fault is None else record.user_fault.kind,
         "user_fault_retries": record.user_fault_retries,
+        "reasoning": record.reasoning,
+        "turn_samples": [[len(sample.prompt_ids), len(sample.response_ids)] for sample in record.turn_samples],
         "messages": logged_messages(result.conversation, result.parsed_turns),
     }
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from ctu.errors import CtuError, did_you_mean
+from ctu.errors import did_you_mean
 from ctu.registry import registry
 from ctu.spec.backend_rules import backend_rules
 from ctu.spec.errors import SpecIssue
 from ctu.spec.held_out import check_held_out
-from ctu.spec.model_family import NATIVE_TOOL_PARSERS, THINKING_FAMILIES, model_family
 from ctu.spec.models import Spec
+from ctu.spec.turn_checks import check_native_tool_calling, check_thinking, check_trajectory
 
 Check = Callable[[Spec], Iterator[SpecIssue]]
 
@@ -55,64 +55,14 @@ def check_output_dir(spec: Spec) -> Iterator[SpecIssue]:
         yield SpecIssue("experiment.output_dir", f"{spec.experiment.output_dir!r} is a file; runs are written to a directory")
 
 
-def check_native_tool_calling(spec: Spec) -> Iterator[SpecIssue]:
-    """Native tool calling needs a model family whose tool-call format vLLM can parse."""
-    if spec.rollout.native_tool_calling:
-        family = model_family(spec)
-        if family not in NATIVE_TOOL_PARSERS:
-            known = ", ".join(sorted(NATIVE_TOOL_PARSERS))
-            yield SpecIssue(
-                "rollout.native_tool_calling",
-                f"needs a model family with a known tool-call parser ({known}); model {spec.model.path!r} is "
-                f"family {family!r}: set model.family, or use a text parser",
-            )
-
-
-def check_thinking(spec: Spec) -> Iterator[SpecIssue]:
-    """Warn when a thinking model (Qwen3) runs without a policy that either disables thinking or keeps its reasoning
-    out of later prompts (`qwen3_thinking`) (a warning)."""
-    family = model_family(spec)
-    if family in THINKING_FAMILIES and spec.model.chat_template.type != "qwen3_no_thinking" and not _thinks(spec):
-        yield SpecIssue(
-            "model.chat_template",
-            f"{family} thinks by default; with chat template {spec.model.chat_template.type!r} every turn may "
-            "start with <think> and burn the token budget. Use `qwen3_no_thinking` unless thinking is wanted",
-        )
-
-
-def _thinks(spec: Spec) -> bool:
-    """Whether the spec's chat template keeps reasoning out of later prompts (`reasoning_splitter`)."""
-    from ctu.components.chat_templates.base import reasoning_splitter
-
-    try:
-        return reasoning_splitter(spec.model.chat_template.factory) is not None
-    except CtuError:  # no longer registered: the spec's own validation says so
-        return False
-
-
-def check_trajectory(spec: Spec) -> Iterator[SpecIssue]:
-    """A template that drops earlier turns' reasoning trains turn by turn; a turn discount needs turns to discount."""
-    rollout = spec.rollout
-    if rollout.trajectory == "whole" and _thinks(spec):
-        yield SpecIssue(
-            "rollout.trajectory",
-            f"chat template {spec.model.chat_template.type!r} leaves each turn's reasoning out of the later prompts, so "
-            "one whole-episode sample would train every turn after the first on a context the policy never sampled "
-            "from (with earlier reasoning in it): set rollout.trajectory: step_wise",
-        )
-    if rollout.trajectory == "whole" and rollout.turn_discount != 1.0:
-        yield SpecIssue("rollout.turn_discount", "discounts the turns of step_wise trajectories: set rollout.trajectory: "
-                                                 "step_wise, or leave it at 1.0")
-
-
 def check_builtin_model(spec: Spec) -> Iterator[SpecIssue]:
     """A ``builtin:`` model path must name a built-in model."""
-    from ctu.models.tiny_qwen3 import BUILTIN_PREFIX, NAME
+    from ctu.models.tiny_qwen3 import BUILTIN_NAMES, BUILTIN_PREFIX
 
     path = spec.model.path
-    if path.startswith(BUILTIN_PREFIX) and path.removeprefix(BUILTIN_PREFIX) != NAME:
-        yield SpecIssue("model.path", f"unknown built-in model {path!r}{did_you_mean(path, [BUILTIN_PREFIX + NAME])}; "
-                                      f"built-in: {BUILTIN_PREFIX}{NAME}")
+    names = [BUILTIN_PREFIX + name for name in BUILTIN_NAMES]
+    if path.startswith(BUILTIN_PREFIX) and path not in names:
+        yield SpecIssue("model.path", f"unknown built-in model {path!r}{did_you_mean(path, names)}; built-in: {', '.join(names)}")
 
 
 def check_grpo_group(spec: Spec) -> Iterator[SpecIssue]:

@@ -77,6 +77,7 @@ def test_a_thinking_turn_keeps_its_reasoning_in_its_sample_and_out_of_every_late
     record = run(build_generator(spec, tokenizer, sampler), batch(TASKS[:1], samples=1)).records[0]
     assert record.reward == 1.0  # the environment got the answers: the calls ran and the customer saw no reasoning
     assert not any("<think>" in str(m.get("content")) for m in record.result.conversation)
+    assert record.reasoning == [f"reasoning {turn} of this turn" for turn in range(1, record.policy_turns + 1)]
     assert len(record.turn_samples) == len(sampler.prompts) == record.policy_turns > 2
     for turn, (sample, prompt, text) in enumerate(zip(record.turn_samples, sampler.prompts, script.texts, strict=True)):
         assert sample.prompt_ids == prompt and sample.response_ids == sampled_ids(tokenizer, text)
@@ -91,6 +92,7 @@ def test_the_thinking_template_splits_reasoning_as_qwen3s_does():
     assert split("answer only") == ("", "answer only")
     assert split("<think>\ncut off while thin") == ("cut off while thin", "")
     assert split("why</think>answer") == ("why", "answer")  # a generation prompt that opened the block itself
+    assert split("<think>\na</think>\nb\n</think>\n\nanswer") == ("a</think>\nb", "answer")  # the last one closes it
 
 
 @pytest.mark.parametrize(("rollout", "model", "path"), [

@@ -1,15 +1,21 @@
 """What the GRPO and SFT loops (`ctu.backends.tinker.runner`) hand Tinker's `forward_backward` and read from its
-result: a trajectory as a `Datum`, and the summed loss and the trainer's log-probability of each target token, read
-from the server's metrics or its per-datum ``loss_fn_outputs`` (SkyRL's JAX backend returns the latter)."""
+result: a trajectory as a `Datum`, a GRPO step's data fed one at a time (`FedBatch`), and the summed loss and the
+trainer's log-probability of each target token, read from the server's metrics or its per-datum ``loss_fn_outputs``
+(SkyRL's JAX backend returns the latter)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ctu.runners.grpo import token_data
 
 if TYPE_CHECKING:
     import numpy as np
     import tinker
 
+    from ctu.rollout.records import TrajectoryRecord
     from ctu.runners.grpo import TokenData
 
 
@@ -55,3 +61,48 @@ def loss_sum(result: object) -> float | None:
     for part in parts:
         total += sum(float(value) for value in getattr(part, "data", part))
     return total
+
+
+@dataclass
+class FedBatch:
+    """What one GRPO step fed Tinker's `forward_backward` (`feed`).
+
+    Attributes:
+        trajectories: episodes with at least one sample trained.
+        samples: data fed (an episode each, or each policy turn of a step-wise one).
+        losses: each datum's summed loss, where the server reported one.
+        sampled_logprobs: the sampler's logprob of each trained sampled token, where the trainer's is known too.
+        trainer_logprobs: the trainer's, before the update, of the same tokens.
+    """
+
+    trajectories: int = 0
+    samples: int = 0
+    losses: list[float] = field(default_factory=list)
+    sampled_logprobs: list[float] = field(default_factory=list)
+    trainer_logprobs: list[float] = field(default_factory=list)
+
+    async def feed(self, training: tinker.TrainingClient, record: TrajectoryRecord, whole_logprobs: list[float], advantage: float,
+                   sampler_logprobs: bool, loss: Literal["importance_sampling", "ppo"], config: dict[str, float] | None,
+                   turn_discount: float = 1.0) -> None:
+        """`forward_backward` with `loss` (and its `config`) on each of `record`'s training samples (the episode, or
+        each of its turns: `TrajectoryRecord.training_samples` with `turn_discount`), `advantage` times the sample's
+        weight, one datum at a time (gradients accumulate until the optimizer step); `whole_logprobs` are a whole
+        episode's sampler logprobs. What came back is added here (the trainer's logprobs of the sampled tokens only
+        where `sampler_logprobs`: the sampler's are real)."""
+        samples = 0
+        for sample, weight in record.training_samples(turn_discount):
+            if not any(sample.loss_mask):
+                continue
+            probs = sample.logprobs if record.turn_samples else whole_logprobs
+            data = token_data(sample.prompt_ids, sample.response_ids, sample.loss_mask, probs, advantage * weight)
+            result = await (await training.forward_backward_async([grpo_datum(data)], loss, config)).result_async()
+            summed = (getattr(result, "metrics", None) or {}).get("loss:sum")
+            if summed is not None and math.isfinite(summed):
+                self.losses.append(float(summed))
+            forward = target_logprobs(result)
+            if sampler_logprobs and forward is not None and len(forward) == len(data.targets):
+                self.sampled_logprobs += [p for p, generated in zip(data.logprobs, data.generated, strict=True) if generated]
+                self.trainer_logprobs += [p for p, generated in zip(forward, data.generated, strict=True) if generated]
+            samples += 1
+        self.samples += samples
+        self.trajectories += bool(samples)

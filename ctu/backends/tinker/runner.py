@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.backends.tinker.batch import SampledBatch, StepPlan
 from ctu.backends.tinker.export import export_policy
-from ctu.backends.tinker.outputs import grpo_datum, loss_sum, target_logprobs
+from ctu.backends.tinker.outputs import FedBatch, loss_sum
 from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
@@ -45,7 +45,6 @@ from ctu.runners.grpo import (
     skip_step,
     skipped_step_message,
     step_logprob_gap,
-    token_data,
     weigh_negative,
 )
 from ctu.runners.rundir import RunDir, RunState
@@ -247,33 +246,16 @@ class TinkerRunner:
         skipped = skip_step(excluded, spec.trainer.max_infra_error_rate)
         if skipped:
             logger.warning(skipped_step_message(step, [r.infra_error for r in records], spec.trainer.max_infra_error_rate))
+        started = time.perf_counter()
+        fed = FedBatch()
         config = None
         if self.backend.loss == "ppo":
             config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
-        trained = samples_trained = 0
-        losses: list[float] = []
-        sampled_logprobs: list[float] = []
-        trainer_logprobs: list[float] = []
         for record, whole_logprobs, advantage in zip(records, output["rollout_logprobs"], advantages, strict=True):
-            if skipped or advantage == 0.0:
-                continue
-            fed = 0
-            for sample, weight in record.training_samples(spec.rollout.turn_discount):  # the episode, or each turn
-                if not any(sample.loss_mask):
-                    continue
-                probs = sample.logprobs if record.turn_samples else whole_logprobs
-                data = token_data(sample.prompt_ids, sample.response_ids, sample.loss_mask, probs, advantage * weight)
-                result = await (await training.forward_backward_async([grpo_datum(data)], self.backend.loss, config)).result_async()
-                loss = (getattr(result, "metrics", None) or {}).get("loss:sum")
-                if loss is not None and math.isfinite(loss):
-                    losses.append(float(loss))
-                forward = target_logprobs(result)
-                if batch.sampler_logprobs and forward is not None and len(forward) == len(data.targets):
-                    sampled_logprobs += [p for p, generated in zip(data.logprobs, data.generated, strict=True) if generated]
-                    trainer_logprobs += [p for p, generated in zip(forward, data.generated, strict=True) if generated]
-                fed += 1
-            samples_trained += fed
-            trained += bool(fed)
+            if not skipped and advantage != 0.0:
+                await fed.feed(training, record, whole_logprobs, advantage, batch.sampler_logprobs, self.backend.loss,
+                               config, spec.rollout.turn_discount)
+        trained = fed.trajectories
         optimizer = spec.trainer.optimizer
         rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
         if trained:
@@ -284,17 +266,18 @@ class TinkerRunner:
         metrics.update({
             metric(TRAIN, "learning_rate"): rate,
             metric(TRAIN, "trained_trajectories"): float(trained),
-            metric(TRAIN, "trained_samples"): float(samples_trained),
+            metric(TRAIN, "trained_samples"): float(fed.samples),
+            metric(TIMING, "train"): time.perf_counter() - started,
             metric(TRAIN, "groups"): float(len(groups)),
             metric(TRAIN, "groups_with_nonzero_advantage"): float(sum(any(a != 0.0 for a in g) for g in groups)),
             metric(TRAIN, "advantage_abs_mean"): sum(abs(a) for a in advantages) / len(advantages) if advantages else 0.0,
             metric(TRAIN, "optimizer_steps"): float(bool(trained)),
             metric(TRAIN, "skipped_steps"): float(skipped),
         })
-        if losses:
-            metrics[metric(TRAIN, "loss_sum")] = sum(losses)
+        if fed.losses:
+            metrics[metric(TRAIN, "loss_sum")] = sum(fed.losses)
         gap = spec.algorithm.logprob_gap
-        metrics.update(step_logprob_gap(step, sampled_logprobs, trainer_logprobs, gap.token_threshold, gap.warn_mean))
+        metrics.update(step_logprob_gap(step, fed.sampled_logprobs, fed.trainer_logprobs, gap.token_threshold, gap.warn_mean))
         return metrics
 
     async def _sft_step(self, account: TokenAccount, training: tinker.TrainingClient, plan: StepPlan, step: int) -> dict[str, float]:

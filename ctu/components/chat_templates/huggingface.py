@@ -118,14 +118,15 @@ class Qwen3ThinkingChatTemplate(DefaultChatTemplate):
         pass
 
     def split_reasoning(self, text: str) -> tuple[str, str]:
-        """``(reasoning, answer)`` of a sampled turn's text (special tokens already dropped): the reasoning between
-        ``<think>`` and ``</think>`` (stripped of the newlines around it) and what follows (its leading newlines
-        dropped, as Qwen3's template does). A turn without ``</think>`` is all answer, unless it opens with
-        ``<think>`` (cut off while thinking): then all reasoning and no answer (an empty turn to the environment)."""
+        """``(reasoning, answer)`` of a sampled turn's text (special tokens already dropped), as Qwen3's template
+        splits an assistant message: the answer is what follows the last ``</think>`` (its leading newlines dropped),
+        the reasoning what precedes it, after ``<think>`` (stripped of the newlines around it). A turn without
+        ``</think>`` is all answer, unless it opens with ``<think>`` (cut off while thinking): then all reasoning and
+        no answer (an empty turn to the environment)."""
         opened = text.lstrip().startswith(THINK_OPEN)
         if THINK_CLOSE not in text:
             return (text.lstrip()[len(THINK_OPEN):].strip("\n"), "") if opened else ("", text)
-        reasoning, answer = text.split(THINK_CLOSE, 1)
+        reasoning, answer = text.rsplit(THINK_CLOSE, 1)
         reasoning = reasoning.lstrip()
         if reasoning.startswith(THINK_OPEN):
             reasoning = reasoning[len(THINK_OPEN):]
