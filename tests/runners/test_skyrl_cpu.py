@@ -79,7 +79,8 @@ directory the run starts in."""
 
 
 def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_code_evaluation_checkpoints_and_weight_sync(cluster: str, tmp_path: Path):
-    """At the 8B spec's temperature and top_p, with the KL loss against the reference model, trained on the worked
+    """At the 8B spec's temperature and top_p, with the KL loss against the reference model, each policy turn a
+    training row of its own (`rollout.trajectory: step_wise`, SkyRL's step-wise trainer), trained on the worked
     example's own domain with its parser and reward (`imports:`: SkyRL's Ray entrypoint imports them again before
     it validates the spec), rollouts spread over two worker processes (`rollout.generator.processes`: each builds
     the spec again, user code included, and samples through SkyRL's inference client, its router and vLLM server),
@@ -99,7 +100,7 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
                   "data.train=[{domain: healthcare, split: train, max_tasks: 4}]",
                   "data.test_sets={healthcare: {domain: healthcare, split: test, max_tasks: 2}}"]
     first = run_skyrl_on_cpu(tmp_path, *SAMPLING_8B, *healthcare, "algorithm.use_kl_loss=true", validation, "trainer.max_steps=1",
-                             cluster=cluster)
+                             "rollout.trajectory=step_wise", cluster=cluster)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     # under Ray's uv hook the workers run the driver's own interpreter, not one of a venv built in Ray's copy of
     # the directory (which lacked the GPU modules), and the node check found what the run imports
@@ -150,6 +151,9 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
         assert line["train/logprob_gap_frac_over"] < 0.01 and line["train/logprob_gap_tokens"] > 0
         assert line["policy/policy_kl"] >= 0.0  # the KL loss against the reference model, reported only when on
         assert line["generation/num_trajectories"] == 8.0 and "policy/grad_norm" in line
+        # step-wise trajectories: SkyRL trained a row per policy turn (`generator.step_wise_trajectories`), each
+        # row's tokens those its turn was sampled from and sampled (the logprob gap above is over every row's)
+        assert line["generate/batch_num_seq"] >= line["generation/turn_samples"] > line["generation/num_trajectories"]
         # SkyRL's own reward/avg_raw_reward is the final reward; tau2's outcome keeps a name of its own
         assert line["reward/avg_raw_reward"] == pytest.approx(line["reward/avg_final_reward"])
         assert 0.0 <= line["reward/avg_outcome_reward"] <= 1.0

@@ -309,3 +309,21 @@ def test_step_wise_advantages_count_each_episode_once_and_reach_every_one_of_its
     assert data["advantages"][:, -1].tolist() == pytest.approx([0.7071, 0.7071, -0.7071, 0.0, 0.0, 0.0], abs=1e-3)
     assert data["loss_mask"][:, -1].tolist() == [1, 1, 1, 1, 1, 0]
     assert ppo.all_metrics["loss/avg_final_rewards"] == pytest.approx(2 / 3)  # a0, a1, c0: each episode once
+
+
+def test_step_wise_rows_of_one_episode_count_once_towards_the_infra_error_rate():
+    ppo = trainer(**{"generator.step_wise_trajectories": True})
+    ppo.max_infra_error_rate = 0.5
+    # two episodes of two turns (one an infrastructure error) and two of one: 1 in 4 episodes, though 2 rows in 6
+    data = batch([1.0, 1.0, 0.0, 0.0, 1.0, 0.0], list("aaaccc"), [True, True, False, False, False, False])
+    data.metadata["is_last_step"] = [False, True, False, True, True, True]
+    ppo.compute_advantages_and_returns(data)
+    assert not ppo._skip_step
+    data = batch([1.0, 1.0, 0.0, 0.0, 1.0, 0.0], list("aaaccc"), [True, True, True, True, False, False])
+    data.metadata["is_last_step"] = [False, True, False, True, True, True]
+    ppo.compute_advantages_and_returns(data)
+    assert not ppo._skip_step  # 2 of 4 episodes (4 of 6 rows): at the rate, not over it
+    data = batch([1.0, 1.0, 0.0, 0.0, 1.0, 0.0], list("aaaccc"), [True, True, True, False, False, False])
+    data.metadata["is_last_step"] = [True, True, True, False, True, True]
+    ppo.compute_advantages_and_returns(data)
+    assert ppo._skip_step  # 3 of 5 episodes

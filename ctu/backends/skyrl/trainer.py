@@ -187,7 +187,8 @@ class CtuTraining:
         flags = list(data.metadata.pop(EXCLUDED_KEY))
         episodes = len(flags)
         excluded = flags + [False] * (len(uids) - episodes)
-        self._skip_step = skip_step(flags, self.max_infra_error_rate)
+        ends = list(data.metadata.get("is_last_step") or [True] * episodes)[:episodes]  # step-wise: an episode's last row
+        self._skip_step = skip_step([out for out, end in zip(flags, ends, strict=True) if end], self.max_infra_error_rate)
         data = self._group_advantages(data, uids, flags, excluded) if any(excluded) else \
             super().compute_advantages_and_returns(data)  # type: ignore[misc]
         data["advantages"] = weigh_negative(data["advantages"], self.negative_advantage_weight)
