@@ -49,7 +49,8 @@ class SkyRLBackend:
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`, or for SFT its
         `SFTTrainer`'s), colocated engines that do not fill them, and `skyrl_overrides` naming no SkyRL field or
-        setting what ctu keeps or ignores, and `trainer.eval_after_train: false` where SkyRL would evaluate anyway."""
+        setting what ctu keeps or ignores, `trainer.eval_after_train: false` where SkyRL would evaluate anyway, and
+        what step-wise trajectories do not run with here (`_step_wise_errors`)."""
         yield from _placement_errors(spec, self.params)
         if not spec.trainer.eval_after_train and spec.data.evaluation_sets() and (spec.trainer.eval_interval or spec.trainer.eval_before_train):
             yield SpecIssue("trainer.eval_after_train", "SkyRL evaluates after the last step whenever it evaluates at all: "
