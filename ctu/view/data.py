@@ -194,7 +194,8 @@ def episode_rows(sources: Sequence[Source], limit: int, prompts: list[str]) -> t
 def episode_row(number: int, column: str, line: dict[str, object], prompts: list[str],
                 index: dict[str, int]) -> dict[str, object]:
     """One trajectory line as the page's episode: its outcome, the tools it called, and its messages with the
-    system prompt replaced by its number in `prompts` (each distinct prompt stored once; `index` finds it)."""
+    system prompt replaced by its number in `prompts` (each distinct prompt stored once; `index` finds it) and each
+    policy turn's reasoning (a thinking template's, never part of the conversation) on its message as ``reasoning``."""
     from ctu.metrics import is_success
 
     listed = line.get("messages")
@@ -206,6 +207,12 @@ def episode_row(number: int, column: str, line: dict[str, object], prompts: list
                 index[text] = len(prompts)
                 prompts.append(text)
             message["prompt"] = index[text]
+    reasoning = line.get("reasoning")
+    if isinstance(reasoning, list) and reasoning:  # each policy turn's, in order: its last assistant messages
+        turns = [m for m in messages if m.get("role") == "assistant"][-len(reasoning):]
+        for message, text in zip(turns, reasoning[-len(turns):] if turns else [], strict=True):
+            if text:
+                message["reasoning"] = text
     keys = ("step", "phase", "domain", "task_id", "test_set", "reward", "raw_reward", "termination", "reward_breakdown",
             "reward_components", "checks", "failed_actions", "user_fault", "user_fault_kind", "infra_error", "judge", "error", "tool_errors", "parse_failures")
     row: dict[str, object] = {key: line.get(key) for key in keys}

@@ -142,6 +142,7 @@ function messageView(message) {
   const calls = message.tool_calls || parsed.tool_calls || [];
   return el("div", {class: `message ${role}`},
     el("div", {class: "role"}, role + (message.tool_call_id ? ` (${message.tool_call_id})` : "")),
+    message.reasoning ? el("details", {class: "reasoning"}, el("summary", {}, "reasoning (not sent)"), el("pre", {}, message.reasoning)) : null,
     message.content ? el("pre", {}, message.content) : null,
     calls.map((call) => el("div", {class: "call"}, "tool call: ", el("code", {}, callText(call)))),
     (parsed.parse_errors || []).map((reason) => el("div", {class: "parse-error"}, "parse failure: ", reason)));

@@ -60,3 +60,14 @@ def test_an_episode_past_the_context_ends_as_context_overflow_and_takes_the_spec
     for line in metrics(thinking_run):
         assert 0 < line["environment/termination/context_overflow"] < 1
     assert json.loads((thinking_run / "state.json").read_text())["step"] == 2
+
+
+def test_ctu_view_shows_each_turns_reasoning_on_its_message(thinking_run: Path):
+    from ctu.view.data import episode_row
+
+    line = next(e for step in (1, 2) for e in trajectories(thinking_run, f"train_step{step:06d}.jsonl")
+                if e["domain"] == "mock" and any(e["reasoning"]))
+    row = episode_row(0, "run", line, [], {})
+    policy = [m for m in row["messages"] if m["role"] == "assistant"][-line["policy_turns"]:]
+    assert [m.get("reasoning", "") for m in policy] == line["reasoning"]  # each on its own turn; none on the greeting
+    assert "reasoning" not in next(m for m in row["messages"] if m["role"] == "assistant")
