@@ -18,7 +18,8 @@ THINKING_STEP_WISE = [
     # a retail prompt (its policy and 15 tools, ~4.9k tokens here) does not fit; a mock one (~0.8k) does, with room
     # for its three turns
     "model.max_model_len=3000", "environment.overflow={reward: -1.0}",
-    "data.train=[{domain: mock, split: base, max_tasks: 2}, {domain: retail, split: train, max_tasks: 2}]",
+    "data.train=[{domain: mock, split: base, max_tasks: 4}, {domain: retail, split: train, max_tasks: 2}]",
+    "trainer.train_batch_size=6", "trainer.policy_mini_batch_size=6",  # every task a step: four mock groups for a spread
     "data.test_sets={}", "trainer.eval_before_train=false", "tracking.trajectories={every_n_steps: 1, train_samples: 64}",
 ]
 
