@@ -20,7 +20,7 @@ def test_the_first_run_says_it_builds_the_model_and_shows_each_phase(monkeypatch
         built.append(model)
         return "/cache/tiny-qwen3"
 
-    monkeypatch.setattr(tiny_qwen3, "is_built", lambda: False)
+    monkeypatch.setattr(tiny_qwen3, "is_model_built", lambda model: False)
     monkeypatch.setattr(tiny_qwen3, "resolve", fake_resolve)
     console = Console(record=True, width=120, force_terminal=False)
     build_builtin_model("builtin:tiny-qwen3", console, progress=progress)
@@ -34,7 +34,7 @@ def test_nothing_is_built_for_a_hub_model_or_a_cached_one(monkeypatch):
     monkeypatch.setattr(tiny_qwen3, "resolve", lambda *args, **kwargs: pytest.fail("nothing to build"))
     console = Console(record=True)
     build_builtin_model("Qwen/Qwen3-8B", console)
-    monkeypatch.setattr(tiny_qwen3, "is_built", lambda: True)
+    monkeypatch.setattr(tiny_qwen3, "is_model_built", lambda model: True)
     build_builtin_model("builtin:tiny-qwen3", console)
     assert console.export_text() == ""
 
