@@ -221,11 +221,22 @@ def train_in_context(model: PreTrainedModel, optimizer: torch.optim.Optimizer, t
 
 
 def build(path: Path, with_model: bool = True, progress: Progress | None = None) -> Path:
-    """Build the tokenizer (and the model) into `path` atomically; returns `path`.
+    """Build the tokenizer (and the model) into `path` atomically (`_build_atomically`); returns `path`."""
 
-    Processes building the same `path` at once take turns on a file lock (``<path>.lock``); one that finds the
-    folder built once it holds the lock builds nothing.
-    """
+    def fill(staging: Path) -> None:
+        if progress is not None:
+            progress("training the tokenizer", 0, 1)
+        build_tokenizer(staging)
+        if with_model:
+            build_model(staging, progress=progress)
+
+    return _build_atomically(path, with_model, fill)
+
+
+def _build_atomically(path: Path, with_model: bool, fill: Callable[[Path], None]) -> Path:
+    """`fill` a staging folder beside `path`, then rename it to `path`; returns `path`. Processes building the same
+    `path` at once take turns on a file lock (``<path>.lock``); one that finds the folder built (`_complete`) once it
+    holds the lock builds nothing. A failed build leaves nothing behind."""
     from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -234,11 +245,7 @@ def build(path: Path, with_model: bool = True, progress: Progress | None = None)
             return path
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
         try:
-            if progress is not None:
-                progress("training the tokenizer", 0, 1)
-            build_tokenizer(staging)
-            if with_model:
-                build_model(staging, progress=progress)
+            fill(staging)
             shutil.rmtree(path, ignore_errors=True)  # an incomplete folder from an older ctu
             staging.rename(path)
         except BaseException:
@@ -331,23 +338,14 @@ def thinking_folder() -> Path:
 def build_thinking(progress: Progress | None = None) -> Path:
     """The cached thinking variant, built first if need be (the base model too): the base build taught
     `THINKING_STEPS` steps on its gold turns in context, thinking on, each turn opened by its reasoning line
-    (`train_in_context`); atomically and once among processes asking at the same time, as `build`."""
-    from filelock import FileLock
+    (`train_in_context`); atomically and once among processes asking at the same time (`_build_atomically`)."""
+    base = model_path(progress)
 
-    base, path = model_path(progress), thinking_folder()
-    with FileLock(str(path) + ".lock"):
-        if _complete(path, with_model=True):
-            return path
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
-        try:
-            shutil.copytree(base, staging, dirs_exist_ok=True)
-            _teach_thinking(staging, progress or (lambda phase, done, total: None))
-            shutil.rmtree(path, ignore_errors=True)
-            staging.rename(path)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return path
+    def fill(staging: Path) -> None:
+        shutil.copytree(base, staging, dirs_exist_ok=True)
+        _teach_thinking(staging, progress or (lambda phase, done, total: None))
+
+    return _build_atomically(thinking_folder(), True, fill)
 
 
 def _teach_thinking(path: Path, report: Progress, seed: int = 0) -> None:

@@ -126,7 +126,7 @@ def step_rows(batch: RolloutBatch, trajectory_ids: Any = None) -> GeneratorOutpu
                                                           "trajectory_generation_times")}
     complete = True
     for index, (record, trajectory) in enumerate(zip(records, ids, strict=True)):
-        samples = record.training_samples()
+        samples, row = record.training_samples(), episode_row(record)
         for position, (sample, _) in enumerate(samples):
             logprobs = sample.logprobs if record.turn_samples else (whole_logprobs[index] if whole_logprobs else [])
             complete = complete and len(logprobs) == len(sample.response_ids)
@@ -138,7 +138,7 @@ def step_rows(batch: RolloutBatch, trajectory_ids: Any = None) -> GeneratorOutpu
             columns["stop_reasons"].append(record.stop_reason)
             columns["trajectory_ids"].append(trajectory)
             columns["is_last_step"].append(position == len(samples) - 1)
-            columns["env_metrics"].append(episode_row(record))
+            columns["env_metrics"].append(row)
             columns["trajectory_generation_times"].append(record.seconds)
     return GeneratorOutput(
         prompt_token_ids=columns["prompt_token_ids"],

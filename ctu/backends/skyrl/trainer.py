@@ -189,13 +189,15 @@ class CtuTraining:
         excluded = flags + [False] * (len(uids) - episodes)
         ends = list(data.metadata.get("is_last_step") or [True] * episodes)[:episodes]  # step-wise: an episode's last row
         self._skip_step = skip_step([out for out, end in zip(flags, ends, strict=True) if end], self.max_infra_error_rate)
-        data = self._group_advantages(data, uids, flags, excluded) if any(excluded) else \
+        data = self._group_advantages(data, uids, flags, excluded, ends) if any(excluded) else \
             super().compute_advantages_and_returns(data)  # type: ignore[misc]
         data["advantages"] = weigh_negative(data["advantages"], self.negative_advantage_weight)
         return data
 
-    def _group_advantages(self, data: TrainingInputBatch, uids: list[str], flags: list[bool], excluded: list[bool]) -> TrainingInputBatch:
-        """SkyRL's advantages of a batch with excluded trajectories (see `compute_advantages_and_returns`)."""
+    def _group_advantages(self, data: TrainingInputBatch, uids: list[str], flags: list[bool], excluded: list[bool],
+                          ends: list[bool]) -> TrainingInputBatch:
+        """SkyRL's advantages of a batch with excluded trajectories (see `compute_advantages_and_returns`); `ends`
+        marks each row that ends its episode (every row, but with step-wise trajectories)."""
         import torch
 
         episodes = len(flags)
@@ -205,7 +207,6 @@ class CtuTraining:
         finally:
             data.metadata["uids"] = uids
         # step-wise (`is_last_step`): rows are turns, and an episode is counted once, at its last turn
-        ends = list(data.metadata.get("is_last_step") or [True] * episodes)[:episodes]
         kept = Counter(uid for uid, out, end in zip(uids[:episodes], flags, ends, strict=True) if not out and end)
         zero = torch.tensor([i < episodes and (excluded[i] or kept[uid] < 2) for i, uid in enumerate(uids)])
         data["advantages"][zero] = 0.0
