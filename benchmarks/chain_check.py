@@ -55,6 +55,7 @@ from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 from results import missing, record
 
 from ctu.evaluation.comparison import LEVEL, RESAMPLES, paired_bootstrap
+from ctu.metrics import is_success
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs" / "learning_chain"
@@ -151,7 +152,7 @@ def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
                  for call in parser.parse(message["content"]).tool_calls]
         writes = [call.arguments for call in calls if call.name == "update_task_status"]
         want = gold[str(line["task_id"])]
-        if line["reward"] >= 1.0 - 1e-6:
+        if is_success(float(line["raw_reward"])):  # tau2's own success, whatever shaping the run's reward adds
             kind = "success"
         elif not calls:
             kind = "garbled call" if line.get("parse_failures") else "no call"

@@ -142,6 +142,30 @@ def test_partial_credit_can_count_the_first_actions_and_match_tool_names_only():
     assert apply("partial_credit", 0.0, context([call(gold[1].name)]), weight=1.0, first_actions=1, match="name") == 0.0
 
 
+def test_partial_credit_by_arguments_credits_the_characters_written_in_place():
+    gold = [a for a in TASK.evaluation_criteria.actions if a.requestor == "assistant"]
+    first = gold[0]  # find_user_id_by_name_zip(first_name=Yusuf, last_name=Rossi, zip=19122)
+    exact = [call(first.name, **first.arguments)]
+    assert apply("partial_credit", 0.0, context(exact), weight=1.0, first_actions=1, match="arguments") == 1.0
+    near = [call(first.name, **{**first.arguments, "zip": first.arguments["zip"][:4] + "9"})]  # one digit of 5 wrong
+    assert apply("partial_credit", 0.0, context(near), weight=1.0, first_actions=1, match="arguments") == pytest.approx((1 + 1 + 4 / 5) / 3)
+    assert apply("partial_credit", 0.0, context(near), weight=1.0, first_actions=1) == 0.0  # `call` gives it nothing
+    short = [call(first.name, **{**first.arguments, "zip": "1912"})]  # a dropped digit: 4 of the longer 5 in place
+    assert apply("partial_credit", 0.0, context(short), weight=1.0, first_actions=1, match="arguments") == pytest.approx((2 + 4 / 5) / 3)
+    shifted = [call(first.name, **{**first.arguments, "zip": "9122"})]  # the first digit dropped: one "2" stays in place
+    assert apply("partial_credit", 0.0, context(shifted), weight=1.0, first_actions=1, match="arguments") == pytest.approx((2 + 1 / 5) / 3)
+    assert apply("partial_credit", 0.0, context([call("get_order_details", **first.arguments)]), weight=1.0, first_actions=1,
+                 match="arguments") == 0.0  # another tool earns nothing
+    # each call credits one action, the one it matches best; the better of two calls counts
+    both = [call(first.name, **{**first.arguments, "zip": "00000"}), *near]
+    assert apply("partial_credit", 0.0, context(both), weight=1.0, first_actions=1, match="arguments") == pytest.approx((2 + 4 / 5) / 3)
+    items = gold[-1]  # a list argument is compared as its JSON text
+    assert items.name == "exchange_delivered_order_items"
+    wrong_items = {**items.arguments, "item_ids": list(reversed(items.arguments["item_ids"]))}
+    credit = apply("partial_credit", 0.0, context([call(items.name, **wrong_items)]), weight=1.0, match="arguments")
+    assert 0.0 < credit < 1 / len(gold)
+
+
 def test_format_penalty_is_capped():
     assert apply("format_penalty", 1.0, context([], parse_failures=2)) == pytest.approx(0.8)
     assert apply("format_penalty", 1.0, context([], parse_failures=50, empty_turns=3)) == pytest.approx(0.5)

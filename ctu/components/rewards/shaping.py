@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -12,7 +13,7 @@ from ctu.registry import ComponentParams
 
 if TYPE_CHECKING:
     from tau2.data_model.message import ToolCall
-    from tau2.data_model.tasks import Task
+    from tau2.data_model.tasks import Action, Task
 
 
 def agent_tool_calls(trajectory: Sequence[object]) -> list[ToolCall]:
@@ -22,7 +23,37 @@ def agent_tool_calls(trajectory: Sequence[object]) -> list[ToolCall]:
             for call in (getattr(message, "tool_calls", None) or [])]
 
 
-def matched_fraction(task: Task, trajectory: Sequence[object], first: int | None = None, by_name: bool = False) -> float | None:
+Match = Literal["call", "name", "arguments"]
+
+
+def argument_credit(action: Action, call: ToolCall) -> float:
+    """How much of a gold action's arguments a call with its tool name reproduces, in [0, 1]: for each compared
+    argument (tau2's `compare_args`, else all of the action's), the fraction of the gold value's characters the
+    call's value has at the same place (values as JSON text; a string's quotes left out), averaged over the
+    arguments; 1.0 for an action without arguments, 0.0 for another tool.
+
+    Example: gold ``{"task_id": "task_470", "status": "pending"}`` against ``{"task_id": "task_435", "status":
+    "pending"}``: (6/8 + 7/7) / 2 = 0.875. Positional, so a dropped character costs the rest of the value.
+    """
+    if call.name != action.name:
+        return 0.0
+    keys = list(action.compare_args) if action.compare_args is not None else list(action.arguments)
+    if not keys:
+        return 1.0
+    total = 0.0
+    for key in keys:
+        gold, got = _as_text(action.arguments.get(key)), _as_text(call.arguments.get(key))
+        longest = max(len(gold), len(got))
+        total += 1.0 if longest == 0 else sum(a == b for a, b in zip(gold, got)) / longest
+    return total / len(keys)
+
+
+def _as_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def matched_fraction(task: Task, trajectory: Sequence[object], first: int | None = None,
+                     match: Match = "call") -> float | None:
     """Fraction of the task's gold assistant actions that some tool call of the episode matches, each call
     matching at most one action; None when the task has none.
 
@@ -30,8 +61,9 @@ def matched_fraction(task: Task, trajectory: Sequence[object], first: int | None
         task: the tau2 task.
         trajectory: the episode's tau2 messages (`EpisodeResult.trajectory`).
         first: only the task's first `first` gold assistant actions count (None: all).
-        by_name: a call matches an action with the same tool name, whatever its arguments; else tau2's
-            `Action.compare_with_tool_call` decides (name and the compared arguments).
+        match: ``call``: tau2's `Action.compare_with_tool_call` decides (name and the compared arguments), 1 or 0;
+            ``name``: the same tool name, whatever its arguments; ``arguments``: each action earns its
+            `argument_credit` from the unused call that earns the most (a near-miss argument counts in part).
     """
     criteria = getattr(task, "evaluation_criteria", None)
     gold = [a for a in (criteria.actions or []) if a.requestor == "assistant"] if criteria else []
@@ -41,14 +73,20 @@ def matched_fraction(task: Task, trajectory: Sequence[object], first: int | None
         return None
     calls = agent_tool_calls(trajectory)
     used = [False] * len(calls)
-    matched = 0
+    matched = 0.0
     for action in gold:
-        for index, call in enumerate(calls):
-            if not used[index] and (call.name == action.name if by_name else action.compare_with_tool_call(call)):
-                used[index] = True
-                matched += 1
-                break
+        credits = [0.0 if used[index] else _credit(action, call, match) for index, call in enumerate(calls)]
+        best = max(range(len(calls)), key=credits.__getitem__, default=None)
+        if best is not None and credits[best] > 0.0:
+            used[best] = True
+            matched += credits[best]
     return matched / len(gold)
+
+
+def _credit(action: Action, call: ToolCall, match: Match) -> float:
+    if match == "arguments":
+        return argument_credit(action, call)
+    return float(call.name == action.name if match == "name" else action.compare_with_tool_call(call))
 
 
 class PartialCreditReward(BaseReward):
@@ -60,16 +98,18 @@ class PartialCreditReward(BaseReward):
         first_actions: int | None = Field(None, gt=0)
         """Only the task's first N gold agent actions count (null: all): credit for starting right, a curriculum
         for a policy that cannot yet finish a task."""
-        match: Literal["call", "name"] = "call"
+        match: Match = "call"
         """`call`: a call matches a gold action as tau2 compares them (tool name and arguments); `name`: the tool
-        name alone (credit for choosing the right tool before its arguments are right)."""
+        name alone (credit for choosing the right tool before its arguments are right); `arguments`: the right
+        tool earns the share of the gold arguments' characters it wrote in place (`argument_credit`: a near-miss id
+        earns more than a recalled one, so a group whose every episode failed still has a reward spread)."""
 
     params: Params
 
     async def apply(self, reward: float, context: RewardContext) -> float:
         """Adds ``weight * matched_fraction`` (nothing for tasks without gold actions)."""
         params = self.params
-        fraction = matched_fraction(context.task, context.result.trajectory, params.first_actions, params.match == "name")
+        fraction = matched_fraction(context.task, context.result.trajectory, params.first_actions, match=params.match)
         return reward if fraction is None else reward + params.weight * fraction
 
 
