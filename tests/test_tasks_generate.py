@@ -257,3 +257,33 @@ def test_a_generation_that_keeps_nothing_exits_3_and_writes_no_task_set(tmp_path
     result = generate(str(spec), "--out", str(tmp_path / "out"))
     assert result.exit_code == 3 and "no task kept of 4 proposed (rejected: " in " ".join(result.output.split())
     assert not (tmp_path / "out" / "tasks.json").exists() and (tmp_path / "out" / "proposals.jsonl").exists()
+
+
+def test_a_templates_train_share_keeps_its_tasks_out_of_train_and_in_every_other_split(tmp_path: Path):
+    """`train_share` (the `template` generator's, per template): its tasks are drawn into `validation` and the other
+    splits as any task is; of those left for `train`, that share stays (seeded by the task: a rerun writes the same
+    splits); the rest are in `base` alone."""
+    templates = yaml.safe_load((REPO / "specs" / "learning_chain" / "templates.yaml").read_text())
+    [reopen] = [t for t in templates["templates"] if t["name"] == "reopen_task"]
+    section = {"domain": "mock", "count": 200, "seed": 3, "validation_ratio": 0.1, "splits": {"rl": 0.2}}
+    outs = {}
+    for share in (0.25, 0.0):
+        reopen["train_share"] = share
+        path = tmp_path / f"templates_{share}.yaml"
+        path.write_text(yaml.safe_dump(templates))
+        spec = generation_spec(tmp_path, {**section, "generator": {"type": "template", "templates": str(path)}}, f"gen_{share}.yaml")
+        out = outs[share] = tmp_path / f"out_{share}"
+        result = generate(str(spec), "--out", str(out))
+        assert result.exit_code == 0, result.output
+    tasks = json.loads((outs[0.25] / "tasks.json").read_text())
+    reopening = {t["id"] for t in tasks if t["description"]["purpose"].endswith(":reopen_task")}
+    assert 60 < len(reopening) < 140
+    splits = json.loads((outs[0.25] / "split_tasks.json").read_text())
+    assert len(splits["validation"]) == 20 and len(splits["rl"]) == 40 and len(splits["base"]) == 200
+    assert reopening & set(splits["validation"]) and reopening & set(splits["rl"])  # held out and set apart as any task
+    left = [i for i in splits["base"] if i not in splits["validation"] + splits["rl"]]
+    assert [i for i in left if i not in reopening] == [i for i in splits["train"] if i not in reopening]  # the others all stay
+    kept = [i for i in splits["train"] if i in reopening]
+    assert 0.05 < len(kept) / len([i for i in left if i in reopening]) < 0.5
+    none = json.loads((outs[0.0] / "split_tasks.json").read_text())
+    assert not reopening & set(none["train"]) and none["validation"] == splits["validation"] and none["rl"] == splits["rl"]

@@ -13,7 +13,8 @@ The folder it writes (``--out DIR``):
   and never overwritten; `count`, `max_proposals`, `validation_ratio`, `splits` and `concurrency` may change between runs (a larger `count`
   continues a finished generation);
 - at the end, in tau2's format, ``tasks.json`` (the kept tasks, in order) and ``split_tasks.json`` (``train`` and
-  ``validation``, by `validation_ratio` and the seed, and each of `splits` by its share; ``base`` is every task), and ``provenance.json`` (generator,
+  ``validation``, by `validation_ratio` and the seed, and each of `splits` by its share; a generator's optional
+  ``train_share`` may keep some tasks out of ``train``; ``base`` is every task: `split_ids`), and ``provenance.json`` (generator,
   params, domain, seed, counts proposed, kept and rejected by reason, seconds, versions). The two task files
   depend only on the section: a rerun with the same seed writes the same bytes.
 """
@@ -182,7 +183,7 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
         reasons = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none proposed"
         raise NothingMeasuredError(f"no task kept of {result.proposed} proposed (rejected: {reasons}): no task set written "
                                    f"to {out_dir}; each proposal's reason is in {out_dir / PROPOSALS}")
-    _write_outputs(out_dir, run.kept, generation, result)
+    _write_outputs(out_dir, run.kept, generation, result, getattr(generator, "train_share", None))
     return result
 
 
@@ -267,11 +268,12 @@ class _Generation:
         return line
 
 
-def _write_outputs(out_dir: Path, kept: list[Task], generation: TaskGeneration, result: GenerationResult) -> None:
-    """tasks.json, split_tasks.json and provenance.json, each written whole or not at all."""
-    import datetime
-    from importlib.metadata import version
-
+def split_ids(kept: list[Task], generation: TaskGeneration,
+              train_share: Callable[[Task], float] | None = None) -> dict[str, list[str]]:
+    """The task ids of each split, each in the tasks' order: ``validation`` by `validation_ratio` and then each of
+    `generation.splits` by its share, carved from one seeded shuffle of all the tasks in that order; ``train`` the
+    rest, each kept with its `train_share` probability (a draw seeded by the generation's seed and the task's id;
+    1.0 without the function); ``base`` every task."""
     ids = [str(task.id) for task in kept]
     shuffled = list(ids)
     random.Random(f"{generation.seed}:split").shuffle(shuffled)
@@ -281,9 +283,20 @@ def _write_outputs(out_dir: Path, kept: list[Task], generation: TaskGeneration, 
         take = round(len(ids) * share)
         assigned.update(dict.fromkeys(shuffled[cursor : cursor + take], name))
         cursor += take
-    splits = {"train": [i for i in ids if i not in assigned],
-              **{name: [i for i in ids if assigned.get(i) == name] for name in ("validation", *generation.splits)},
-              "base": ids}
+    shares = {str(task.id): train_share(task) for task in kept} if train_share is not None else {}
+    train = [i for i in ids if i not in assigned
+             and (shares.get(i, 1.0) >= 1.0 or random.Random(f"{generation.seed}:train:{i}").random() < shares[i])]
+    return {"train": train, **{name: [i for i in ids if assigned.get(i) == name] for name in ("validation", *generation.splits)},
+            "base": ids}
+
+
+def _write_outputs(out_dir: Path, kept: list[Task], generation: TaskGeneration, result: GenerationResult,
+                   train_share: Callable[[Task], float] | None = None) -> None:
+    """tasks.json, split_tasks.json and provenance.json, each written whole or not at all."""
+    import datetime
+    from importlib.metadata import version
+
+    splits = split_ids(kept, generation, train_share)
     provenance = {
         "generator": generation.generator.type,
         "params": generation.generator.params.model_dump(mode="json"),

@@ -9,6 +9,7 @@ anything else is a path)::
     templates:
       - name: cancel_pending_order       # the intent; recorded in each task's description
         weight: 1                        # how often it is drawn relative to the others (default 1)
+        train_share: 1                   # the share of its tasks the `train` split keeps (default 1; see below)
         slots:                           # filled in order; later slots may name earlier ones
           order: {table: orders, where: {status: pending}}   # a record of a database table (fields equal to values)
           user: {table: users, key: "{order.user_id}"}       # the record under a key
@@ -28,6 +29,11 @@ Every string of the scenario, the initial state (keys included) and the actions 
 the record's key in its table); a string that is one placeholder and nothing else takes the value itself (a
 number, a list, a mapping). Records are drawn from the domain's own database (`Domain.base_database`), so gold
 actions name records that exist; the verification (`ctu.tasks.verify`) still replays every task.
+
+`train_share` below 1 keeps a template's tasks out of the ``train`` split (the one `ctu data sft` reads by default):
+they are drawn into the held-out ``validation`` split and the generation's other `splits` as any task is, and of those
+left for ``train`` each stays with this probability (seeded by the task), the rest are in ``base`` alone. A task
+family the SFT data shows rarely or never, held out and left for RL to learn (`specs/learning_chain/templates.yaml`).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from ctu.registry import ComponentParams
 
 if TYPE_CHECKING:
     import random
+
+    from tau2.data_model.tasks import Task
 
 BUILTIN_SETS = Path(__file__).parent / "templates"
 """Where the built-in template sets are: ``<domain>.yaml``."""
@@ -87,6 +95,7 @@ class Template(BaseModel):
 
     name: str = Field(min_length=1)
     weight: float = Field(1.0, gt=0)
+    train_share: float = Field(1.0, ge=0.0, le=1.0)
     slots: dict[str, Slot] = {}
     user_scenario: dict[str, Any]
     initial_state: dict[str, Any] | None = None
@@ -205,6 +214,20 @@ class TemplateTaskGenerator:
         if self.params.only is not None:
             loaded = loaded.model_copy(update={"templates": [t for t in loaded.templates if t.name in self.params.only]})
         return loaded
+
+    def train_share(self, task: Task) -> float:
+        """The share of tasks like `task` the ``train`` split keeps: its template's `train_share` (1.0 for a task
+        this set did not write). Read from the task's description (``template <set>:<name>``), so a resumed
+        generation decides as the first run did.
+
+        Raises:
+            TemplateError: as `template_set`."""
+        purpose = getattr(getattr(task, "description", None), "purpose", None) or ""
+        prefix = f"template {self.params.templates}:"
+        if not purpose.startswith(prefix):
+            return 1.0
+        name = purpose[len(prefix):]
+        return next((t.train_share for t in self.template_set.templates if t.name == name), 1.0)
 
     def inputs_fingerprint(self) -> str:
         """SHA-256 of the template set as loaded (narrowed to `only`): an edited template file is another generation.
