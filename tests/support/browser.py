@@ -8,6 +8,10 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -19,7 +23,7 @@ def available() -> bool:
 
 
 @contextlib.contextmanager
-def browser(width: int = 1280, height: int = 900) -> Iterator[object]:
+def browser(width: int = 1280, height: int = 900) -> Iterator[WebDriver]:
     """A headless chromium (selenium's `webdriver.Chrome`) that records the console, closed on exit."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -36,19 +40,19 @@ def browser(width: int = 1280, height: int = 900) -> Iterator[object]:
         driver.quit()
 
 
-def open_page(driver: object, page: Path, fragment: str = "") -> None:
+def open_page(driver: WebDriver, page: Path, fragment: str = "") -> None:
     """Load `page` (a file) at `fragment` (``view=episodes&outcome=fail``) and wait until it has rendered."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     url = page.absolute().as_uri() + (f"#{fragment}" if fragment else "")
-    driver.get("about:blank")  # type: ignore[attr-defined]
-    driver.get(url)  # type: ignore[attr-defined]
+    driver.get("about:blank")
+    driver.get(url)
     WebDriverWait(driver, 30).until(lambda d: d.execute_script("return window.ctuRendered !== undefined && location.href") == url)
 
 
-def console_errors(driver: object) -> list[str]:
+def console_errors(driver: WebDriver) -> list[str]:
     """The console's messages of level SEVERE since the last call."""
-    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]  # type: ignore[attr-defined]
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]  # type: ignore[attr-defined]  # Chrome's alone
 
 
 def embedded_data(page: Path) -> dict:
@@ -57,8 +61,8 @@ def embedded_data(page: Path) -> dict:
     return json.loads(text.split('<script id="ctu-data" type="application/json">')[1].split("</script>")[0])
 
 
-def episode_facts(driver: object) -> dict[str, str]:
+def episode_facts(driver: WebDriver) -> dict[str, str]:
     """The open episode's facts as the page shows them: each ``dt``'s text to its ``dd``'s."""
-    terms = driver.find_elements("css selector", "article.episode dt")  # type: ignore[attr-defined]
-    values = driver.find_elements("css selector", "article.episode dd")  # type: ignore[attr-defined]
+    terms = driver.find_elements("css selector", "article.episode dt")
+    values = driver.find_elements("css selector", "article.episode dd")
     return dict(zip([term.text for term in terms], [value.text for value in values], strict=True))
