@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -9,7 +10,10 @@ import pytest
 
 from ctu.components.parsers.base import ParsedTurn
 from ctu.components.parsers.hermes import format_hermes_calls
+from ctu.composition import build_components
+from ctu.rollout.requests import EpisodeRequest, TaskRow
 from ctu.rollout.sampling import SampleResult, SamplingParams
+from ctu.spec import spec_from_dict
 from tau_bench_env.env import shared_domain
 from tau_bench_env.replay import GoldReplayAgent, effective_writes
 
@@ -91,3 +95,23 @@ class ChatReplaySampler:
             for i, c in enumerate(turn.tool_calls)
         ]
         return SampleResult([], turn.content, "stop", None, calls or None)
+
+
+TASKS = ["0", "1", "2"]
+
+
+def components(minimal, **sections):
+    data = {**minimal, **sections}
+    data.setdefault("model", {"path": "builtin:tiny-qwen3", "max_model_len": 32768})
+    return build_components(spec_from_dict(data).spec)
+
+
+def batch(task_ids, phase="train", samples=2, domain="retail"):
+    """`Rollout.run_batch`'s arguments for `samples` episodes of each task, at step 1 (each task's samples
+    consecutive, numbered by the rollout)."""
+    prompt = [{"role": "system", "content": "replaced by the episode"}]
+    return [EpisodeRequest(TaskRow(domain, task_id), prompt) for task_id in task_ids for _ in range(samples)], phase, 1
+
+
+def run(generator, episodes):
+    return asyncio.run(generator.run_batch(*episodes))

@@ -26,8 +26,7 @@ from ctu.spec import spec_from_dict
 from tau_bench_env.outcome import EpisodeResult
 
 from ..support.scripted_sampler import ScriptedSampler
-from .conftest import ReplayScript
-from .test_generator import batch
+from .conftest import ReplayScript, batch
 
 TASKS = ["0", "1", "2"]
 

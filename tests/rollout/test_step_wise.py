@@ -9,8 +9,7 @@ import pytest
 from ctu.components.chat_templates.huggingface import Qwen3ThinkingChatTemplate
 from ctu.rollout.build import build_generator
 
-from .conftest import ReplayScript, scripted_sampler
-from .test_generator import TASKS, batch, components, run
+from .conftest import TASKS, ReplayScript, batch, components, run, scripted_sampler
 
 THINKING = {"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_thinking", "max_model_len": 32768}
 
