@@ -102,7 +102,7 @@ class PartialCreditReward(BaseReward):
         """`call`: a call matches a gold action as tau2 compares them (tool name and arguments); `name`: the tool
         name alone (credit for choosing the right tool before its arguments are right); `arguments`: the right
         tool earns the share of the gold arguments' characters it wrote in place (`argument_credit`: a near-miss id
-        earns more than a recalled one, so a group whose every episode failed still has a reward spread)."""
+        earns more than another id, so a group whose episodes all failed can still have a reward spread)."""
 
     params: Params
 

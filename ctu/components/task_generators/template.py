@@ -32,8 +32,9 @@ actions name records that exist; the verification (`ctu.tasks.verify`) still rep
 
 `train_share` below 1 keeps a template's tasks out of the ``train`` split (the one `ctu data sft` reads by default):
 they are drawn into the held-out ``validation`` split and the generation's other `splits` as any task is, and of those
-left for ``train`` each stays with this probability (seeded by the task), the rest are in ``base`` alone. A task
-family the SFT data shows rarely or never, held out and left for RL to learn (`specs/learning_chain/templates.yaml`).
+left for ``train`` each stays with this probability (seeded by the task), the rest are in ``base`` alone: a task
+family the SFT data shows rarely, left for RL to learn (at 0 a policy may never try it, and RL cannot find it either:
+docs/learning-checks.md measures both on the chain's reopen tasks).
 """
 
 from __future__ import annotations
