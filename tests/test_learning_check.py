@@ -97,7 +97,8 @@ def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out
 
 def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(chain, tmp_path: Path):
     """`chain_check.failure_kinds` on trajectory lines as `ctu eval` writes them (the policy's calls as hermes text):
-    each held-out episode is a success, a wrong id, a wrong status, another tool, a garbled call or no call."""
+    each held-out episode is a success (by tau2's own reward, not the run's shaped one), a wrong id, a wrong status,
+    another tool, a garbled call or no call."""
     gold = {"task_id": "task_158", "status": "pending"}
     tasks = tmp_path / "tasks.json"
     tasks.write_text(json.dumps([{"id": "t0", "evaluation_criteria": {"actions": [{"name": "update_task_status", "arguments": gold}]}}]))
@@ -111,8 +112,9 @@ def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(
                "wrong tool": call("get_user", {"user_id": "user_2"}),
                "garbled call": '<tool_call>\n{"name": "update_task_status", "arguments": {"task_id": "task_158": "status"}}\n</tool_call>',
                "no call": "Goodbye."}
-    lines = [{"test_set": chain.TEST_SET, "task_id": "t0", "reward": 1.0 if kind == "success" else 0.0,
-              "parse_failures": int(kind == "garbled call"),
+    # tau2's own reward (`raw_reward`) decides success: the run's reward may be shaped past 1 (a dense reward's bonus)
+    lines = [{"test_set": chain.TEST_SET, "task_id": "t0", "raw_reward": 1.0 if kind == "success" else 0.0,
+              "reward": 1.5 if kind == "success" else 1.2, "parse_failures": int(kind == "garbled call"),
               "messages": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": text}]}
              for kind, text in replies.items()]
     lines.append({**lines[0], "test_set": "other"})  # not a held-out episode
