@@ -224,11 +224,15 @@ class TemplateTaskGenerator:
         Raises:
             TemplateError: as `template_set`."""
         purpose = getattr(getattr(task, "description", None), "purpose", None) or ""
-        prefix = f"template {self.params.templates}:"
+        prefix = self._purpose("")
         if not purpose.startswith(prefix):
             return 1.0
         name = purpose[len(prefix):]
         return next((t.train_share for t in self.template_set.templates if t.name == name), 1.0)
+
+    def _purpose(self, name: str) -> str:
+        """The description's purpose of a task of template `name` (``template <set>:<name>``), read by `train_share`."""
+        return f"template {self.params.templates}:{name}"
 
     def inputs_fingerprint(self) -> str:
         """SHA-256 of the template set as loaded (narrowed to `only`): an edited template file is another generation.
@@ -306,7 +310,7 @@ class TemplateTaskGenerator:
                        for i, action in enumerate(template.actions)]
             task: dict[str, Any] = {
                 "id": "",
-                "description": {"purpose": f"template {self.params.templates}:{template.name}"},
+                "description": {"purpose": self._purpose(template.name)},
                 "user_scenario": fill(template.user_scenario, values),
                 "evaluation_criteria": {"actions": actions, "reward_basis": template.reward_basis},
             }
