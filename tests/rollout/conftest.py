@@ -90,7 +90,7 @@ class ChatReplaySampler:
         self.requests.append({"messages": messages, "tools": tools, "max_tokens": params.max_tokens, "session": session})
         prompt = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, add_generation_prompt=True, return_dict=False)
         turn = self.script.turn(prompt)
-        calls = [
+        calls: list[dict[str, object]] = [
             {"id": f"c{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
             for i, c in enumerate(turn.tool_calls)
         ]

@@ -56,7 +56,7 @@ def test_shards_keep_a_tasks_samples_together_and_balance_the_workers():
 def record(task: str, prompt: list[int], tools: list[dict[str, object]], response: int) -> TrajectoryRecord:
     from tau2.data_model.message import AssistantMessage, ToolCall
 
-    conversation = [{"role": "user", "content": f"order {task}"}, {"role": "assistant", "content": str(response)}]
+    conversation: list[dict[str, object]] = [{"role": "user", "content": f"order {task}"}, {"role": "assistant", "content": str(response)}]
     trajectory = [AssistantMessage(role="assistant", content=None, tool_calls=[
         ToolCall(id="call_1", name="find_user", arguments={"zip": task}, requestor="assistant")])]
     result = EpisodeResult("retail", task, turns=2, tools=tools, conversation=conversation, trajectory=trajectory)

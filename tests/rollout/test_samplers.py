@@ -212,7 +212,7 @@ def test_the_next_steps_turns_reuse_the_last_steps_connections_to_the_router():
         peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         return await generate(request)
 
-    server.generate = recording  # type: ignore[method-assign]
+    server.generate = recording
 
     async def two_steps(url: str) -> None:
         sampler = SkyRLSampler(skyrl_client(url), "policy", cache_salt=False)

@@ -82,7 +82,7 @@ def test_a_token_sampler_that_returns_no_logprobs_trains_nothing(minimal, tokeni
         result = await sample(prompt_ids, params, session)
         return replace(result, logprobs=None)
 
-    sampler.sample = without_logprobs  # type: ignore[method-assign]
+    sampler.sample = without_logprobs
     generator = build_generator(components(minimal), tokenizer, sampler)
     [record] = run(generator, batch(TASKS[:1], phase="train", samples=1)).records
     assert record.infra_error is not None and "no logprobs" in record.infra_error
