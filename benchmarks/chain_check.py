@@ -29,7 +29,8 @@ It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its pl
 `benchmarks/results/chain_check.json`): the held-out success rate of each policy; the differences SFT - base, GRPO -
 SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out tasks
 (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome;
-GRPO's and the control's training success per step; each stage's wall time and this machine's reference loop
+held-out success on the tasks asked in wordings the SFT data holds and on the others; GRPO's and the control's
+training success per step; each stage's wall time and this machine's reference loop
 (`machine.py`).
 
 The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
@@ -167,6 +168,28 @@ def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
             kind = "other"
         counts[kind] += 1
     return counts
+
+
+WORDINGS = ("taught", "untaught")
+"""A held-out task asked in a wording the SFT data holds (its template has tasks in the ``train`` split) or not."""
+
+
+def success_by_wording(folder: Path, tasks_dir: Path) -> dict[str, dict]:
+    """The held-out episodes of the evaluation in `folder` split by `WORDINGS`: whether the task's template (its
+    ``description.purpose``, ``template <set>:<name>``) has tasks in the ``train`` split of the task set in `tasks_dir`
+    (tasks.json, split_tasks.json), the SFT data's split; for each, {"episodes", "success"} (tau2's success rate, None
+    without episodes)."""
+    tasks = json.loads((tasks_dir / "tasks.json").read_text())
+    purpose = {str(task["id"]): (task.get("description") or {}).get("purpose") for task in tasks}
+    taught = {purpose[str(task_id)] for task_id in json.loads((tasks_dir / "split_tasks.json").read_text())["train"]}
+    outcomes: dict[str, list[bool]] = {wording: [] for wording in WORDINGS}
+    for text in (folder / "trajectories.jsonl").read_text().splitlines():
+        line = json.loads(text)
+        if line.get("test_set") == TEST_SET:
+            wording = "taught" if purpose[str(line["task_id"])] in taught else "untaught"
+            outcomes[wording].append(is_success(float(line["raw_reward"])))
+    return {wording: {"episodes": len(found), "success": float(np.mean(found)) if found else None}
+            for wording, found in outcomes.items()}
 
 
 def grpo_added(report: dict) -> bool:
@@ -337,6 +360,7 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
         "control_minus_sft": difference(reports["SFT"], reports["control"]),
         "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": 0, "unit": "held-out tasks, paired"},
         "outcomes": {name: failure_kinds(evals[name], output / "tasks" / "tasks.json") for name in POLICIES},
+        "success_by_wording": {name: success_by_wording(evals[name], output / "tasks") for name in POLICIES},
         "grpo_steps": [{"step": s, "mean_success": float(np.mean(r)), "episodes": len(r)} for s, r in grpo_steps["GRPO"].items()],
         "control_steps": [{"step": s, "mean_success": float(np.mean(r)), "episodes": len(r)} for s, r in grpo_steps["control"].items()],
         "wall_seconds": walls,
@@ -366,6 +390,10 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
         print(f"{label:14} {report[key]['difference']:+.3f}, paired bootstrap 95% interval [{low:+.3f}, {high:+.3f}]")
     print("held-out episodes by outcome: " + "; ".join(
         f"{name} " + ", ".join(f"{kind} {count}" for kind, count in report["outcomes"][name].items() if count) for name in POLICIES))
+    for wording in WORDINGS:
+        rates = [report["success_by_wording"][name][wording] for name in POLICIES]
+        print(f"held-out success, {wording} wordings ({rates[0]['episodes']} episodes): " + ", ".join(
+            f"{name} {rate['success']:.3f}" for name, rate in zip(POLICIES, rates, strict=True) if rate["success"] is not None))
     print("GRPO training success per step: " + " ".join(f"{s['mean_success']:.2f}" for s in report["grpo_steps"]))
     print("control training success per step: " + " ".join(f"{s['mean_success']:.2f}" for s in report["control_steps"]))
     if walls:

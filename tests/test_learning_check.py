@@ -120,3 +120,19 @@ def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(
     lines.append({**lines[0], "test_set": "other"})  # not a held-out episode
     (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert chain.failure_kinds(tmp_path, tasks) == {kind: int(kind in replies) for kind in chain.FAILURE_KINDS}
+
+
+def test_the_chains_held_out_success_is_split_by_whether_the_sft_data_holds_the_tasks_wording(chain, tmp_path: Path):
+    """`chain_check.success_by_wording`: a held-out task is asked in a taught wording when its template has tasks in
+    the ``train`` split (the SFT data's); only held-out episodes count, by tau2's own success."""
+    def task(task_id: str, template: str) -> dict:
+        return {"id": task_id, "description": {"purpose": f"template t:{template}"}}
+
+    (tmp_path / "tasks.json").write_text(json.dumps([task("a", "plain"), task("b", "plain"), task("c", "new"), task("d", "new")]))
+    (tmp_path / "split_tasks.json").write_text(json.dumps({"train": ["a"], "validation": ["b", "c"], "rl": ["d"]}))
+    lines = [{"test_set": chain.TEST_SET, "task_id": task_id, "raw_reward": reward}
+             for task_id, reward in (("b", 1.0), ("b", 0.0), ("c", 0.0), ("c", 0.0), ("c", 1.0))]
+    lines.append({"test_set": "other", "task_id": "d", "raw_reward": 1.0})
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert chain.success_by_wording(tmp_path, tmp_path) == {"taught": {"episodes": 2, "success": 0.5},
+                                                            "untaught": {"episodes": 3, "success": 1 / 3}}
