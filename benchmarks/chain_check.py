@@ -28,7 +28,8 @@ It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its pl
 `benchmarks/results/chain_check.json`): the held-out success rate of each policy; the differences SFT - base, GRPO -
 SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out tasks
 (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome;
-held-out success on the tasks asked in wordings the SFT data holds and on the others; GRPO's and the control's
+held-out success on the tasks whose template the SFT data holds and on the others (`success_by_wording`: a template
+set's `train_share: 0` keeps one out); GRPO's and the control's
 training success per step; each stage's wall time and this machine's reference loop
 (`machine.py`).
 
@@ -391,6 +392,8 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
         f"{name} " + ", ".join(f"{kind} {count}" for kind, count in report["outcomes"][name].items() if count) for name in POLICIES))
     for wording in WORDINGS:
         rates = [report["success_by_wording"][name][wording] for name in POLICIES]
+        if not rates[0]["episodes"]:  # every held-out task is asked as the SFT data asks
+            continue
         print(f"held-out success, {wording} wordings ({rates[0]['episodes']} episodes): " + ", ".join(
             f"{name} {rate['success']:.3f}" for name, rate in zip(POLICIES, rates, strict=True) if rate["success"] is not None))
     print("GRPO training success per step: " + " ".join(f"{s['mean_success']:.2f}" for s in report["grpo_steps"]))
