@@ -29,9 +29,8 @@ It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its pl
 SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out tasks
 (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome;
 held-out success on the tasks whose template the SFT data holds and on the others (`success_by_wording`: a template
-set's `train_share: 0` keeps one out); GRPO's and the control's
-training success per step; each stage's wall time and this machine's reference loop
-(`machine.py`).
+set's `train_share: 0` keeps one out); GRPO's and the control's training success per step; each stage's wall time and
+this machine's reference loop (`machine.py`).
 
 The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
 control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
