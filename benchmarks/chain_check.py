@@ -133,6 +133,12 @@ FAILURE_KINDS = ("success", "wrong id", "wrong status", "wrong tool", "no call",
 """What became of a held-out episode (`failure_kinds`)."""
 
 
+def held_out_lines(folder: Path) -> list[dict]:
+    """The trajectory lines of the held-out test set in the evaluation in `folder` (its trajectories.jsonl)."""
+    lines = (json.loads(text) for text in (folder / "trajectories.jsonl").read_text().splitlines())
+    return [line for line in lines if line.get("test_set") == TEST_SET]
+
+
 def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
     """The held-out episodes of the evaluation in `folder`, counted by what became of them against their task's gold
     write (from `tasks_file`): success; a call of `update_task_status` with a wrong task id (``wrong id``) or the
@@ -145,10 +151,7 @@ def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
     gold = {str(task["id"]): task["evaluation_criteria"]["actions"][0]["arguments"]
             for task in json.loads(tasks_file.read_text())}
     counts = dict.fromkeys(FAILURE_KINDS, 0)
-    for text in (folder / "trajectories.jsonl").read_text().splitlines():
-        line = json.loads(text)
-        if line.get("test_set") != TEST_SET:
-            continue
+    for line in held_out_lines(folder):
         calls = [call for message in line["messages"] if message.get("role") == "assistant" and message.get("content")
                  for call in parser.parse(message["content"]).tool_calls]
         writes = [call.arguments for call in calls if call.name == "update_task_status"]
@@ -182,11 +185,9 @@ def success_by_wording(folder: Path, tasks_dir: Path) -> dict[str, dict]:
     purpose = {str(task["id"]): (task.get("description") or {}).get("purpose") for task in tasks}
     taught = {purpose[str(task_id)] for task_id in json.loads((tasks_dir / "split_tasks.json").read_text())["train"]}
     outcomes: dict[str, list[bool]] = {wording: [] for wording in WORDINGS}
-    for text in (folder / "trajectories.jsonl").read_text().splitlines():
-        line = json.loads(text)
-        if line.get("test_set") == TEST_SET:
-            wording = "taught" if purpose[str(line["task_id"])] in taught else "untaught"
-            outcomes[wording].append(is_success(float(line["raw_reward"])))
+    for line in held_out_lines(folder):
+        wording = "taught" if purpose[str(line["task_id"])] in taught else "untaught"
+        outcomes[wording].append(is_success(float(line["raw_reward"])))
     return {wording: {"episodes": len(found), "success": float(np.mean(found)) if found else None}
             for wording, found in outcomes.items()}
 
