@@ -33,7 +33,7 @@ def check():
 
 @pytest.fixture(scope="module")
 def chain():
-    return benchmark("chain_check")
+    return benchmark("chain_report")
 
 
 def write_steps(run_dir: Path, rewards_per_step: list[list[float]]) -> None:
@@ -122,17 +122,33 @@ def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(
     assert chain.failure_kinds(tmp_path, tasks) == {kind: int(kind in replies) for kind in chain.FAILURE_KINDS}
 
 
-def test_the_chains_held_out_success_is_split_by_whether_the_sft_data_holds_the_tasks_wording(chain, tmp_path: Path):
-    """`chain_check.success_by_wording`: a held-out task is asked in a taught wording when its template has tasks in
-    the ``train`` split (the SFT data's); only held-out episodes count, by tau2's own success."""
+def test_the_chains_held_out_success_is_split_by_template_with_its_count_of_sft_tasks(chain, tmp_path: Path):
+    """`chain_report.success_by_template`: held-out episodes by their task's template, each with how many of the
+    template's tasks the ``train`` split (the SFT data's) holds; only held-out episodes count, by tau2's own success;
+    the console's summary lists the templates."""
     def task(task_id: str, template: str) -> dict:
         return {"id": task_id, "description": {"purpose": f"template t:{template}"}}
 
-    (tmp_path / "tasks.json").write_text(json.dumps([task("a", "plain"), task("b", "plain"), task("c", "new"), task("d", "new")]))
-    (tmp_path / "split_tasks.json").write_text(json.dumps({"train": ["a"], "validation": ["b", "c"], "rl": ["d"]}))
+    (tmp_path / "tasks.json").write_text(json.dumps([task("a", "plain"), task("b", "plain"), task("c", "new"), task("d", "new"),
+                                                     {"id": "e", "description": None}]))
+    (tmp_path / "split_tasks.json").write_text(json.dumps({"train": ["a"], "validation": ["b", "c", "e"], "rl": ["d"]}))
     lines = [{"test_set": chain.TEST_SET, "task_id": task_id, "raw_reward": reward}
-             for task_id, reward in (("b", 1.0), ("b", 0.0), ("c", 0.0), ("c", 0.0), ("c", 1.0))]
+             for task_id, reward in (("b", 1.0), ("b", 0.0), ("c", 0.0), ("c", 0.0), ("c", 1.0), ("e", 1.0))]
     lines.append({"test_set": "other", "task_id": "d", "raw_reward": 1.0})
     (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert chain.success_by_wording(tmp_path, tmp_path) == {"taught": {"episodes": 2, "success": 0.5},
-                                                            "untaught": {"episodes": 3, "success": 1 / 3}}
+    by_template = chain.success_by_template(tmp_path, tmp_path)
+    assert by_template == {"-": {"sft_tasks": 0, "episodes": 1, "success": 1.0},
+                           "new": {"sft_tasks": 0, "episodes": 3, "success": 1 / 3},
+                           "plain": {"sft_tasks": 1, "episodes": 2, "success": 0.5}}
+    interval = {"difference": 0.0, "ci95": [0.0, 0.0]}
+    report = {"output": "runs/x", "seed": 2, "held_out_tasks": 3, "success": dict.fromkeys(chain.POLICIES, 0.5),
+              "sft_minus_base": interval, "grpo_minus_sft": interval, "control_minus_sft": interval,
+              "outcomes": {name: {"success": 3, "wrong id": 3} for name in chain.POLICIES},
+              "success_by_template": dict.fromkeys(chain.POLICIES, by_template), "grpo_steps": [], "control_steps": [],
+              "wall_seconds": {}, "wall_seconds_total": 60.0, "reference_loop_seconds": 0.3,
+              "wall_seconds_total_normalised": 66.0, "passed": False}
+    text = chain.summary(report)
+    assert "  plain (1, 2): base 0.500, SFT 0.500, GRPO 0.500, control 0.500" in text
+    assert "  new (0, 3): base 0.333" in text and text.endswith("the control's excludes zero")
+    one = {name: {"plain": by_template["plain"]} for name in chain.POLICIES}
+    assert "by template" not in chain.summary({**report, "success_by_template": one})  # one template: no split
