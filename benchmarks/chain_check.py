@@ -11,8 +11,7 @@ the repository's root), then a negative control:
 
 1. `ctu tasks generate`: 1,600 verified tau2 `mock` tasks from `specs/learning_chain/templates.yaml`: 100 held out
    (split `validation`, the spec's test set `heldout`: never in the SFT data, never trained on), 160 set apart for
-   GRPO (split `rl`), and for SFT (split `train`) the rest of those asked in the two of its six wordings the SFT data
-   holds in full, with one in twenty of the other four's (about 820 conversations; `templates.yaml` says why);
+   GRPO (split `rl`), the rest for SFT (split `train`);
 2. `ctu data sft`: gold replays of the SFT tasks with the scripted user;
 3. `ctu eval` of the base model on the held-out tasks;
 4. SFT on the skyrl backend (SkyRL's `SFTTrainer`, full fine-tuning, 600 steps) on a local Ray cluster of logical

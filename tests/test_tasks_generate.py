@@ -264,7 +264,6 @@ def test_a_templates_train_share_keeps_its_tasks_out_of_train_and_in_every_other
     splits as any task is; of those left for `train`, that share stays (seeded by the task: a rerun writes the same
     splits); the rest are in `base` alone."""
     templates = yaml.safe_load((REPO / "specs" / "learning_chain" / "templates.yaml").read_text())
-    templates["templates"] = [{**t, "weight": 1, "train_share": 1} for t in templates["templates"] if t["name"] in ("complete_task", "reopen_task")]
     [reopen] = [t for t in templates["templates"] if t["name"] == "reopen_task"]
     section = {"domain": "mock", "count": 200, "seed": 3, "validation_ratio": 0.1, "splits": {"rl": 0.2}}
     outs = {}
