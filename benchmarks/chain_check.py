@@ -9,9 +9,10 @@ after another, each chain's report kept as `chain[_<backend>]_seed<S>.json`. Wit
 It runs the stages of `specs/learning_chain/` as a user types them (each a `ctu` command in a new process, from
 the repository's root), then a negative control:
 
-1. `ctu tasks generate`: 1,600 verified tau2 `mock` tasks from `specs/learning_chain/templates.yaml`: 100 held out
-   (split `validation`, the spec's test set `heldout`: never in the SFT data, never trained on), 160 set apart for
-   GRPO (split `rl`), the rest for SFT (split `train`);
+1. `ctu tasks generate`: 1,600 verified tau2 `mock` tasks from `specs/learning_chain/templates.yaml`: about 100
+   held out (split `validation`, the spec's test set `heldout`: never in the SFT data, never trained on), about 160
+   set apart for GRPO (split `rl`), the rest for SFT (split `train`) with about 370 demonstrations of a teacher's
+   slip, the other status written (`train_only` templates: in no other split);
 2. `ctu data sft`: gold replays of the SFT tasks with the scripted user;
 3. `ctu eval` of the base model on the held-out tasks;
 4. SFT on the skyrl backend (SkyRL's `SFTTrainer`, full fine-tuning, 600 steps) on a local Ray cluster of logical

@@ -259,31 +259,46 @@ def test_a_generation_that_keeps_nothing_exits_3_and_writes_no_task_set(tmp_path
     assert not (tmp_path / "out" / "tasks.json").exists() and (tmp_path / "out" / "proposals.jsonl").exists()
 
 
-def test_a_templates_train_share_keeps_its_tasks_out_of_train_and_in_every_other_split(tmp_path: Path):
+def test_a_templates_train_share_keeps_its_tasks_out_of_train_and_train_only_keeps_them_in_train_alone(tmp_path: Path):
     """`train_share` (the `template` generator's, per template): its tasks are drawn into `validation` and the other
     splits as any task is; of those left for `train`, that share stays (seeded by the task: a rerun writes the same
-    splits); the rest are in `base` alone."""
+    splits); the rest are in `base` alone. `train_only`: its tasks are all in `train` and in no other split, whose
+    shares are of the other templates' tasks; with a `train_share` below 1 it is refused."""
     templates = yaml.safe_load((REPO / "specs" / "learning_chain" / "templates.yaml").read_text())
+    templates["templates"] = [t for t in templates["templates"] if t["name"] in ("complete_task", "reopen_task")]
     [reopen] = [t for t in templates["templates"] if t["name"] == "reopen_task"]
     section = {"domain": "mock", "count": 200, "seed": 3, "validation_ratio": 0.1, "splits": {"rl": 0.2}}
     outs = {}
-    for share in (0.25, 0.0):
-        reopen["train_share"] = share
-        path = tmp_path / f"templates_{share}.yaml"
+    for name, setting in (("quarter", {"train_share": 0.25}), ("none", {"train_share": 0.0}), ("only", {"train_only": True})):
+        reopen.pop("train_share", None)
+        reopen.update(setting)
+        path = tmp_path / f"templates_{name}.yaml"
         path.write_text(yaml.safe_dump(templates))
-        spec = generation_spec(tmp_path, {**section, "generator": {"type": "template", "templates": str(path)}}, f"gen_{share}.yaml")
-        out = outs[share] = tmp_path / f"out_{share}"
+        spec = generation_spec(tmp_path, {**section, "generator": {"type": "template", "templates": str(path)}}, f"gen_{name}.yaml")
+        out = outs[name] = tmp_path / f"out_{name}"
         result = generate(str(spec), "--out", str(out))
         assert result.exit_code == 0, result.output
-    tasks = json.loads((outs[0.25] / "tasks.json").read_text())
+    tasks = json.loads((outs["quarter"] / "tasks.json").read_text())
     reopening = {t["id"] for t in tasks if t["description"]["purpose"].endswith(":reopen_task")}
     assert 60 < len(reopening) < 140
-    splits = json.loads((outs[0.25] / "split_tasks.json").read_text())
+    splits = json.loads((outs["quarter"] / "split_tasks.json").read_text())
     assert len(splits["validation"]) == 20 and len(splits["rl"]) == 40 and len(splits["base"]) == 200
     assert reopening & set(splits["validation"]) and reopening & set(splits["rl"])  # held out and set apart as any task
     left = [i for i in splits["base"] if i not in splits["validation"] + splits["rl"]]
     assert [i for i in left if i not in reopening] == [i for i in splits["train"] if i not in reopening]  # the others all stay
     kept = [i for i in splits["train"] if i in reopening]
     assert 0.05 < len(kept) / len([i for i in left if i in reopening]) < 0.5
-    none = json.loads((outs[0.0] / "split_tasks.json").read_text())
+    none = json.loads((outs["none"] / "split_tasks.json").read_text())
     assert not reopening & set(none["train"]) and none["validation"] == splits["validation"] and none["rl"] == splits["rl"]
+    same = [(t["id"], t["user_scenario"]) for t in json.loads((outs["only"] / "tasks.json").read_text())]
+    assert same == [(t["id"], t["user_scenario"]) for t in tasks]  # the same tasks, split otherwise
+    only = json.loads((outs["only"] / "split_tasks.json").read_text())
+    others = len(tasks) - len(reopening)
+    assert reopening <= set(only["train"]) and not reopening & set(only["validation"] + only["rl"])
+    assert len(only["validation"]) == round(others * 0.1) and len(only["rl"]) == round(others * 0.2)
+    assert sorted(only["train"] + only["validation"] + only["rl"]) == sorted(only["base"])
+    reopen["train_share"] = 0.5
+    path.write_text(yaml.safe_dump(templates))
+    result = generate(str(generation_spec(tmp_path, {**section, "generator": {"type": "template", "templates": str(path)}}, "gen_both.yaml")),
+                      "--out", str(tmp_path / "out_both"))
+    assert result.exit_code == 2 and "train_only puts every task in `train`" in " ".join(result.output.split())

@@ -14,7 +14,8 @@ The folder it writes (``--out DIR``):
   continues a finished generation);
 - at the end, in tau2's format, ``tasks.json`` (the kept tasks, in order) and ``split_tasks.json`` (``train`` and
   ``validation``, by `validation_ratio` and the seed, and each of `splits` by its share; a generator's optional
-  ``train_share`` may keep some tasks out of ``train``; ``base`` is every task: `split_ids`), and ``provenance.json`` (generator,
+  ``train_share`` may keep some tasks out of ``train``, and its ``train_only`` pin some there; ``base`` is every
+  task: `split_ids`), and ``provenance.json`` (generator,
   params, domain, seed, counts proposed, kept and rejected by reason, seconds, versions). The two task files
   depend only on the section: a rerun with the same seed writes the same bytes.
 """
@@ -183,7 +184,7 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
         reasons = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none proposed"
         raise NothingMeasuredError(f"no task kept of {result.proposed} proposed (rejected: {reasons}): no task set written "
                                    f"to {out_dir}; each proposal's reason is in {out_dir / PROPOSALS}")
-    _write_outputs(out_dir, run.kept, generation, result, getattr(generator, "train_share", None))
+    _write_outputs(out_dir, run.kept, generation, result, generator)
     return result
 
 
@@ -268,35 +269,40 @@ class _Generation:
         return line
 
 
-def split_ids(kept: list[Task], generation: TaskGeneration,
-              train_share: Callable[[Task], float] | None = None) -> dict[str, list[str]]:
+def split_ids(kept: list[Task], generation: TaskGeneration, generator: object = None) -> dict[str, list[str]]:
     """The task ids of each split, each in the tasks' order: ``validation`` by `validation_ratio` and then each of
-    `generation.splits` by its share, carved from one seeded shuffle of all the tasks in that order; ``train`` the
-    rest, each kept with its `train_share` probability (a draw seeded by the generation's seed and the task's id;
-    1.0 without the function); ``base`` every task."""
+    `generation.splits` by its share, carved from one seeded shuffle of the tasks that may be held out in that order
+    (the ratios are of those tasks); ``train`` the rest, each kept with its `train_share` probability (a draw seeded
+    by the generation's seed and the task's id), and every task the generator marks `train_only`; ``base`` every
+    task. `train_share(task) -> float` and `train_only(task) -> bool` are the generator's optional methods
+    (`ctu.components.task_generators.base.TaskGenerator`; 1.0 and False without them)."""
+    share_of: Callable[[Task], float] | None = getattr(generator, "train_share", None)
+    only_train: Callable[[Task], bool] | None = getattr(generator, "train_only", None)
     ids = [str(task.id) for task in kept]
-    shuffled = list(ids)
+    pinned = {str(task.id) for task in kept if only_train is not None and only_train(task)}
+    shuffled = [i for i in ids if i not in pinned]
+    held = len(shuffled)
     random.Random(f"{generation.seed}:split").shuffle(shuffled)
-    cursor = round(len(ids) * generation.validation_ratio)
+    cursor = round(held * generation.validation_ratio)
     assigned = dict.fromkeys(shuffled[:cursor], "validation")
     for name, share in generation.splits.items():  # carved out after validation, in the spec's order
-        take = round(len(ids) * share)
+        take = round(held * share)
         assigned.update(dict.fromkeys(shuffled[cursor : cursor + take], name))
         cursor += take
-    shares = {str(task.id): train_share(task) for task in kept} if train_share is not None else {}
-    train = [i for i in ids if i not in assigned
-             and (shares.get(i, 1.0) >= 1.0 or random.Random(f"{generation.seed}:train:{i}").random() < shares[i])]
+    shares = {str(task.id): share_of(task) for task in kept} if share_of is not None else {}
+    train = [i for i in ids if i in pinned or (i not in assigned and (
+             shares.get(i, 1.0) >= 1.0 or random.Random(f"{generation.seed}:train:{i}").random() < shares[i]))]
     return {"train": train, **{name: [i for i in ids if assigned.get(i) == name] for name in ("validation", *generation.splits)},
             "base": ids}
 
 
 def _write_outputs(out_dir: Path, kept: list[Task], generation: TaskGeneration, result: GenerationResult,
-                   train_share: Callable[[Task], float] | None = None) -> None:
+                   generator: object = None) -> None:
     """tasks.json, split_tasks.json and provenance.json, each written whole or not at all."""
     import datetime
     from importlib.metadata import version
 
-    splits = split_ids(kept, generation, train_share)
+    splits = split_ids(kept, generation, generator)
     provenance = {
         "generator": generation.generator.type,
         "params": generation.generator.params.model_dump(mode="json"),

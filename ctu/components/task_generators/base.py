@@ -67,8 +67,10 @@ class TaskGenerator(Protocol):
     (a template file, a prompt file), recorded in a generation's folder so that a generation continued after that
     content changed is refused instead of mixing tasks of both versions (`ctu.tasks.generate`); and
     ``train_share(task) -> float``: the share in [0, 1] of tasks like a kept `task` that the ``train`` split keeps
-    (1.0 when absent; the `template` generator's per-template `train_share`), a function of the task alone so that
-    a rerun writes the same splits."""
+    (1.0 when absent; the `template` generator's per-template `train_share`); and ``train_only(task) -> bool``:
+    whether a kept `task` goes to the ``train`` split alone, never held out nor in another split (False when absent;
+    the `template` generator's per-template `train_only`). Both are functions of the task alone so that a rerun
+    writes the same splits (`ctu.tasks.generate.split_ids`)."""
 
     async def propose(self, context: GenerationContext) -> list[Proposal]:
         """The tasks proposed for `context.index` (usually one; an LLM may propose several per request). A

@@ -10,6 +10,7 @@ anything else is a path)::
       - name: cancel_pending_order       # the intent; recorded in each task's description
         weight: 1                        # how often it is drawn relative to the others (default 1)
         train_share: 1                   # the share of its tasks the `train` split keeps (default 1; see below)
+        train_only: false                # its tasks go to the `train` split alone (default false; see below)
         slots:                           # filled in order; later slots may name earlier ones
           order: {table: orders, where: {status: pending}}   # a record of a database table (fields equal to values)
           user: {table: users, key: "{order.user_id}"}       # the record under a key
@@ -35,6 +36,12 @@ they are drawn into the held-out ``validation`` split and the generation's other
 left for ``train`` each stays with this probability (seeded by the task), the rest are in ``base`` alone: a task
 family the SFT data shows rarely, left for RL to learn (at 0 a policy may never try it, and RL cannot find it either:
 docs/learning-checks.md measures both on the chain's reopen tasks).
+
+`train_only: true` puts all of a template's tasks in ``train`` and none in ``validation`` or another split (whose
+shares are then of the other templates' tasks): demonstrations for the SFT data whose gold must never score an RL
+or a held-out episode, such as a teacher's slips (the learning chain's SFT data writes the other status in about a
+quarter of its conversations, for GRPO to correct: docs/learning-checks.md). It does not go with a `train_share`
+below 1.
 """
 
 from __future__ import annotations
@@ -97,6 +104,7 @@ class Template(BaseModel):
     name: str = Field(min_length=1)
     weight: float = Field(1.0, gt=0)
     train_share: float = Field(1.0, ge=0.0, le=1.0)
+    train_only: bool = False
     slots: dict[str, Slot] = {}
     user_scenario: dict[str, Any]
     initial_state: dict[str, Any] | None = None
@@ -104,6 +112,13 @@ class Template(BaseModel):
     nl_assertions: list[str] | None = None
     communicate_info: list[str] | None = None
     reward_basis: list[str] = ["DB"]
+
+    @model_validator(mode="after")
+    def _train_only_keeps_all(self) -> Template:
+        if self.train_only and self.train_share < 1.0:
+            raise ValueError(f"template {self.name!r}: train_only puts every task in `train`; a train_share below 1 "
+                             "would keep some out (set one of them)")
+        return self
 
 
 class TemplateSet(BaseModel):
@@ -223,15 +238,29 @@ class TemplateTaskGenerator:
 
         Raises:
             TemplateError: as `template_set`."""
+        template = self._template_of(task)
+        return template.train_share if template is not None else 1.0
+
+    def train_only(self, task: Task) -> bool:
+        """Whether `task` goes to the ``train`` split alone: its template's `train_only` (False for a task this set
+        did not write), read as `train_share` reads it.
+
+        Raises:
+            TemplateError: as `template_set`."""
+        template = self._template_of(task)
+        return template.train_only if template is not None else False
+
+    def _template_of(self, task: Task) -> Template | None:
+        """The template of this set that wrote `task` (from its description's purpose), or None."""
         purpose = getattr(getattr(task, "description", None), "purpose", None) or ""
         prefix = self._purpose("")
         if not purpose.startswith(prefix):
-            return 1.0
+            return None
         name = purpose[len(prefix):]
-        return next((t.train_share for t in self.template_set.templates if t.name == name), 1.0)
+        return next((t for t in self.template_set.templates if t.name == name), None)
 
     def _purpose(self, name: str) -> str:
-        """The description's purpose of a task of template `name` (``template <set>:<name>``), read by `train_share`."""
+        """The description's purpose of a task of template `name` (``template <set>:<name>``), read by `_template_of`."""
         return f"template {self.params.templates}:{name}"
 
     def inputs_fingerprint(self) -> str:
