@@ -15,7 +15,7 @@ the repository's root), then a negative control:
    slip, the other status written (`train_only` templates: in no other split);
 2. `ctu data sft`: gold replays of the SFT tasks with the scripted user;
 3. `ctu eval` of the base model on the held-out tasks;
-4. SFT on the skyrl backend (SkyRL's `SFTTrainer`, full fine-tuning, 600 steps) on a local Ray cluster of logical
+4. SFT on the skyrl backend (SkyRL's `SFTTrainer`, full fine-tuning, 1,000 steps) on a local Ray cluster of logical
    GPUs with the test suite's CPU stand-ins (`tests/skyrl_cpu/`, as `learning_check.py --backend skyrl-cpu` runs
    SkyRL);
 5. `ctu eval --run-dir` of the SFT export;
