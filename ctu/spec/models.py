@@ -255,10 +255,12 @@ class TaskGeneration(Section):
     max_proposals: PositiveInt | None = None
     """Stop after this many proposals even if fewer than `count` tasks were kept (default 20 x count)."""
     validation_ratio: float = Field(0.1, ge=0.0, lt=1.0)
-    """Share of the kept tasks in split `validation` (seeded); the rest are split `train`."""
+    """Share of the kept tasks in split `validation` (seeded); the rest are split `train`. Of the tasks that may be
+    held out: a generator's `train_only` tasks (a template's `train_only: true`) are in `train` alone and not counted."""
     splits: dict[str, float] = Field(default_factory=dict)
     """More splits carved out of the kept tasks after `validation`, each with its share (seeded), for example
-    `{rl: 0.4}`: tasks GRPO trains on that the SFT data (split `train`) never holds. The rest are split `train`."""
+    `{rl: 0.4}`: tasks GRPO trains on that the SFT data (split `train`) never holds. The rest are split `train`.
+    Shares of the same tasks as `validation_ratio`."""
 
     @field_validator("splits")
     @classmethod
