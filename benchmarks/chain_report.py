@@ -108,6 +108,13 @@ def success_by_template(folder: Path, tasks_dir: Path) -> dict[str, dict]:
             for name, found in sorted(outcomes.items())}
 
 
+def interval(report: dict, key: str) -> str:
+    """A difference of `report` (``sft_minus_base``, ``grpo_minus_sft``, ``control_minus_sft``) with its 95%
+    interval, as the tables write it: ``+0.023 [+0.010, +0.038]``."""
+    low, high = report[key]["ci95"]
+    return f"{report[key]['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
 def grpo_added(report: dict) -> bool:
     """Whether GRPO's held-out success over SFT's has its interval above zero."""
     return bool(report["grpo_minus_sft"]["ci95"][0] > 0)
@@ -128,16 +135,12 @@ def passed(report: dict) -> bool:
 def table(report: dict) -> dict[str, list]:
     """The docs' table of a report (`results.record`): held-out success after each stage, the differences with
     their intervals, the wall times."""
-    def interval(key: str) -> str:
-        low, high = report[key]["ci95"]
-        return f"{report[key]['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
-
     success = report["success"]
     total, normal = report["wall_seconds_total"] / 60, report["wall_seconds_total_normalised"] / 60
     table = {"columns": ["", "base", "SFT", "GRPO after SFT", f"control (GRPO at lr {CONTROL_LR:g})"],
              "rows": [["held-out tau2 success", *(f"{success[name]:.3f}" for name in POLICIES)],
-                      ["difference, paired bootstrap 95% interval", "", f"{interval('sft_minus_base')} vs base",
-                       f"{interval('grpo_minus_sft')} vs SFT", f"{interval('control_minus_sft')} vs SFT"],
+                      ["difference, paired bootstrap 95% interval", "", f"{interval(report, 'sft_minus_base')} vs base",
+                       f"{interval(report, 'grpo_minus_sft')} vs SFT", f"{interval(report, 'control_minus_sft')} vs SFT"],
                       ["held-out episodes by outcome", *(outcomes(report, name) for name in POLICIES)],
                       ["wall time of the check (normalised)", f"{total:.1f} min ({normal:.1f} min)", "", "", ""]]}
     if report["wall_seconds_total_normalised"] > GOAL_S:
@@ -154,10 +157,6 @@ def outcomes(report: dict, policy: str) -> str:
 def seeds_table(reports: list[dict]) -> dict[str, list]:
     """The docs' table of a run over several seeds: each seed's held-out success after each stage, GRPO's and the
     control's difference from SFT with their intervals and verdicts, and its wall time."""
-    def interval(report: dict, key: str) -> str:
-        low, high = report[key]["ci95"]
-        return f"{report[key]['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
-
     rows: list[list[str]] = []
     table: dict[str, list] = {"columns": ["seed", "base", "SFT", "GRPO", "control", "GRPO - SFT, paired 95% interval",
                                           "control - SFT", "wall time (normalised)"], "rows": rows}
