@@ -14,6 +14,7 @@ from ctu.registry import ComponentParams
 if TYPE_CHECKING:
     from aiohttp import ClientSession
     from openai.types.chat import ChatCompletionMessage
+    from openai.types.chat.chat_completion import Choice
 
 
 class OpenAIEndpointParams(ComponentParams):
@@ -75,8 +76,8 @@ class ChatEndpoint:
     """An async OpenAI-compatible chat-completions client with timeouts and retries.
 
     Retries (exponential backoff from `backoff_s`, capped at `max_backoff_s`) on timeouts, connection errors,
-    HTTP 408/409/429/5xx and malformed answers (not JSON, no choices, an empty message); fails at once on
-    other 4xx. Answers are validated into the OpenAI SDK's `ChatCompletion`.
+    HTTP 408/409/429/5xx and malformed answers (not JSON, no choices, an empty message save in `complete_choice`);
+    fails at once on other 4xx. Answers are validated into the OpenAI SDK's `ChatCompletion`.
 
     Built for hundreds of concurrent episodes: one aiohttp session per event loop (connections reused across
     episodes, no limit on connections in flight), the request body serialised once with orjson (a list of tool
@@ -131,9 +132,9 @@ class ChatEndpoint:
         if session is not None:
             await session.close()
 
-    async def _attempt(self, body: bytes, headers: dict[str, str] | None) -> ChatCompletionMessage:
-        """One request (with `headers` besides the session's); returns the first choice's message. Raises
-        `_Retryable` or `EndpointError`."""
+    async def _attempt(self, body: bytes, headers: dict[str, str] | None, empty_ok: bool) -> Choice:
+        """One request (with `headers` besides the session's); returns the first choice (an empty message only if
+        `empty_ok`). Raises `_Retryable` or `EndpointError`."""
 
         import aiohttp
         import pydantic
@@ -159,10 +160,10 @@ class ChatEndpoint:
             raise _Retryable(f"malformed answer: {payload[:200].decode('utf-8', 'replace')!r}") from exc
         if not completion.choices:
             raise _Retryable("the answer has no choices")
-        answer = completion.choices[0].message
-        if not answer.content and not answer.tool_calls:
+        choice = completion.choices[0]
+        if not empty_ok and not choice.message.content and not choice.message.tool_calls:
             raise _Retryable("the answer's message is empty")
-        return answer
+        return choice
 
     def _serialised(self, tools: list[dict[str, object]]) -> bytes:
         """`tools` as JSON, serialised on its first request (see `complete`)."""
@@ -172,7 +173,9 @@ class ChatEndpoint:
 
     async def complete(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None, *,
                        session: str | None = None, seed: int | None = None, **extra: object) -> ChatCompletionMessage:
-        """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`).
+        """One chat completion; returns the first choice's message (an openai `ChatCompletionMessage`), never an
+        empty one (no content and no tool calls: retried). A policy's turn, whose empty answer is its own, is
+        `complete_choice`'s.
 
         Args:
             messages: OpenAI chat messages.
@@ -190,6 +193,24 @@ class ChatEndpoint:
         Raises:
             EndpointError: after `max_retries` retries, or at once on a non-retryable 4xx.
         """
+        choice = await self._request(messages, tools, session, seed, extra, empty_ok=False)
+        return choice.message
+
+    async def complete_choice(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None = None, *,
+                              session: str | None = None, seed: int | None = None, **extra: object) -> Choice:
+        """One chat completion as `complete` sends it; returns the first choice (an openai `Choice`: its
+        ``message`` and ``finish_reason``), an empty message included: a policy that answers nothing, or spends its
+        ``max_tokens`` reasoning (a server's reasoning parser puts that in the message's ``reasoning``, not its
+        content), failed its turn, which is no infrastructure error.
+
+        Raises:
+            EndpointError: as `complete`.
+        """
+        return await self._request(messages, tools, session, seed, extra, empty_ok=True)
+
+    async def _request(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None, session: str | None,
+                       seed: int | None, extra: dict[str, object], empty_ok: bool) -> Choice:
+        """The request of `complete` and `complete_choice`, retried as the class says."""
         import asyncio
 
         import orjson
@@ -205,7 +226,7 @@ class ChatEndpoint:
         last: BaseException | None = None
         for attempt in range(params.max_retries + 1):
             try:
-                return await self._attempt(body, headers)
+                return await self._attempt(body, headers, empty_ok)
             except _Retryable as exc:
                 last = exc
             if attempt < params.max_retries:

@@ -246,7 +246,7 @@ class TauGenerator:
             tokens.add(observation)
         record = TrajectoryRecord(prompt_ids, *tokens.trained(sampled, account.eos_id), 0.0, stop_reason, env.result(),
                                   extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered,
-                                  reasoning=reasoning if split is not None else [], turn_samples=turn_samples or [])
+                                  reasoning=reasoning if split is not None or any(reasoning) else [], turn_samples=turn_samples or [])
         return await self._score(record, env, phase)
 
     def _seeds(self, phase: Phase, repetition: int, replay: int) -> tuple[SamplingParams, int | None]:

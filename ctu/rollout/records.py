@@ -71,8 +71,9 @@ class TrajectoryRecord:
     """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
     reasoning: list[str] = field(default_factory=list)
-    """What each policy turn reasoned before its answer, in order, under a thinking template (`qwen3_thinking`; ""
-    for a turn that did not); empty otherwise. Never part of the conversation."""
+    """What each policy turn reasoned before its answer, in order ("" for a turn that did not), under a thinking
+    template (`qwen3_thinking`) or when a chat server returned reasoning apart (`SampleResult.reasoning`); empty
+    otherwise. Never part of the conversation."""
     turn_samples: list[TurnSample] = field(default_factory=list)
     """A training episode's policy turns, each its own sample, in order, when ``rollout.trajectory`` is
     ``step_wise``; empty otherwise (the episode trains as one sample: `prompt_ids`, `response_ids`, `loss_mask`).

@@ -41,6 +41,9 @@ class SampleResult:
         stop_reason: ``stop`` (end of turn) or ``length`` (hit `max_tokens`).
         logprobs: one log-probability per generated id, when the sampler gives them.
         tool_calls: structured OpenAI tool calls (chat samplers only).
+        reasoning: what a chat server returned as the turn's reasoning, apart from `text` (a server with a reasoning
+            parser: vLLM's ``--reasoning-parser`` puts it in the message's ``reasoning``, older vLLM and DeepSeek's
+            API in ``reasoning_content``), else "".
     """
 
     token_ids: list[int]
@@ -48,6 +51,7 @@ class SampleResult:
     stop_reason: str = "stop"
     logprobs: list[float] | None = None
     tool_calls: list[dict[str, object]] | None = None
+    reasoning: str = ""
 
 
 class Sampler(Protocol):
@@ -126,7 +130,10 @@ class OpenAIChatSampler:
 
     async def chat(self, messages, tools, params: SamplingParams, session: str | None = None) -> SampleResult:
         """One chat completion through `endpoint` (a `ctu.components.endpoint.ChatEndpoint`), sent with the
-        episode's `session` (as `SESSION_HEADER`: a router keeps the episode on one replica).
+        episode's `session` (as `SESSION_HEADER`: a router keeps the episode on one replica). The answer's
+        ``finish_reason`` ``length`` is the turn's `stop_reason`; its reasoning (``reasoning``, or the older
+        ``reasoning_content``) is the result's `reasoning`. An empty answer is the policy's own (its turn, not an
+        infrastructure error), and so is one cut off while reasoning.
 
         Raises:
             EndpointError: no usable answer after the endpoint's retries (the episode becomes an infrastructure
@@ -136,7 +143,11 @@ class OpenAIChatSampler:
         for name in ("frequency_penalty", "presence_penalty"):  # OpenAI's own parameters, sent only when on
             if getattr(params, name):
                 extra[name] = getattr(params, name)
-        answer = await self.endpoint.complete(messages if tools else tool_results_as_user_turns(messages), tools,
-                                              session=session, seed=params.seed, **extra)
+        choice = await self.endpoint.complete_choice(messages if tools else tool_results_as_user_turns(messages), tools,
+                                                     session=session, seed=params.seed, **extra)
+        answer = choice.message
         calls = [call.model_dump() for call in answer.tool_calls or []]
-        return SampleResult([], answer.content or "", "stop", None, calls or None)
+        fields = answer.model_extra or {}
+        reasoning = fields.get("reasoning") or fields.get("reasoning_content") or ""
+        return SampleResult([], answer.content or "", "length" if choice.finish_reason == "length" else "stop", None,
+                            calls or None, reasoning if isinstance(reasoning, str) else "")

@@ -25,8 +25,8 @@ class PolicyTurn:
         stop_reason: the sampler's (``"stop"``, ``"length"``).
         rendered: the sampler returned no ids, so `generated` is the template's rendering and `logprobs` are no
             sampler's.
-        reasoning: what the turn reasoned before its answer (a thinking template's `split_reasoning`; never part
-            of `action`), else "".
+        reasoning: what the turn reasoned before its answer (a chat server's, or a thinking template's
+            `split_reasoning`; never part of `action`), else "".
     """
 
     generated: list[int]
@@ -51,11 +51,13 @@ async def chat_turn(sampler: Sampler, account: TokenAccount, conversation: list[
                     tools: list[dict[str, object]] | None, params: SamplingParams, session: str | None = None,
                     split: Splitter | None = None) -> PolicyTurn:
     """Ask a chat sampler for the next turn of `conversation`, for the episode `session` (`Sampler.chat`); with
-    `tools` (native tool calling) its tool calls are the action, otherwise its text is, for the spec's parser; a
-    thinking template's `split` keeps the reasoning out of the action. A server that returns no ids or no logprobs
-    for them: the turn as the chat template renders it (`rendered`)."""
+    `tools` (native tool calling) its tool calls are the action, otherwise its text is, for the spec's parser; the
+    reasoning the server returned apart (`SampleResult.reasoning`), else what a thinking template's `split` finds in
+    the text, is kept out of the action. A server that returns no ids or no logprobs for them: the turn as the chat
+    template renders it (`rendered`), without its reasoning."""
     result = await sampler.chat(conversation, tools, params, session)
     reasoning, text = _answer(result.text or "", split)
+    reasoning = result.reasoning or reasoning
     message: dict[str, object] = {"role": "assistant", "content": result.text or None}
     if tools is not None and result.tool_calls:
         message["tool_calls"] = result.tool_calls

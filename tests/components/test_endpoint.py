@@ -114,3 +114,22 @@ def test_an_idle_connection_is_kept_for_the_next_steps_requests(monkeypatch):
         asyncio.run(two_steps(endpoint(server)))
     kept, closed = server.peers[:2], server.peers[2:]
     assert kept[0] == kept[1] and closed[0] != closed[1]
+
+
+def test_an_empty_answer_is_retried_by_complete_and_returned_by_complete_choice_with_its_reasoning():
+    """A user simulator's or judge's empty answer is a glitch worth retrying; a policy's (nothing said, or its token
+    limit spent reasoning, which a reasoning parser returns apart from the content) is its own turn."""
+    thought = Answer(content=None, reasoning="The order id is", finish_reason="length")
+    with ScriptedOpenAIServer([thought, Answer.text("hello"), thought]) as server:
+        client = ChatEndpoint(OpenAIEndpointParams(model="m", base_url=server.base_url, api_key_env=None, timeout_s=5,
+                                                   backoff_s=0.01))
+
+        async def both():
+            message = await client.complete(HELLO)
+            choice = await client.complete_choice(HELLO)
+            return message, choice
+
+        message, choice = asyncio.run(both())
+    assert message.content == "hello" and len(server.requests) == 3  # the first, empty, answer retried once
+    assert choice.message.content is None and choice.finish_reason == "length"
+    assert choice.message.model_extra == {"reasoning": "The order id is"}

@@ -338,3 +338,24 @@ def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_run
     assert record.stop_reason == "length" and record.result.parse_failures == 1
     assert record.result.tool_errors == 0
     assert not any(m["role"] == "tool" and "cancelled" in m["content"] for m in record.result.conversation)
+
+
+def test_a_chat_servers_reasoning_is_recorded_apart_and_a_turn_cut_off_while_reasoning_is_the_policys(minimal, tokenizer):
+    """vLLM with a reasoning parser returns a turn's reasoning beside its content (``reasoning``; older servers
+    ``reasoning_content``): the episode records it and the customer never sees it. A turn that spent its token limit
+    reasoning (no content, ``finish_reason: length``) is the policy's failed turn, not an infrastructure error."""
+    from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
+    from ctu.rollout.sampling import OpenAIChatSampler
+
+    find = Answer.calls(("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}))
+    answers = [Answer(tool_calls=find.tool_calls, reasoning="Name and zip given: look the user up."),
+               Answer(content=None, reasoning="The user id is yusuf", reasoning_field="reasoning_content",
+                      finish_reason="length")]
+    with ScriptedOpenAIServer(answers, default=Answer.text("Is there anything else I can help you with?")) as server:
+        endpoint = ChatEndpoint(OpenAIEndpointParams(model="policy", base_url=server.base_url, api_key_env=None, backoff_s=0.01))
+        generator = build_generator(components(minimal, rollout={"native_tool_calling": True}), tokenizer, OpenAIChatSampler(endpoint))
+        record = run(generator, batch(TASKS[:1], samples=1)).records[0]
+    assert record.infra_error is None
+    assert record.reasoning[:2] == ["Name and zip given: look the user up.", "The user id is yusuf"]
+    assert not any("look the user up" in str(m.get("content")) for m in record.result.conversation)
+    assert len(server.requests) == len(record.reasoning)  # the empty turn was not asked again

@@ -24,7 +24,8 @@ from typing import Any, Self
 @dataclass(frozen=True)
 class Answer:
     """One scripted answer: a chat message, an HTTP error status, a raw body, after an optional delay (s),
-    with optional extra response `headers`."""
+    with optional extra response `headers`; a message may carry `reasoning` (as vLLM's reasoning parser returns it,
+    in the field `reasoning_field`) and a `finish_reason` other than the default (``tool_calls`` or ``stop``)."""
 
     content: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
@@ -32,6 +33,9 @@ class Answer:
     raw_body: bytes | None = None
     delay_s: float = 0.0
     headers: tuple[tuple[str, str], ...] = ()
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning"
+    finish_reason: str | None = None
 
     @classmethod
     def text(cls, content: str, delay_s: float = 0.0) -> Answer:
@@ -64,12 +68,15 @@ class Answer:
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
+        if self.reasoning is not None:
+            message[self.reasoning_field] = self.reasoning
+        finish_reason = self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
         completion = {
             "id": f"chatcmpl-{number}",
             "object": "chat.completion",
             "created": 0,
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if self.tool_calls else "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
         return json.dumps(completion).encode()
