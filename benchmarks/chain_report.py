@@ -13,6 +13,7 @@ from learning_check import CONTROL_LR
 from machine import REFERENCE_LOOP_S
 from results import missing
 
+from ctu.components.task_generators.template import written_by
 from ctu.evaluation.comparison import paired_bootstrap
 from ctu.metrics import is_success
 
@@ -87,10 +88,11 @@ def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
 
 
 def template_of(task: dict) -> str:
-    """The name of the template a generated task came from (its ``description.purpose``, ``template <set>:<name>``);
-    the purpose itself (or ``-``) for a task of another generator."""
+    """The name of the template a generated task came from (`written_by` its ``description.purpose``); the purpose
+    itself (or ``-``) for a task of another generator."""
     purpose = (task.get("description") or {}).get("purpose") or "-"
-    return purpose.rsplit(":", 1)[-1] if purpose.startswith("template ") else purpose
+    written = written_by(purpose)
+    return written[1] if written is not None else purpose
 
 
 def success_by_template(folder: Path, tasks_dir: Path) -> dict[str, dict]:

@@ -139,6 +139,25 @@ class TemplateSet(BaseModel):
         return self
 
 
+PURPOSE_PREFIX = "template "
+"""What starts the description purpose of every task a template writes (`purpose`)."""
+
+
+def purpose(template_set: str, name: str) -> str:
+    """The description purpose a task of template `name` of `template_set` (as the spec names the set) carries:
+    ``template <set>:<name>``; read back by `written_by`."""
+    return f"{PURPOSE_PREFIX}{template_set}:{name}"
+
+
+def written_by(task_purpose: str | None) -> tuple[str, str] | None:
+    """``(template set, template name)`` of a task's description purpose (`purpose`), or None for a task no
+    template wrote (another generator's, or a hand-written one)."""
+    if not task_purpose or not task_purpose.startswith(PURPOSE_PREFIX) or ":" not in task_purpose:
+        return None
+    template_set, name = task_purpose[len(PURPOSE_PREFIX):].rsplit(":", 1)
+    return template_set, name
+
+
 def load_template_set(name_or_path: str) -> TemplateSet:
     """The template set `name_or_path` names: a built-in set (``mock``, ``retail``) or a YAML file.
 
@@ -251,17 +270,11 @@ class TemplateTaskGenerator:
         return template.train_only if template is not None else False
 
     def _template_of(self, task: Task) -> Template | None:
-        """The template of this set that wrote `task` (from its description's purpose), or None."""
-        purpose = getattr(getattr(task, "description", None), "purpose", None) or ""
-        prefix = self._purpose("")
-        if not purpose.startswith(prefix):
+        """The template of this set that wrote `task` (from its description's purpose: `written_by`), or None."""
+        written = written_by(getattr(getattr(task, "description", None), "purpose", None))
+        if written is None or written[0] != self.params.templates:
             return None
-        name = purpose[len(prefix):]
-        return next((t for t in self.template_set.templates if t.name == name), None)
-
-    def _purpose(self, name: str) -> str:
-        """The description's purpose of a task of template `name` (``template <set>:<name>``), read by `_template_of`."""
-        return f"template {self.params.templates}:{name}"
+        return next((t for t in self.template_set.templates if t.name == written[1]), None)
 
     def inputs_fingerprint(self) -> str:
         """SHA-256 of the template set as loaded (narrowed to `only`): an edited template file is another generation.
@@ -339,7 +352,7 @@ class TemplateTaskGenerator:
                        for i, action in enumerate(template.actions)]
             task: dict[str, Any] = {
                 "id": "",
-                "description": {"purpose": self._purpose(template.name)},
+                "description": {"purpose": purpose(self.params.templates, template.name)},
                 "user_scenario": fill(template.user_scenario, values),
                 "evaluation_criteria": {"actions": actions, "reward_basis": template.reward_basis},
             }
