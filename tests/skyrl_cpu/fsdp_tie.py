@@ -1,15 +1,15 @@
-"""One rank of SkyRL's FSDP2 strategy on CPU with a tiny Qwen3: init, one training step, what became of a tied
-model's tie, and how far a sampler serving the trained weights is from the trainer. Test support for
+"""One rank of SkyRL's FSDP2 strategy on CPU with a tiny Qwen3: init, two training steps, what became of a tied
+model's tie, and how far a sampler serving the trained weights is from the trainer after each step. Test support for
 tests/runners/test_skyrl_tied_embeddings.py, never shipped.
 
 Run: `python -m tests.skyrl_cpu.fsdp_tie RANK WORLD_SIZE PORT OUT.json [--no-fix] [--untied]`, one process per rank.
 `--no-fix`: ctu's tie fix is not installed (the tie broken on purpose, as SkyRL 0.4.0 alone leaves it). `--untied`:
 an untied copy of the same model (its output projection a copy of its embedding), the bound on-policy training gives.
 
-Writes, from every rank: whether ``lm_head.weight`` is the embedding's parameter after init and after the step, and
+Writes, from every rank: whether ``lm_head.weight`` is the embedding's parameter after init and after the steps, and
 the optimizer's parameter count; from rank 0: the largest difference between the full state dict's output projection
-and embedding after the step, and `ctu.runners.grpo.logprob_gap` of a sampler against the trainer on a fixed
-sequence after the step. The sampler is the trained full state dict loaded as vLLM loads it: for a config that ties
+and embedding after the last step, and `ctu.runners.grpo.logprob_gap` of a sampler against the trainer on a fixed
+sequence after each step (``logprob_gap_means``, one per step). The sampler is the trained full state dict loaded as vLLM loads it: for a config that ties
 the embeddings, every ``lm_head.*`` weight skipped (vLLM 0.30's `AutoWeightsLoader(skip_prefixes=["lm_head."])`) and
 the embedding used as the head; transformers stands in for vLLM here (its CPU server takes minutes to start).
 """
@@ -25,6 +25,8 @@ from pathlib import Path
 VOCAB = 128
 LR = 3e-2
 """One step at this learning rate moves a head trained apart from its embedding visibly."""
+STEPS = 2
+"""Optimizer steps, each followed by the sampler-trainer comparison (a GRPO run's weight sync after each step)."""
 
 
 def main() -> None:
@@ -62,27 +64,31 @@ def main() -> None:
     strategy.setup_distributed()
     model, optimizer, scheduler = strategy.prepare((model, None, None))
     tied_after_init = model.lm_head.weight is model.model.embed_tokens.weight
-    ids = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(rank))
-    loss = torch.nn.functional.cross_entropy(model(input_ids=ids).logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
-    loss.backward()
-    strategy.optimizer_step(optimizer, model, scheduler)
-    tied_after_step = model.lm_head.weight is model.model.embed_tokens.weight
     sequence = torch.randint(0, VOCAB, (1, 24), generator=torch.Generator().manual_seed(99))
-    with torch.no_grad():
-        trainer = torch.log_softmax(model(input_ids=sequence).logits.float()[0, :-1], -1).gather(-1, sequence[0, 1:, None])[:, 0]
-    state = fsdp2_get_full_state_dict(model, cpu_offload=True, rank0_only=True)
+    gaps: list[float] = []
+    for step in range(STEPS):
+        ids = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(rank + world * step))
+        loss = torch.nn.functional.cross_entropy(model(input_ids=ids).logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+        loss.backward()
+        strategy.optimizer_step(optimizer, model, scheduler)
+        with torch.no_grad():
+            trainer = torch.log_softmax(model(input_ids=sequence).logits.float()[0, :-1], -1).gather(-1, sequence[0, 1:, None])[:, 0]
+        state = fsdp2_get_full_state_dict(model, cpu_offload=True, rank0_only=True)  # every rank takes part
+        if rank == 0:
+            sampler = AutoModelForCausalLM.from_config(config).float()
+            served = {name: tensor.float() for name, tensor in state.items() if not (tied and name.startswith("lm_head."))}
+            sampler.load_state_dict(served, strict=False)
+            if tied:
+                sampler.tie_weights()
+            with torch.no_grad():
+                sampled = torch.log_softmax(sampler(input_ids=sequence).logits[0, :-1], -1).gather(-1, sequence[0, 1:, None])[:, 0]
+            gaps.append(logprob_gap(sampled.tolist(), trainer.tolist(), 0.5)[LOGPROB_GAP_MEAN])
+    tied_after_step = model.lm_head.weight is model.model.embed_tokens.weight
     report = {"rank": rank, "tied_after_init": tied_after_init, "tied_after_step": tied_after_step,
               "optimizer_params": sum(len(group["params"]) for group in optimizer.param_groups)}
     if rank == 0:
         report["head_minus_embedding_max"] = float((state["lm_head.weight"].float() - state["model.embed_tokens.weight"].float()).abs().max())
-        sampler = AutoModelForCausalLM.from_config(config).float()
-        served = {name: tensor.float() for name, tensor in state.items() if not (tied and name.startswith("lm_head."))}
-        sampler.load_state_dict(served, strict=False)
-        if tied:
-            sampler.tie_weights()
-        with torch.no_grad():
-            sampled = torch.log_softmax(sampler(input_ids=sequence).logits[0, :-1], -1).gather(-1, sequence[0, 1:, None])[:, 0]
-        report["logprob_gap_mean"] = logprob_gap(sampled.tolist(), trainer.tolist(), 0.5)[LOGPROB_GAP_MEAN]
+        report["logprob_gap_means"] = gaps
     out.write_text(json.dumps(report))
     dist.barrier()
     dist.destroy_process_group()
