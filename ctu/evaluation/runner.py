@@ -3,7 +3,7 @@
 Each episode runs through the generator `ctu.rollout.build.build_generator` makes from the spec's components,
 in the evaluation phase: the same environment, user simulator, parser and chat template as training, the
 evaluation reward chain (training-only rewards are not in it), the evaluation temperature, and sample k of a
-task seeded with the spec's seed + k. At most `concurrency` episodes are in flight. Each finished episode is
+task seeded with its own seed (`ctu.rollout.generator.episode_seed`: the spec's seed, the task's offset, k). At most `concurrency` episodes are in flight. Each finished episode is
 appended at once to ``trajectories.jsonl`` in the output folder (a full trajectory line, with ``sample`` and the
 episode's tau2 messages, ``tau2_messages``, which `ctu.evaluation.regrade` scores again), so a
 run that stops loses nothing: run again, and the episodes already there are skipped. An episode that ended in an
@@ -144,14 +144,19 @@ OWN_FILES = frozenset({TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png", "tinker"})
 """What `ctu eval` writes in its folder (``tinker``: a local Tinker server's state, for a checkpoint or export)."""
 
 IDENTITY = {"spec_hash": "spec (its resolved content)", "policy_identity": "policy", "samples": "samples per task",
-            "tasks_sha256": "tasks files (their content)"}
+            "tasks_sha256": "tasks files (their content)", "seeding": "episode seeds"}
 """The keys of an evaluation folder's identity (`eval_config.json`) and what each names in a refusal."""
+SEEDING = "seed + task offset + k"
+"""How the episodes are seeded (`ctu.rollout.generator.episode_seed`); a folder written before it was recorded
+was seeded ``seed + k`` (`OLD_SEEDING`), and its episodes are not resumed alongside new ones."""
+OLD_SEEDING = "seed + k"
 
 
 def _differences(before: dict[str, object], config: dict[str, object]) -> list[str]:
     """What of `config`'s identity differs from `before` (an earlier `eval_config.json`), each as "what: was ->
     is"; a config written before a key was recorded is compared on the keys it has (its policy by label)."""
     changed = []
+    before = {"seeding": OLD_SEEDING, **before}
     for key, what in IDENTITY.items():
         if key not in before:
             if key == "policy_identity" and before.get("policy") != config["policy"]:
@@ -226,7 +231,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     plan = plan_evaluation(components, test_set, limit, repeats)
     out_dir = Path(out_dir)
     config = {"spec": spec.experiment.name, "spec_hash": spec_hash(spec), "policy": choice.label(),
-              "policy_identity": choice.identity(), "samples": plan.samples,
+              "policy_identity": choice.identity(), "samples": plan.samples, "seeding": SEEDING,
               "tasks_sha256": {name: source["tasks_sha256"] for name, source in test_set_sources(spec, plan).items()}}
     _check_config(out_dir, config, overwrite)
     path = out_dir / TRAJECTORIES

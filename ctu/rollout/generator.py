@@ -143,8 +143,8 @@ class TauGenerator:
         line when it is a `CtuError`, e.g. an endpoint that stayed down, its traceback at DEBUG; else with its
         traceback).
 
-        A phase sampled with a fixed seed (evaluation) samples repetition k of a task with seed + k, so a
-        task's samples differ and pass^k over them means what it says; its user simulator samples with the same
+        A phase sampled with a fixed seed (evaluation) samples repetition k of a task with its `episode_seed`, so
+        a task's samples differ and tasks do not share draws; its user simulator samples with the same
         seed (as tau2 seeds agent and user with a trial's seed), and with another on each replay for a user fault
         (`user_seed`), so that a replay meets another customer. A call of the contract before `EpisodeRequest`,
         ``run_episode(prompt, extras, phase, repetition)``, still runs, with a deprecation warning (`older_episode`).
@@ -203,7 +203,7 @@ class TauGenerator:
         split = self.split_reasoning
         turn_samples: list[TurnSample] | None = [] if setup.step_wise and phase == "train" and not chat_mode else None
         reasoning: list[str] = []
-        sampling, seed = self._seeds(phase, request.sample or 0, replay)
+        sampling, seed = self._seeds(phase, request.task_key, request.sample or 0, replay)
         env = TauBenchEnv(setup.env, request.task, user_seed=seed)
         messages, metadata = await env.ainit(request.prompt)
         native = setup.native_tool_calling
@@ -249,14 +249,15 @@ class TauGenerator:
                                   reasoning=reasoning if split is not None or any(reasoning) else [], turn_samples=turn_samples or [])
         return await self._score(record, env, phase)
 
-    def _seeds(self, phase: Phase, repetition: int, replay: int) -> tuple[SamplingParams, int | None]:
-        """The sampling params of repetition `repetition` of a task in `phase` (a phase sampled with a fixed seed
-        samples it with seed + `repetition`), and its user simulator's seed on its `replay`-th replay (`user_seed`)."""
+    def _seeds(self, phase: Phase, task: str, repetition: int, replay: int) -> tuple[SamplingParams, int | None]:
+        """The sampling params of repetition `repetition` of the task `task` (``domain/task_id``) in `phase` (a phase
+        sampled with a fixed seed samples it with `episode_seed`), and its user simulator's seed on its `replay`-th
+        replay (`user_seed`)."""
         sampling = self.setup.sampling[phase]
         if sampling.seed is None:
             return sampling, None
-        seed = user_seed(sampling.seed, repetition, replay)
-        return (replace(sampling, seed=sampling.seed + repetition) if repetition else sampling), seed
+        seed = episode_seed(sampling.seed, task, repetition)
+        return replace(sampling, seed=seed), user_seed(seed, replay)
 
     async def _turn(self, env: TauBenchEnv, context: list[int], params: SamplingParams, phase: Phase, session: str,
                     chat_mode: bool) -> PolicyTurn:
@@ -303,11 +304,28 @@ REPLAY_SEED_STRIDE = 1_000_003
 so a replay's seed is never another sample's)."""
 
 
-def user_seed(seed: int, repetition: int, replay: int) -> int:
-    """The user simulator's seed for repetition `repetition` of a task in a phase sampled with `seed`, on its
-    `replay`-th replay for a user fault (0: the first play): the policy's seed on the first play, as tau2 seeds
-    agent and user alike."""
-    return seed + repetition + REPLAY_SEED_STRIDE * replay
+SEED_SPACE = 2**31
+"""Seeds are taken modulo this (vLLM's and JAX's samplers take any seed below it)."""
+
+
+def episode_seed(seed: int, task: str, repetition: int) -> int:
+    """The seed of repetition `repetition` of the task `task` (``domain/task_id``) in a phase sampled with `seed`:
+    seed + a fixed offset of the task (the first 4 bytes of its key's SHA-256) + `repetition`, modulo `SEED_SPACE`.
+    A task's repetitions differ (pass^k over them means what it says) and every run draws the same ones (two
+    policies' evaluations stay paired episode by episode). The offset keeps tasks apart: one seed for the k-th
+    sample of every task gave every task the same random draws, so on tasks alike (one template's) one draw decided
+    the k-th sample of them all (the chain's held-out success by sample: 0 of 48 or 41 of 48), and a paired
+    interval over tasks counted as independent what was one draw."""
+    import hashlib
+
+    offset = int.from_bytes(hashlib.sha256(task.encode()).digest()[:4], "big")
+    return (seed + offset + repetition) % SEED_SPACE
+
+
+def user_seed(seed: int, replay: int) -> int:
+    """The user simulator's seed in an episode sampled with `seed` (`episode_seed`), on its `replay`-th replay for a
+    user fault (0: the first play): the policy's seed on the first play, as tau2 seeds agent and user alike."""
+    return (seed + REPLAY_SEED_STRIDE * replay) % SEED_SPACE
 
 
 CUT_OFF = "the turn reached rollout.max_tokens_per_turn before it ended, so its tool call was not run"

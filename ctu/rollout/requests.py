@@ -2,7 +2,7 @@
 
 A request names its task (`tau_bench_env.data.TaskRow`: domain, params, task id), the prompt, and the sample it is
 of that task. A GRPO group is the requests of one task in a batch; their sample indices tell the episodes apart
-(evaluation seeds the k-th sample with the phase's seed + k, `ctu.rollout.generator.user_seed`).
+(evaluation seeds the k-th sample of a task with `ctu.rollout.generator.episode_seed`).
 """
 
 from __future__ import annotations

@@ -279,7 +279,8 @@ def test_the_eval_table_reads_in_80_columns_and_the_pass_k_axis_is_whole_numbers
 
 def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path: Path):
     """An evaluation folder's identity (`eval_config.json`): the same command resumes; another endpoint serving a
-    model of the same name, or the test set's tasks file edited in place, is refused naming what differs; a folder
+    model of the same name, the test set's tasks file edited in place, or a folder seeded the older way, is refused
+    naming what differs; a folder
     holding someone else's files is refused and left as it was."""
     import tau2
 
@@ -308,6 +309,14 @@ def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path
         assert done.returncode == 0 and "1 episode(s) run" in done.stdout, done.stdout + done.stderr
         again = ctu(first.base_url)
         assert again.returncode == 0 and "0 episode(s) run" in again.stdout, again.stdout + again.stderr
+        older = tmp_path / "older"  # written before the episode seeds had a task's offset: not resumed with new ones
+        older.mkdir()
+        config = json.loads((out / "eval_config.json").read_text())
+        del config["seeding"]
+        (older / "eval_config.json").write_text(json.dumps(config))
+        reseeded = ctu(first.base_url, older)
+        said = " ".join(reseeded.stderr.split())
+        assert reseeded.returncode == 2 and 'episode seeds: "seed + k" -> "seed + task offset + k"' in said, said
         other = ctu(second.base_url)
         said = " ".join(other.stderr.split())
         assert other.returncode == 2 and "holds an evaluation of another policy:" in said, said

@@ -260,7 +260,10 @@ def test_openai_chat_sampler_plays_a_policy_served_over_http(minimal, tokenizer)
 
 
 def test_eval_samples_of_a_task_get_distinct_seeds_and_training_none(minimal, tokenizer):
-    """pass^k over k samples means something only if the samples can differ: sample k of a task uses seed + k."""
+    """pass^k over k samples means something only if the samples can differ, and a paired interval over tasks only if
+    tasks do not share their draws: sample k of a task uses `episode_seed` (seed + the task's offset + k)."""
+    from ctu.rollout.generator import episode_seed
+
     script = ReplayScript(tokenizer, "retail", TASKS[:2])
     sampler = scripted_sampler(tokenizer, script)
     seeds: list[tuple[int, int | None]] = []
@@ -274,7 +277,8 @@ def test_eval_samples_of_a_task_get_distinct_seeds_and_training_none(minimal, to
     generator = build_generator(components(minimal, experiment={"name": "minimal", "seed": 40}), tokenizer, sampler)
     run(generator, batch(TASKS[:2], phase="eval", samples=3))
     first_turn_seeds = sorted(seed for turn, seed in seeds if turn == 2)
-    assert first_turn_seeds == [40, 40, 41, 41, 42, 42]
+    expected = sorted(episode_seed(40, f"retail/{task}", k) for task in TASKS[:2] for k in range(3))
+    assert first_turn_seeds == expected and len(set(expected)) == 6  # the same on every run, no two episodes alike
     seeds.clear()
     run(generator, batch(TASKS[:2], phase="train", samples=3))
     assert {seed for _, seed in seeds} == {None}

@@ -176,9 +176,9 @@ def test_a_customer_who_hangs_up_before_the_write_is_flagged_and_excluded_replay
 
 def test_an_evaluated_customer_samples_with_its_episodes_seed_and_a_replay_with_another(minimal, tokenizer):
     """As tau2 seeds its user with each trial's seed, an `llm` customer's requests in evaluation carry the sample's
-    seed (the spec's seed + k, the policy's too); a replay for a user fault carries another, so that it can meet
-    another customer; training sends none."""
-    from ctu.rollout.generator import REPLAY_SEED_STRIDE
+    seed (`episode_seed`, the policy's too); a replay for a user fault carries another, so that it can meet another
+    customer; training sends none."""
+    from ctu.rollout.generator import episode_seed, user_seed
 
     with ScriptedOpenAIServer(default=HastyCustomer()) as server:
         user = {"type": "llm", "model": "customer", "base_url": server.base_url, "api_key_env": None, "temperature": 0.7}
@@ -192,9 +192,10 @@ def test_an_evaluated_customer_samples_with_its_episodes_seed_and_a_replay_with_
         run(generator, batch(["0"], phase="train", samples=1))
         trained = [request.get("seed") for request in server.requests]
     assert sum(r.user_fault_retries for r in records) == 1  # the first confirmation of the three was hasty
-    first_plays = {seed for seed in evaluated if seed < REPLAY_SEED_STRIDE}
-    [replayed] = {seed for seed in evaluated if seed >= REPLAY_SEED_STRIDE}
-    assert first_plays == {40, 41, 42} and replayed - REPLAY_SEED_STRIDE in first_plays
+    first_plays = {episode_seed(40, "retail/0", k) for k in range(3)}
+    assert len(first_plays) == 3 and first_plays <= set(evaluated)
+    [replayed] = set(evaluated) - first_plays
+    assert replayed in {user_seed(seed, 1) for seed in first_plays}
     assert trained and set(trained) == {None}
 
 

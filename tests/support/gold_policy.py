@@ -18,7 +18,8 @@ class GoldPolicy:
     """Answers each request as the gold replay of the task whose opening line starts the conversation: native tool
     calls when `native`, else Hermes ``<tool_call>`` text (the request must then carry no ``tools``).
 
-    Sample k of task i (k: the request's seed minus `seed`, the spec's experiment seed; i: the task's index in
+    Sample k of task i (k: from the request's seed, `ctu.rollout.generator.episode_seed` of `seed`, the spec's
+    experiment seed; i: the task's index in
     `tasks`) is a gold replay missing its last write (reward 0) when (i, k) is in `spoiled`, and answered with HTTP
     500 when it is `down` (an infrastructure error).
 
@@ -28,7 +29,7 @@ class GoldPolicy:
 
     def __init__(self, native: bool, seed: int, domain: str = "retail", split: str = "test", tasks: int = 3,
                  spoiled: Collection[tuple[int, int]] = (), down: tuple[int, int] | None = None) -> None:
-        self.native, self.seed, self.spoiled, self.down = native, seed, set(spoiled), down
+        self.native, self.seed, self.spoiled, self.down, self.domain = native, seed, set(spoiled), down, domain
         environment = tau2_domain(domain)
         self.tasks = environment.tasks(split)[:tasks]
         self.writes = [effective_writes(environment.episode_environment(task), task) for task in self.tasks]
@@ -37,7 +38,9 @@ class GoldPolicy:
         messages = body["messages"]
         opener = next(m["content"] for m in messages if m["role"] == "user")
         index = next(i for i, task in enumerate(self.tasks) if opening_line(task) == opener)
-        sample = body["seed"] - self.seed
+        from ctu.rollout.generator import SEED_SPACE, episode_seed
+
+        sample = (body["seed"] - episode_seed(self.seed, f"{self.domain}/{self.tasks[index].id}", 0)) % SEED_SPACE
         if (index, sample) == self.down:
             return Answer.error(500)
         assert ("tools" in body) == self.native  # text mode: tools only in the system prompt
