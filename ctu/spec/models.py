@@ -186,7 +186,10 @@ class Rollout(Section):
     temperature: float = Field(0.8, ge=0.0, le=2.0)
     """Sampling temperature during training rollouts."""
     top_p: float = Field(0.95, gt=0.0, le=1.0)
-    """Nucleus sampling during training rollouts."""
+    """Nucleus sampling during training rollouts (evaluation always samples at 1.0). Below 1.0 GRPO never samples
+    the tail that evaluation samples, and the trainer scores the full distribution: the step is off-policy by up to
+    -log(top_p) nats a token. 1.0 (SkyRL's default) trains on what evaluation samples; the learning chain ships it
+    (docs/learning-checks.md)."""
     repetition_penalty: float = Field(1.0, gt=0.0, allow_inf_nan=False)
     """vLLM's repetition penalty: above 1 discourages every token already in the prompt or the turn, below 1
     encourages it; 1.0 is off."""
