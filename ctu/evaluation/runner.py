@@ -6,8 +6,9 @@ evaluation reward chain (training-only rewards are not in it), the evaluation te
 task seeded with its own seed (`ctu.rollout.generator.episode_seed`: the spec's seed, the task's offset, k). At
 most `concurrency` episodes are in flight. Each finished episode is appended at once to ``trajectories.jsonl`` in
 the output folder (a full trajectory line, with ``sample`` and the episode's tau2 messages, ``tau2_messages``,
-which `ctu.evaluation.regrade` scores again), so a run that stops loses nothing: run again, and the episodes already there are skipped. An episode that ended in an
-infrastructure error (an endpoint down after its retries) is run again on the next run; its line is replaced.
+which `ctu.evaluation.regrade` scores again), so a run that stops loses nothing: run again, and the episodes
+already there are skipped. An episode that ended in an infrastructure error (an endpoint down after its retries) is
+run again on the next run; its line is replaced.
 """
 
 from __future__ import annotations
