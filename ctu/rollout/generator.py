@@ -17,6 +17,7 @@ judge marked fatal that fails makes a scored episode one too, with reward 0).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import traceback
@@ -316,8 +317,6 @@ def episode_seed(seed: int, task: str, repetition: int) -> int:
     sample of every task gave every task the same random draws, so on tasks alike (one template's) one draw decided
     the k-th sample of them all (the chain's held-out success by sample: 0 of 48 or 41 of 48), and a paired
     interval over tasks counted as independent what was one draw."""
-    import hashlib
-
     offset = int.from_bytes(hashlib.sha256(task.encode()).digest()[:4], "big")
     return (seed + offset + repetition) % SEED_SPACE
 

@@ -280,8 +280,7 @@ def test_the_eval_table_reads_in_80_columns_and_the_pass_k_axis_is_whole_numbers
 def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path: Path):
     """An evaluation folder's identity (`eval_config.json`): the same command resumes; another endpoint serving a
     model of the same name, the test set's tasks file edited in place, or a folder seeded the older way, is refused
-    naming what differs; a folder
-    holding someone else's files is refused and left as it was."""
+    naming what differs; a folder holding someone else's files is refused and left as it was."""
     import tau2
 
     tasks = json.loads((Path(tau2.__file__).parent / "data" / "tau2" / "domains" / "retail" / "tasks.json").read_text())

@@ -19,9 +19,8 @@ class GoldPolicy:
     calls when `native`, else Hermes ``<tool_call>`` text (the request must then carry no ``tools``).
 
     Sample k of task i (k: from the request's seed, `ctu.rollout.generator.episode_seed` of `seed`, the spec's
-    experiment seed; i: the task's index in
-    `tasks`) is a gold replay missing its last write (reward 0) when (i, k) is in `spoiled`, and answered with HTTP
-    500 when it is `down` (an infrastructure error).
+    experiment seed; i: the task's index in `tasks`) is a gold replay missing its last write (reward 0) when (i, k)
+    is in `spoiled`, and answered with HTTP 500 when it is `down` (an infrastructure error).
 
     Args:
         domain: a tau2 domain (``retail``); split: its task split; tasks: how many of the split's first tasks.
