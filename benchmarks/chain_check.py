@@ -29,8 +29,9 @@ It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its pl
 `benchmarks/results/chain_check.json`): the held-out success rate of each policy; the differences SFT - base, GRPO -
 SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out tasks
 (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome and
-by template, with how many SFT tasks each template has; GRPO's and the control's training success per step; each
-stage's wall time and this machine's reference loop (`machine.py`). The report's arithmetic is `chain_report.py`.
+by template, with how many SFT tasks each template has; the held-out episodes GRPO changed (paired with SFT's by
+task and sample); GRPO's and the control's training success and policy entropy per step; each stage's wall time
+and this machine's reference loop (`machine.py`). The report's arithmetic is `chain_report.py`.
 
 The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
 control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
@@ -54,12 +55,14 @@ import numpy as np
 from chain_report import (
     POLICIES,
     TEST_SET,
+    changed_episodes,
     difference,
     failure_kinds,
     passed,
     plot,
     report_of,
     seeds_table,
+    step_entropy,
     success,
     success_by_template,
     summary,
@@ -119,6 +122,14 @@ def sft_on_skyrl(output: Path, overrides: list[str]) -> None:
     if code != 0:
         raise SystemExit(f"the SFT stage failed with exit code {code}")
 
+
+
+def steps_of(run_dir: Path, rewards: dict[int, list[float]]) -> list[dict]:
+    """A GRPO run's steps for the report: each step's training success (`rewards`: `step_rewards`), its episodes
+    and, where the run logged it, the policy's entropy (`step_entropy`)."""
+    entropy = step_entropy(run_dir) if (run_dir / "metrics.jsonl").is_file() else {}
+    return [{"step": step, "mean_success": float(np.mean(found)), "episodes": len(found),
+             **({"entropy": entropy[step]} if step in entropy else {})} for step, found in rewards.items()]
 
 
 def main() -> None:
@@ -195,8 +206,9 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
         "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": 0, "unit": "held-out tasks, paired"},
         "outcomes": {name: failure_kinds(evals[name], output / "tasks" / "tasks.json") for name in POLICIES},
         "success_by_template": {name: success_by_template(evals[name], output / "tasks") for name in POLICIES},
-        "grpo_steps": [{"step": s, "mean_success": float(np.mean(r)), "episodes": len(r)} for s, r in grpo_steps["GRPO"].items()],
-        "control_steps": [{"step": s, "mean_success": float(np.mean(r)), "episodes": len(r)} for s, r in grpo_steps["control"].items()],
+        "grpo_changed": changed_episodes(evals["SFT"], evals["GRPO"]),
+        "grpo_steps": steps_of(output / "grpo", grpo_steps["GRPO"]),
+        "control_steps": steps_of(output / "grpo_control", grpo_steps["control"]),
         "wall_seconds": walls,
         "wall_seconds_total": sum(walls.values()),
         "reference_loop_seconds": loop,

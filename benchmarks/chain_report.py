@@ -1,6 +1,6 @@
-"""The chain check's report (`benchmarks/chain_check.py`), from the evaluation folders `ctu eval` wrote: held-out
-success and its paired differences, the held-out episodes by outcome and by template, the verdict, the docs' tables
-and the plot. Nothing here runs a stage."""
+"""The chain check's report (`benchmarks/chain_check.py`), from the evaluation folders `ctu eval` wrote and the GRPO
+runs' metrics: held-out success and its paired differences, the held-out episodes by outcome, by template and as GRPO
+changed them, the verdict, the docs' tables and the plot. Nothing here runs a stage."""
 
 from __future__ import annotations
 
@@ -85,6 +85,34 @@ def failure_kinds(folder: Path, tasks_file: Path) -> dict[str, int]:
             kind = "other"
         counts[kind] += 1
     return counts
+
+
+def changed_episodes(baseline: Path, other: Path) -> dict[str, int]:
+    """How the held-out episodes of the evaluation in `other` differ from those in `baseline` (two `ctu eval`
+    folders of the same tasks), each episode paired with its namesake by (task id, sample): ``episodes`` paired,
+    ``changed`` (any of the policy's turns differs), ``to_success`` and ``from_success`` (by tau2's own success).
+    Each task's sample k is seeded alike in both evaluations (`ctu.rollout.generator.episode_seed`), so an episode
+    that did not change is one the policy's update did not reach."""
+    def episodes(folder: Path) -> dict[tuple[str, int], dict]:
+        return {(str(line["task_id"]), int(line["sample"])): line for line in held_out_lines(folder)}
+
+    def turns(line: dict) -> list:
+        return [message.get("content") for message in line["messages"] if message.get("role") == "assistant"]
+
+    before, after = episodes(baseline), episodes(other)
+    paired = [(before[key], after[key]) for key in before if key in after]
+    changed = [(old, new) for old, new in paired if turns(old) != turns(new)]
+    succeeded = [(is_success(float(old["raw_reward"])), is_success(float(new["raw_reward"]))) for old, new in changed]
+    return {"episodes": len(paired), "changed": len(changed), "to_success": sum(new and not old for old, new in succeeded),
+            "from_success": sum(old and not new for old, new in succeeded)}
+
+
+def step_entropy(run_dir: Path) -> dict[int, float]:
+    """The policy's mean token entropy (nats) at each training step of the run in `run_dir`, from its
+    ``metrics.jsonl`` (``policy/policy_entropy``; a step without it left out): a GRPO run whose entropy climbs step
+    after step while its success does not is drifting where the reward does not look (docs/recipes.md)."""
+    lines = (json.loads(text) for text in (run_dir / "metrics.jsonl").read_text().splitlines())
+    return {int(line["step"]): float(line["policy/policy_entropy"]) for line in lines if "policy/policy_entropy" in line}
 
 
 def template_of(task: dict) -> str:
@@ -222,7 +250,13 @@ def summary(report: dict) -> str:
         lines += [f"  {name} ({found['sft_tasks']}, {found['episodes']}): " + ", ".join(
                   f"{policy} {report['success_by_template'][policy][name]['success']:.3f}" for policy in POLICIES)
                   for name, found in templates.items()]
+    if "grpo_changed" in report:
+        changed = report["grpo_changed"]
+        lines.append(f"held-out episodes GRPO changed: {changed['changed']} of {changed['episodes']}, "
+                     f"{changed['to_success']} to a success, {changed['from_success']} from one")
     lines.append("GRPO training success per step: " + " ".join(f"{s['mean_success']:.2f}" for s in report["grpo_steps"]))
+    if report["grpo_steps"] and "entropy" in report["grpo_steps"][0]:
+        lines.append("GRPO policy entropy per step: " + " ".join(f"{s['entropy']:.3f}" for s in report["grpo_steps"]))
     lines.append("control training success per step: " + " ".join(f"{s['mean_success']:.2f}" for s in report["control_steps"]))
     if report["wall_seconds"]:
         lines.append("wall: " + ", ".join(f"{name} {seconds / 60:.1f} min" for name, seconds in report["wall_seconds"].items()))

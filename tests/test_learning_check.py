@@ -152,3 +152,30 @@ def test_the_chains_held_out_success_is_split_by_template_with_its_count_of_sft_
     assert "  new (0, 3): base 0.333" in text and text.endswith("the control's excludes zero")
     one = {name: {"plain": by_template["plain"]} for name in chain.POLICIES}
     assert "by template" not in chain.summary({**report, "success_by_template": one})  # one template: no split
+    text = chain.summary({**report, "grpo_changed": {"episodes": 4, "changed": 3, "to_success": 1, "from_success": 1},
+                          "grpo_steps": [{"step": 1, "mean_success": 0.5, "episodes": 8, "entropy": 0.05}]})
+    assert "held-out episodes GRPO changed: 3 of 4, 1 to a success, 1 from one" in text
+    assert "GRPO policy entropy per step: 0.050" in text
+
+
+def test_the_chains_report_pairs_held_out_episodes_by_task_and_sample_and_reads_each_steps_entropy(chain, tmp_path: Path):
+    """`chain_report.changed_episodes`: episodes of two evaluations paired by (task, sample), changed when any
+    policy turn differs, counted to and from tau2's success; other test sets and unpaired episodes left out.
+    `step_entropy` reads each step's ``policy/policy_entropy`` from a run's metrics.jsonl."""
+    def episode(task_id: str, sample: int, reply: str, reward: float, test_set: str = "heldout") -> dict:
+        return {"test_set": test_set, "task_id": task_id, "sample": sample, "raw_reward": reward,
+                "messages": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": reply}]}
+
+    before = [episode("a", 0, "x", 0.0), episode("a", 1, "y", 1.0), episode("b", 0, "z", 1.0), episode("b", 1, "w", 0.0),
+              episode("c", 0, "v", 0.0)]
+    after = [episode("a", 0, "x2", 1.0), episode("a", 1, "y2", 0.0), episode("b", 0, "z2", 1.0), episode("b", 1, "w", 0.0),
+             episode("a", 0, "q", 1.0, test_set="other")]
+    for name, lines in (("sft", before), ("grpo", after)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "trajectories.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert chain.changed_episodes(tmp_path / "sft", tmp_path / "grpo") == {"episodes": 4, "changed": 3, "to_success": 1,
+                                                                         "from_success": 1}
+    assert chain.changed_episodes(tmp_path / "sft", tmp_path / "sft")["changed"] == 0
+    metrics = [{"step": 1, "policy/policy_entropy": 0.05}, {"step": 1, "eval/x": 1.0}, {"step": 2, "policy/policy_entropy": 0.3}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in metrics))
+    assert chain.step_entropy(tmp_path) == {1: 0.05, 2: 0.3}
