@@ -127,7 +127,7 @@ def sft_on_skyrl(output: Path, overrides: list[str]) -> None:
 def steps_of(run_dir: Path, rewards: dict[int, list[float]]) -> list[dict]:
     """A GRPO run's steps for the report: each step's training success (`rewards`: `step_rewards`), its episodes
     and, where the run logged it, the policy's entropy (`step_entropy`)."""
-    entropy = step_entropy(run_dir) if (run_dir / "metrics.jsonl").is_file() else {}
+    entropy = step_entropy(run_dir)
     return [{"step": step, "mean_success": float(np.mean(found)), "episodes": len(found),
              **({"entropy": entropy[step]} if step in entropy else {})} for step, found in rewards.items()]
 

@@ -109,9 +109,13 @@ def changed_episodes(baseline: Path, other: Path) -> dict[str, int]:
 
 def step_entropy(run_dir: Path) -> dict[int, float]:
     """The policy's mean token entropy (nats) at each training step of the run in `run_dir`, from its
-    ``metrics.jsonl`` (``policy/policy_entropy``; a step without it left out): a GRPO run whose entropy climbs step
-    after step while its success does not is drifting where the reward does not look (docs/recipes.md)."""
-    lines = (json.loads(text) for text in (run_dir / "metrics.jsonl").read_text().splitlines())
+    ``metrics.jsonl`` (``policy/policy_entropy``; a step without it left out; {} without the file): a GRPO run whose
+    entropy climbs step after step while its success does not is drifting where the reward does not look
+    (docs/recipes.md)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return {}
+    lines = (json.loads(text) for text in path.read_text().splitlines())
     return {int(line["step"]): float(line["policy/policy_entropy"]) for line in lines if "policy/policy_entropy" in line}
 
 

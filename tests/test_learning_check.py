@@ -179,3 +179,4 @@ def test_the_chains_report_pairs_held_out_episodes_by_task_and_sample_and_reads_
     metrics = [{"step": 1, "policy/policy_entropy": 0.05}, {"step": 1, "eval/x": 1.0}, {"step": 2, "policy/policy_entropy": 0.3}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in metrics))
     assert chain.step_entropy(tmp_path) == {1: 0.05, 2: 0.3}
+    assert chain.step_entropy(tmp_path / "sft") == {}  # a run that wrote no metrics.jsonl
