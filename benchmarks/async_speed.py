@@ -31,6 +31,8 @@ from pathlib import Path
 from machine import reference_loop_seconds
 from results import record
 
+from ctu.runners.rundir import RunDir
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SPEC = REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml"
@@ -54,7 +56,7 @@ def run(name: str, out: Path, overrides: list[str], cluster: str) -> dict[str, o
     wall = time.perf_counter() - started
     if result.returncode:
         raise SystemExit(f"{name}: ctu run exited {result.returncode}")
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = RunDir(run_dir).metric_lines()
     steps = {int(line["step"]): float(line["timing/step"]) for line in lines if "timing/step" in line}
     return {"steps": [steps[s] for s in sorted(steps)], "wall_s": wall}
 

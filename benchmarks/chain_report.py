@@ -16,6 +16,7 @@ from results import missing
 from ctu.components.task_generators.template import written_by
 from ctu.evaluation.comparison import paired_bootstrap
 from ctu.metrics import is_success
+from ctu.runners.rundir import RunDir
 
 TEST_SET = "heldout"
 """The chain's test set: the held-out tasks (split `validation`), never in the SFT data, never trained on."""
@@ -112,11 +113,8 @@ def step_entropy(run_dir: Path) -> dict[int, float]:
     ``metrics.jsonl`` (``policy/policy_entropy``; a step without it left out; {} without the file): a GRPO run whose
     entropy climbs step after step while its success does not is drifting where the reward does not look
     (docs/recipes.md)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return {}
-    lines = (json.loads(text) for text in path.read_text().splitlines())
-    return {int(line["step"]): float(line["policy/policy_entropy"]) for line in lines if "policy/policy_entropy" in line}
+    return {line["step"]: float(line["policy/policy_entropy"]) for line in RunDir(run_dir).metric_lines()
+            if "policy/policy_entropy" in line}
 
 
 def template_of(task: dict) -> str:

@@ -42,6 +42,8 @@ import numpy as np
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 from results import missing, record
 
+from ctu.runners.rundir import RunDir
+
 REPO = Path(__file__).resolve().parents[1]
 SPECS = {"tinker": REPO / "specs" / "learning_check.yaml", "skyrl-cpu": REPO / "tests" / "skyrl_cpu" / "learning_check_skyrl.yaml"}
 BACKENDS = {"tinker": "tinker (local server, JAX backend, LoRA)", "skyrl-cpu": "SkyRL's trainer on CPU (FSDP2 on gloo, full fine-tuning)"}
@@ -92,8 +94,7 @@ def bootstrap_difference(first: list[list[float]], last: list[list[float]], resa
 def test_rewards(run_dir: Path) -> tuple[float | None, float | None]:
     """The test sets' average reward at the first and at the last evaluation in `metrics.jsonl`."""
     found = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        metrics = json.loads(line)
+    for metrics in RunDir(run_dir).metric_lines():
         values = [v for k, v in metrics.items() if k.startswith("test-") and k.endswith("/average_reward")]
         if values:
             found.append(float(np.mean(values)))

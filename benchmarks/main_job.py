@@ -13,7 +13,6 @@ recorded in `benchmarks/results/main_job.json` (`results.record`).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -24,6 +23,8 @@ from pathlib import Path
 
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 from results import missing, record
+
+from ctu.runners.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_COLD_S = 6 * 60
@@ -45,8 +46,7 @@ def run_main_job(cache: Path, output: Path) -> tuple[float, dict]:
     if result.returncode != 0:
         print(result.stdout[-3000:], result.stderr[-3000:], sep="\n")
         raise SystemExit(f"the main job failed with exit code {result.returncode}")
-    lines = (output / "smoke" / "metrics.jsonl").read_text().splitlines()
-    return wall, json.loads(lines[-1])
+    return wall, RunDir(output / "smoke").metric_lines()[-1]
 
 
 def main() -> None:
@@ -62,7 +62,7 @@ def main() -> None:
             wall, last = run_main_job(cache, Path(folder) / f"run{index}")
             runs.append(wall)
             kind = "empty cache " if index == 0 else "model cached"
-            steps = sum(1 for _ in (Path(folder) / f"run{index}" / "smoke" / "metrics.jsonl").open())
+            steps = len(RunDir(Path(folder) / f"run{index}" / "smoke").metric_lines())
             print(f"{kind}: {wall:6.1f} s wall ({steps} metric lines; last step's timing/step {last.get('timing/step', 0):.1f} s,"
                   f" timing/generate {last.get('timing/generate', 0):.1f} s)", flush=True)
     loop_after = reference_loop_seconds()

@@ -33,6 +33,8 @@ from learning_check import run_ctu, run_skyrl_cpu
 from machine import reference_loop_seconds
 from results import record
 
+from ctu.runners.rundir import RunDir
+
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs" / "learning_chain"
 SHOWN_STEPS = (1, 10, 30)
@@ -68,8 +70,7 @@ def losses(run_dir: Path) -> dict[int, float]:
         SystemExit: the run logged no SFT loss.
     """
     found = {}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        metrics = json.loads(line)
+    for metrics in RunDir(run_dir).metric_lines():
         if "train/sft_loss_per_token" in metrics:
             found[int(metrics["step"])] = float(metrics["train/sft_loss_per_token"])
     if not found:

@@ -22,7 +22,6 @@ trained either way), and the step's wall time split into sampling (`timing/gener
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -32,6 +31,8 @@ from pathlib import Path
 
 from machine import reference_loop_seconds
 from results import record
+
+from ctu.runners.rundir import RunDir
 
 REPO = Path(__file__).resolve().parent.parent
 COMMON = ["data.test_sets={}", "trainer.eval_before_train=false", "trainer.eval_interval=0", "trainer.ckpt_interval=0",
@@ -59,8 +60,7 @@ def run(name: str, out: Path, overrides: list[str]) -> dict[str, list[float]]:
 
 def figures_of(run_dir: Path) -> dict[str, list[float]]:
     """Each of `FIGURES` per trained step, from the metrics of the run in `run_dir`."""
-    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [line for line in lines if "timing/step" in line]
+    steps = [line for line in RunDir(run_dir).metric_lines() if "timing/step" in line]
     return {figure: [float(line[name]) for line in steps] for figure, name in FIGURES.items()}
 
 
