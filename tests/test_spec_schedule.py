@@ -79,7 +79,9 @@ def test_explain_prints_the_schedule():
     out = subprocess.run([sys.executable, "-m", "ctu.cli", "explain", str(SPEC)], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1].startswith("# schedule: 74 training tasks at 32 a step: 2 GRPO step(s) per epoch")
-    assert "800 optimizer steps, the first 100 warming up" in out.stdout
+    assert "800 optimizer steps, the first 100 warming up the learning rate\n" in out.stdout
+    cosine = schedule(load_spec(SPEC, ["trainer.optimizer.scheduler=cosine"]).spec)
+    assert cosine.describe().endswith("the first 100 warming up the learning rate, then decaying to 0 (cosine)")
 
 
 def test_a_validation_set_on_training_tasks_is_an_error_and_on_a_test_sets_tasks_a_warning():

@@ -215,8 +215,23 @@ def token_data(prompt_ids: Sequence[int], response_ids: Sequence[int], loss_mask
     )
 
 
-def learning_rate(step: int, base: float, warmup_steps: int) -> float:
-    """Linear warm-up over `warmup_steps` (1-based `step`), then constant."""
-    if warmup_steps <= 0:
+def learning_rate(step: int, base: float, warmup_steps: int, total_steps: int | None = None,
+                  scheduler: str = "constant") -> float:
+    """The learning rate of optimizer step `step` (1-based) of `total_steps`: a linear warm-up over `warmup_steps`
+    (`base` x step / warmup_steps), then `scheduler` (`trainer.optimizer.scheduler`): ``constant``, or ``linear`` and
+    ``cosine`` decaying from `base` at the first step after the warm-up towards 0 at step `total_steps` + 1, as
+    transformers' `get_linear_schedule_with_warmup` and `get_cosine_schedule_with_warmup` (one cycle) do after their
+    warm-up, which SkyRL's trainer uses.
+
+    Raises:
+        ValueError: a decaying `scheduler` without `total_steps`, or an unknown one.
+    """
+    if step <= warmup_steps:
+        return base * step / warmup_steps
+    if scheduler == "constant":
         return base
-    return base * min(1.0, step / warmup_steps)
+    if total_steps is None or scheduler not in ("linear", "cosine"):
+        raise ValueError(f"learning-rate scheduler {scheduler!r} with total_steps={total_steps}: "
+                         "a linear or cosine decay needs the run's optimizer steps")
+    progress = min(1.0, (step - 1 - warmup_steps) / max(1, total_steps - warmup_steps))
+    return base * (1.0 - progress if scheduler == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress)))

@@ -162,6 +162,8 @@ class Schedule:
     warmup_steps: int
     sft: bool = False
     """An SFT run (`data.sft`): its units are conversations and SFT steps."""
+    scheduler: str = "constant"
+    """The learning rate after the warm-up (`trainer.optimizer.scheduler`)."""
 
     @property
     def optimizer_steps(self) -> int:
@@ -174,7 +176,8 @@ class Schedule:
         dropped = f" ({self.dropped_per_epoch} left out of each epoch)" if self.dropped_per_epoch else ""
         return (f"{self.train_tasks} {unit} at {self.batch_size} a step: {self.steps_per_epoch} {step} step(s) per "
                 f"epoch{dropped}, {self.total_steps} in the run; {self.optimizer_steps_per_step} optimizer step(s) each: "
-                f"{self.optimizer_steps} optimizer steps, the first {self.warmup_steps} warming up the learning rate")
+                f"{self.optimizer_steps} optimizer steps, the first {self.warmup_steps} warming up the learning rate"
+                + ("" if self.scheduler == "constant" else f", then decaying to 0 ({self.scheduler})"))
 
 
 def schedule(spec: Spec) -> Schedule | None:
@@ -200,7 +203,8 @@ def schedule(spec: Spec) -> Schedule | None:
     if trainer.max_steps is not None:
         total = min(total, trainer.max_steps)
     per_step = batch // trainer.policy_mini_batch_size if skyrl else 1
-    return Schedule(tasks, batch, per_epoch, dropped, total, per_step, trainer.optimizer.warmup_steps, spec.data.sft is not None)
+    return Schedule(tasks, batch, per_epoch, dropped, total, per_step, trainer.optimizer.warmup_steps, spec.data.sft is not None,
+                    trainer.optimizer.scheduler)
 
 
 def sft_row_count(path: str) -> int | None:

@@ -74,6 +74,29 @@ def test_learning_rate_warms_up_linearly():
     assert learning_rate(1, 1e-4, 0) == 1e-4
 
 
+@pytest.mark.parametrize("scheduler", ["linear", "cosine"])
+def test_learning_rate_decays_after_the_warm_up_as_transformers_schedules_do(scheduler: str):
+    """The tinker backend's decay is the one SkyRL's trainer gets from `transformers.get_scheduler`: optimizer step s
+    (1-based) after the warm-up takes the rate the scheduler holds after s - 1 steps."""
+    import torch
+    from transformers import get_scheduler
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    schedule = get_scheduler(scheduler, optimizer, num_warmup_steps=3, num_training_steps=10)
+    theirs = []
+    for _ in range(10):
+        theirs.append(schedule.get_last_lr()[0])
+        optimizer.step()
+        schedule.step()
+    ours = [learning_rate(step, 1e-3, 3, 10, scheduler) for step in range(1, 11)]
+    assert ours[3:] == pytest.approx(theirs[3:])
+    assert ours[:3] == pytest.approx([1e-3 / 3, 2e-3 / 3, 1e-3])  # ctu's warm-up: step / warmup_steps
+    assert ours[3] == 1e-3 and 0 < ours[-1] < ours[-2] < ours[3]
+    assert learning_rate(5, 1e-3, 0, 10, "constant") == 1e-3
+    with pytest.raises(ValueError, match="needs the run's optimizer steps"):
+        learning_rate(5, 1e-3, 0, None, scheduler)
+
+
 def rows(n: int) -> list[TaskRow]:
     return [TaskRow("retail", str(i)) for i in range(n)]
 

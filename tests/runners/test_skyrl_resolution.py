@@ -259,3 +259,27 @@ def test_an_sft_spec_resolves_to_skyrls_sft_config_with_absolute_paths_resuming_
     assert workers.trainer.log_path == str(tmp_path / "runs" / "x" / "logs")
     resumed, _ = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"), resume=True)
     assert resumed.resume_from == "latest"
+
+
+def test_a_decaying_learning_rate_reaches_both_of_skyrls_trainers_over_the_runs_steps(tmp_path: Path, monkeypatch):
+    """`trainer.optimizer.scheduler` lands on SkyRL's `optimizer_config.scheduler` (constant: SkyRL's own default,
+    `constant_with_warmup`), and SkyRL's SFT trainer, which decays over `max_training_steps`, gets the run's SFT
+    steps when `trainer.max_steps` is null (without it SkyRL decays over a horizon far past the run's end)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ctu.backends.skyrl.sft import resolve_sft_config
+
+    spec = load_spec(REPO / "specs" / "tau_bench.yaml", ["trainer.optimizer.scheduler=cosine"]).spec
+    assert resolve_skyrl_config(spec, spec.backend.params, tmp_path / "data", tmp_path).trainer.policy.optimizer_config.scheduler == "cosine"
+    plain = load_spec(REPO / "specs" / "tau_bench.yaml").spec
+    assert resolve_skyrl_config(plain, plain.backend.params, tmp_path / "data", tmp_path).trainer.policy.optimizer_config.scheduler == "constant_with_warmup"
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"messages": [[{"role": "user", "content": "hi"}]] * 10}), tmp_path / "train.parquet")
+    sft = ["data.sft=train.parquet", "trainer.epochs=3", "trainer.max_steps=null", "trainer.optimizer.scheduler=linear"]
+    spec = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", sft).spec
+    config, _ = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"))
+    assert config.optimizer_config.scheduler == "linear" and config.max_training_steps == 6  # 3 epochs x 10 // 4
+    spec = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", sft[:-1]).spec
+    config, _ = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"))
+    assert config.optimizer_config.scheduler == "constant_with_warmup" and config.max_training_steps is None

@@ -25,6 +25,10 @@ NEVER = 2**31 - 1
 (so no eval before training either). ctu's 0 means "only at epoch ends / the last step", which SkyRL does for
 any positive interval (it saves at each epoch's end and evaluates after the last step)."""
 
+SCHEDULERS = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+"""`trainer.optimizer.scheduler` -> SkyRL's `optimizer_config.scheduler` (a `transformers.SchedulerType`, each with
+the spec's warm-up)."""
+
 
 def skyrl_overrides(components: Components, backend: SkyRLParams, data_dir: Path, run_dir: Path,
                     resume: bool = False) -> dict[str, object]:
@@ -129,6 +133,7 @@ def _algorithm(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
         "trainer.policy.optimizer_config.weight_decay": optimizer.weight_decay,
         "trainer.policy.optimizer_config.max_grad_norm": optimizer.max_grad_norm,
         "trainer.policy.optimizer_config.num_warmup_steps": optimizer.warmup_steps,
+        "trainer.policy.optimizer_config.scheduler": SCHEDULERS[optimizer.scheduler],
     }
 
 

@@ -62,13 +62,25 @@ def write_token_rows(components: Components, tokenizer: Any, out: Path) -> dict[
     return {"conversations": len(input_ids), "tokens": sum(map(len, input_ids)), "trained_tokens": sum(map(sum, masks))}
 
 
+def decay_horizon(spec: Spec) -> int | None:
+    """SkyRL's `max_training_steps` for an SFT spec: `trainer.max_steps`, or, when that is null and the learning rate
+    decays (`trainer.optimizer.scheduler`), the run's SFT steps (`ctu.spec.schedule`): SkyRL's SFT trainer decays over
+    `max_training_steps` and, without it, over a default horizon far past the run's end."""
+    if spec.trainer.max_steps is not None or spec.trainer.optimizer.scheduler == "constant":
+        return spec.trainer.max_steps
+    from ctu.spec.schedule import schedule
+
+    plan = schedule(spec)
+    return plan.total_steps if plan is not None else None
+
+
 def sft_overrides(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_dir: Path, resume: bool = False) -> dict[str, object]:
     """SkyRL `SFTConfig` fields (dotted keys) for an SFT spec whose rows are in `tokens_file`: the model, placement
     and strategy of `backend`, the optimizer, batches and steps of `trainer` (`train_batch_size` conversations a
     step, `epochs` capped by `max_steps`), checkpoints and the Hugging Face export in the run directory's usual
     folders (an export after the last step, as GRPO's), and ``resume_from: latest`` when `resume`. Every path is
     absolute (see `ctu.backends.skyrl.config.skyrl_overrides`)."""
-    from ctu.backends.skyrl.config import NEVER
+    from ctu.backends.skyrl.config import NEVER, SCHEDULERS
     from ctu.models.tiny_qwen3 import local_path
 
     trainer, optimizer = spec.trainer, spec.trainer.optimizer
@@ -86,11 +98,12 @@ def sft_overrides(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_dir: 
         "batch_size": trainer.train_batch_size,
         "micro_train_batch_size_per_gpu": backend.micro_train_batch_size_per_gpu,
         "num_epochs": trainer.epochs,
-        "max_training_steps": trainer.max_steps,
+        "max_training_steps": decay_horizon(spec),
         "optimizer_config.lr": optimizer.lr,
         "optimizer_config.weight_decay": optimizer.weight_decay,
         "optimizer_config.max_grad_norm": optimizer.max_grad_norm,
         "optimizer_config.num_warmup_steps": optimizer.warmup_steps,
+        "optimizer_config.scheduler": SCHEDULERS[optimizer.scheduler],
         "project_name": spec.tracking.project,
         "run_name": spec.experiment.name,
         "tags": list(spec.experiment.tags),

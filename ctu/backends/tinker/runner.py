@@ -257,7 +257,7 @@ class TinkerRunner:
                                config, spec.rollout.turn_discount)
         trained = fed.trajectories
         optimizer = spec.trainer.optimizer
-        rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
+        rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps, plan.total_steps, optimizer.scheduler)
         if trained:
             params = tinker.types.AdamParams(learning_rate=rate, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.max_grad_norm)
             await (await training.optim_step_async(params)).result_async()
@@ -309,7 +309,7 @@ class TinkerRunner:
             trained_tokens += int(sum(weights[1:]))
             seen_tokens += len(tokens)
         optimizer = self.spec.trainer.optimizer
-        rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps)
+        rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps, plan.total_steps, optimizer.scheduler)
         params = tinker.types.AdamParams(learning_rate=rate, weight_decay=optimizer.weight_decay, grad_clip_norm=optimizer.max_grad_norm)
         await (await training.optim_step_async(params)).result_async()
         metrics = {metric(TRAIN, "learning_rate"): rate, metric(TRAIN, "optimizer_steps"): 1.0,
