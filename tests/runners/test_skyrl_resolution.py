@@ -257,6 +257,9 @@ def test_an_sft_spec_resolves_to_skyrls_sft_config_with_absolute_paths_resuming_
     assert config.resume_from == "" and not config.remove_microbatch_padding and config.hf_save_interval > 0
     assert workers.trainer.flash_attn is False and workers.trainer.policy.model.path == config.model.path
     assert workers.trainer.log_path == str(tmp_path / "runs" / "x" / "logs")
+    # the CPU backend's fp32 FSDP (backend_cpu.yaml) reaches the policy worker through SFTConfig.fsdp_config
+    assert config.fsdp_config.mixed_precision.param_dtype == "fp32"
+    assert workers.trainer.policy.fsdp_config.mixed_precision.param_dtype == "fp32"
     resumed, _ = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"), resume=True)
     assert resumed.resume_from == "latest"
 

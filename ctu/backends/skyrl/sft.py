@@ -25,6 +25,9 @@ TRAINER_OVERRIDES = ("trainer.flash_attn", "trainer.gradient_checkpointing", "tr
                      "trainer.disable_fast_tokenizer")
 """`backend.skyrl_overrides` keys an SFT run applies to the config SkyRL's SFT trainer hands its workers (the
 policy worker's settings); the rest concern rollouts and GRPO, which an SFT run has none of."""
+POLICY_FSDP = "trainer.policy.fsdp_config."
+"""`backend.skyrl_overrides` keys of the policy's FSDP settings, which an SFT run sets in `SFTConfig.fsdp_config`
+(SkyRL's SFT trainer copies it over the policy worker's)."""
 
 
 def write_token_rows(components: Components, tokenizer: Any, out: Path) -> dict[str, int]:
@@ -116,6 +119,9 @@ def sft_overrides(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_dir: 
         "num_workers": 0,  # pretokenized: SkyRL tokenises nothing
         "enable_ray_gpu_monitor": False,  # its figures go to wandb only; ctu's trackers log the step's
         "remove_microbatch_padding": bool(backend.skyrl_overrides.get("trainer.remove_microbatch_padding", True)),
+        # SkyRL hands its SFT config's `fsdp_config` to the policy worker: the policy's FSDP overrides go there
+        **{key.removeprefix("trainer.policy."): value for key, value in backend.skyrl_overrides.items()
+           if key.startswith(POLICY_FSDP)},
     }
 
 
@@ -134,7 +140,7 @@ def resolve_sft_config(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_
     skyrl_config = build_skyrl_config_for_sft(config)
     skyrl_config.trainer.log_path = str(Path(run_dir).absolute() / "logs")
     for key, value in backend.skyrl_overrides.items():
-        if key.startswith(TRAINER_OVERRIDES):
+        if key.startswith(TRAINER_OVERRIDES) and not key.startswith(POLICY_FSDP):  # those are in `config` (`sft_overrides`)
             *parents, name = key.split(".")
             target = skyrl_config
             for part in parents:
