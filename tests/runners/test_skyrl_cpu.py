@@ -142,8 +142,8 @@ def test_two_grpo_steps_of_skyrls_trainer_resumed_at_an_epochs_end_with_user_cod
     for line in lines[1:]:
         # what the trainer computed for the sampled tokens agrees with what vLLM reported: vLLM's processed logprobs
         # are of the distribution it sampled from (temperature, then the top_p nucleus renormalised), the trainer's
-        # of the temperature-scaled one, so they differ by at most -log(top_p) (0.051) plus the trainer's bf16
-        # rounding; vLLM's default raw logprobs (before temperature) differed by 0.16-0.18 here (at temperature 0.85)
+        # of the temperature-scaled one, so they differ by at most -log(top_p) (0.051) plus the two engines'
+        # rounding (both fp32 here: backend_cpu.yaml); vLLM's default raw logprobs (before temperature) differed by 0.16-0.18 here (at temperature 0.85)
         assert line["policy/rollout_train_logprobs_abs_diff_mean"] < -math.log(TOP_P) + 0.02
         # ctu's own figure of the same gap (both backends compute it alike), with its share of far-off tokens
         assert line["train/logprob_gap_mean"] == pytest.approx(line["policy/rollout_train_logprobs_abs_diff_mean"], rel=1e-3)
