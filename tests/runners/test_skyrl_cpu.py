@@ -254,6 +254,7 @@ def two_steps_with_a_flaky_user(tmp_path: Path, features: list[str], ray_head: R
     return trained
 
 
+@pytest.mark.slow  # outside CI's test command: ~5 min each on a 2-core AMD EPYC (tests/README.md)
 def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_out(ray_head: RayCluster, tmp_path: Path):
     """Truncated importance sampling, the zero-variance filter and DAPO's dynamic sampling at once, in native tool
     calling at the 8B spec's sampling parameters, with a user simulator failing now and then: dynamic sampling
@@ -283,6 +284,7 @@ def test_off_policy_correction_and_dynamic_sampling_keep_infrastructure_errors_o
     assert any(name.startswith("policy/") and "is_ratio" in name for name in trained[0]), sorted(trained[0])
 
 
+@pytest.mark.slow  # outside CI's test command: ~5 min each on a 2-core AMD EPYC (tests/README.md)
 def test_fully_async_training_at_staleness_one_evaluates_and_saves_the_steps_it_trained(ray_head: RayCluster, tmp_path: Path):
     """SkyRL's fully async trainer: groups sampled while the policy trains (vLLM on a GPU of its own), each trained
     at most one step after the weights it started from, with GLM-5's rollout-IS loss on the sampler's logprobs. The
