@@ -281,8 +281,9 @@ def test_a_decaying_learning_rate_reaches_both_of_skyrls_trainers_over_the_runs_
     pq.write_table(pa.table({"messages": [[{"role": "user", "content": "hi"}]] * 10}), tmp_path / "train.parquet")
     sft = ["data.sft=train.parquet", "trainer.epochs=3", "trainer.max_steps=null", "trainer.optimizer.scheduler=linear"]
     spec = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", sft).spec
-    config, _ = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"))
+    config, workers = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"))
     assert config.optimizer_config.scheduler == "linear" and config.max_training_steps == 6  # 3 epochs x 10 // 4
+    assert workers.trainer.policy.optimizer_config.scheduler == "linear"  # the policy worker's FSDPStrategy steps it
     spec = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", sft[:-1]).spec
     config, _ = resolve_sft_config(spec, spec.backend.params, Path("t.parquet"), Path("runs/x"))
     assert config.optimizer_config.scheduler == "constant_with_warmup" and config.max_training_steps is None
