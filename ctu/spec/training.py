@@ -97,9 +97,9 @@ class Optimizer(Section):
     once per GRPO step; `ctu explain` prints the run's count); 0, SkyRL's default, is none."""
     scheduler: Literal["constant", "linear", "cosine"] = "constant"
     """The learning rate after the warm-up: constant (SkyRL's default), or decaying towards 0 at the end of the run's
-    optimizer steps (0 after its last), along a line or a half cosine. These are transformers' schedule types (`constant_with_warmup`, `linear`,
-    `cosine` of `transformers.get_scheduler`), which SkyRL's trainer is handed; the tinker backend computes the same
-    each step (`ctu.runners.grpo.learning_rate`)."""
+    optimizer steps (0 after its last), along a line or a half cosine. These are transformers' schedule types
+    (`constant_with_warmup`, `linear`, `cosine` of `transformers.get_scheduler`), which SkyRL's trainer is handed;
+    the tinker backend computes the same each step (`ctu.runners.grpo.learning_rate`)."""
 
 
 class Trainer(Section):
