@@ -36,7 +36,9 @@ and this machine's reference loop (`machine.py`). The report's arithmetic is `ch
 The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
 control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
 `benchmarks/results/chain_check_<backend>.json`, from which the README's and docs/learning-checks.md's per-seed tables
-are generated.
+are generated. A seed takes over an hour on a slow CPU, so seeds can be measured in separate runs: `--add` keeps the
+seeds already recorded that this run does not repeat, each with its own commit and date in the table, and refuses
+when the chain's inputs (`CHAIN_INPUTS`) differ between their commit and this one.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from chain_report import (
 )
 from learning_check import CONTROL_LR, run_skyrl_cpu, step_rewards
 from machine import normalised, reference_loop_seconds
-from results import record
+from results import RESULTS, record
 
 from ctu.evaluation.comparison import LEVEL, RESAMPLES
 
@@ -79,6 +81,11 @@ SPECS = REPO / "specs" / "learning_chain"
 OUTPUT = REPO / "runs" / "learning_chain"
 """Where the specs write (their `experiment.output_dir`, and the task and SFT data files they name)."""
 CPU_BACKEND = REPO / "tests" / "skyrl_cpu" / "backend_cpu.yaml"
+CHAIN_INPUTS = ("specs/learning_chain", "tests/skyrl_cpu/backend_cpu.yaml", "uv.lock")
+"""What a chain's figures are measured on besides the code: its specs, the CPU stand-in's backend section and the
+locked dependencies. `--add` keeps a recorded seed only when these are the same at its commit as at this one."""
+CODE = ("ctu", "tau_bench_env")
+"""The code a kept seed may have run at another version of (the record's note says how many files differ)."""
 
 
 def ctu(*args: str) -> None:
@@ -137,19 +144,76 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true", help="report on the stages already run")
     parser.add_argument("--seed", type=int, nargs="*", default=None,
                         help="the task generation's and the experiment's seed at every stage; several: one chain each")
+    parser.add_argument("--add", action="store_true",
+                        help="keep the record's seeds this run does not repeat (refused when the chain's inputs changed since)")
     parser.add_argument("--grpo-backend", choices=("tinker", "skyrl"), default="tinker",
                         help="GRPO and its control on the tinker backend (grpo.yaml) or on SkyRL's trainer on CPU (grpo_skyrl.yaml)")
     args = parser.parse_args()
     seeds: list[int | None] = list(args.seed) if args.seed else [None]
+    if args.add and not args.seed:
+        parser.error("--add needs --seed")
+    name = f"chain_check_{args.grpo_backend}"
+    kept = kept_seeds(RESULTS / f"{name}.json", set(args.seed)) if args.add else []  # refused before hours of running
     loop_before = reference_loop_seconds()
     reports = [chain(seed, args.report_only, args.grpo_backend) for seed in seeds]
     if args.seed and not args.report_only:
         loop = (loop_before + reference_loop_seconds()) / 2
-        record(f"chain_check_{args.grpo_backend}", {"seeds": reports}, seeds_table(reports), loop,
+        recorded = sorted([*kept, *reports], key=lambda report: report["seed"])
+        commits = list(dict.fromkeys(short(report["commit"]) for report in recorded))
+        record(name, {"seeds": recorded}, seeds_table(recorded), loop, commit=", ".join(commits),
                note=f"{reports[0]['held_out_tasks']} held-out tasks x {reports[0]['samples_per_task']} samples; GRPO and "
                     f"the control {len(reports[0]['grpo_steps'])} steps each on the RL tasks, on the {args.grpo_backend} "
-                    "backend; each seed sets the tasks, their splits, sampling and training.")
+                    "backend; each seed sets the tasks, their splits, sampling and training." + mixed_note(kept))
     raise SystemExit(0 if all(report["passed"] for report in reports) else 1)
+
+
+def short(commit: str | None) -> str:
+    """A commit's 7-character name (or "?" when the run did not know its commit)."""
+    return commit[:7] if commit else "?"
+
+
+def changed_since(commit: str, paths: tuple[str, ...]) -> list[str]:
+    """The files under `paths` that differ between `commit` and this checkout's HEAD.
+
+    Raises:
+        SystemExit: this clone does not have `commit`.
+    """
+    found = subprocess.run(["git", "diff", "--name-only", commit, "HEAD", "--", *paths], cwd=REPO, capture_output=True, text=True)
+    if found.returncode != 0:
+        raise SystemExit(f"--add: cannot compare with commit {commit}: {found.stderr.strip()}")
+    return found.stdout.split()
+
+
+def kept_seeds(path: Path, repeated: set[int]) -> list[dict]:
+    """The seeds recorded in `path` (a `chain_check_<backend>.json`) that this run does not repeat, each checked to
+    have been measured on this commit's `CHAIN_INPUTS`.
+
+    Raises:
+        SystemExit: a kept seed's commit is unknown, or its chain inputs differ from this commit's (naming the files).
+    """
+    if not path.exists():
+        return []
+    kept = [report for report in json.loads(path.read_text())["figures"]["seeds"] if report["seed"] not in repeated]
+    for report in kept:
+        if not report.get("commit"):
+            raise SystemExit(f"--add: seed {report['seed']} in {path.name} has no commit to compare with")
+        if changed := changed_since(report["commit"], CHAIN_INPUTS):
+            raise SystemExit(f"--add: seed {report['seed']} in {path.name} was measured on commit {short(report['commit'])}, "
+                             f"whose chain inputs differ from this commit's ({', '.join(changed)}): re-run it with "
+                             "this one or record without --add")
+    return kept
+
+
+def mixed_note(kept: list[dict]) -> str:
+    """The record's note on seeds kept from earlier runs (`--add`): which, on which commit, and how many files of the
+    code differ from this run's (their chain inputs are the same: `kept_seeds`)."""
+    parts = []
+    for commit in dict.fromkeys(report["commit"] for report in kept):
+        seeds = ", ".join(str(report["seed"]) for report in kept if report["commit"] == commit)
+        differ = len(changed_since(commit, CODE))
+        parts.append(f"seed {seeds} measured earlier on commit {short(commit)} (its chain inputs as this run's; "
+                     f"{differ} file(s) of {' and '.join(CODE)} differ)")
+    return (" Kept from earlier runs (--add): " + "; ".join(parts) + ".") if parts else ""
 
 
 def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> dict:
@@ -196,6 +260,7 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
         "seed": seed,
         "grpo_backend": grpo_backend,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "output": str(output.relative_to(REPO)),
         "held_out_tasks": len(reports["base"]["by_test_set"][TEST_SET]["by_task"]),
         "samples_per_task": reports["base"].get("samples_per_task"),
@@ -218,8 +283,9 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
             + ".json")
     if report_only and (output / name).exists():  # the stages' own wall times and machine speed
         earlier = json.loads((output / name).read_text())
-        for key in ("wall_seconds", "wall_seconds_total", "reference_loop_seconds", "wall_seconds_total_normalised"):
-            report[key] = earlier[key]
+        for key in ("wall_seconds", "wall_seconds_total", "reference_loop_seconds", "wall_seconds_total_normalised", "date"):
+            if key in earlier:
+                report[key] = earlier[key]
     report["passed"] = passed(report)
     (output / name).write_text(json.dumps(report, indent=2) + "\n")
     plot(report, output / name.replace(".json", ".png"))

@@ -188,16 +188,18 @@ def outcomes(report: dict, policy: str) -> str:
 
 def seeds_table(reports: list[dict]) -> dict[str, list]:
     """The docs' table of a run over several seeds: each seed's held-out success after each stage, GRPO's and the
-    control's difference from SFT with their intervals and verdicts, and its wall time."""
+    control's difference from SFT with their intervals and verdicts, its wall time, and the commit it ran (seeds
+    recorded by separate runs: `chain_check.py --add`)."""
     rows: list[list[str]] = []
     table: dict[str, list] = {"columns": ["seed", "base", "SFT", "GRPO", "control", "GRPO - SFT, paired 95% interval",
-                                          "control - SFT", "wall time (normalised)"], "rows": rows}
+                                          "control - SFT", "wall time (normalised)", "commit"], "rows": rows}
     for report in reports:
         success = report["success"]
         rows.append([str(report["seed"]), *(f"{success[name]:.3f}" for name in POLICIES),
                      interval(report, "grpo_minus_sft") + (": above zero" if grpo_added(report) else ""),
                      interval(report, "control_minus_sft") + (": holds zero" if control_held(report) else ""),
-                     f"{report['wall_seconds_total'] / 60:.1f} min ({report['wall_seconds_total_normalised'] / 60:.1f} min)"])
+                     f"{report['wall_seconds_total'] / 60:.1f} min ({report['wall_seconds_total_normalised'] / 60:.1f} min)",
+                     (report.get("commit") or "?")[:7]])
         for column, missed in ((5, not grpo_added(report)), (6, not control_held(report)),
                                (7, report["wall_seconds_total_normalised"] > GOAL_S)):
             if missed:

@@ -180,3 +180,36 @@ def test_the_chains_report_pairs_held_out_episodes_by_task_and_sample_and_reads_
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in metrics))
     assert chain.step_entropy(tmp_path) == {1: 0.05, 2: 0.3}
     assert chain.step_entropy(tmp_path / "sft") == {}  # a run that wrote no metrics.jsonl
+
+
+def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_path: Path):
+    """`chain_check.py --seed S --add`: the seeds already recorded and not repeated are kept, each with its commit in
+    the table; a seed measured where the chain's inputs (its specs, the CPU backend section, the lock) differ is
+    refused, naming the files, before any stage runs."""
+    import subprocess
+
+    check = benchmark("chain_check")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "HEAD")
+    if not head:
+        pytest.skip("not a git checkout")
+    record = tmp_path / "chain_check_skyrl.json"
+    seeds = [{"seed": seed, "commit": head} for seed in (1, 2)]
+    record.write_text(json.dumps({"figures": {"seeds": seeds}}))
+    assert check.kept_seeds(record, {1}) == [seeds[1]]  # seed 1 is re-run: only seed 2 is kept
+    assert check.kept_seeds(tmp_path / "none.json", {1}) == []
+    assert "seed 2 measured earlier on commit " + head[:7] in check.mixed_note([seeds[1]])
+
+    last_change = git("log", "-n1", "--format=%H", "--", "specs/learning_chain")
+    before = git("rev-parse", "--verify", "--quiet", f"{last_change}^")
+    if not before:
+        pytest.skip("a shallow clone: no commit before the chain's specs last changed")
+    record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, "commit": before}]}}))
+    with pytest.raises(SystemExit, match=r"seed 2 .* chain inputs differ .*specs/learning_chain/"):
+        check.kept_seeds(record, {1})
+    record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, "commit": None}]}}))
+    with pytest.raises(SystemExit, match="no commit"):
+        check.kept_seeds(record, {1})
