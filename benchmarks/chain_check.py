@@ -72,7 +72,7 @@ from chain_report import (
 )
 from learning_check import CONTROL_LR, run_skyrl_cpu, step_rewards
 from machine import normalised, reference_loop_seconds
-from results import RESULTS, record
+from results import RESULTS, checkout, record
 
 from ctu.evaluation.comparison import LEVEL, RESAMPLES
 
@@ -159,7 +159,7 @@ def main() -> None:
     if args.seed and not args.report_only:
         loop = (loop_before + reference_loop_seconds()) / 2
         recorded = sorted([*kept, *reports], key=lambda report: report["seed"])
-        commits = list(dict.fromkeys(short(report["commit"]) for report in recorded))
+        commits = list(dict.fromkeys([*(short(report["commit"]) for report in kept), checkout()]))
         record(name, {"seeds": recorded}, seeds_table(recorded), loop, commit=", ".join(commits),
                note=f"{reports[0]['held_out_tasks']} held-out tasks x {reports[0]['samples_per_task']} samples; GRPO and "
                     f"the control {len(reports[0]['grpo_steps'])} steps each on the RL tasks, on the {args.grpo_backend} "
@@ -189,14 +189,16 @@ def kept_seeds(path: Path, repeated: set[int]) -> list[dict]:
     have been measured on this commit's `CHAIN_INPUTS`.
 
     Raises:
-        SystemExit: a kept seed's commit is unknown, or its chain inputs differ from this commit's (naming the files).
+        SystemExit: a kept seed's commit is unknown or was not clean, or its chain inputs differ from this commit's
+            (naming the files).
     """
     if not path.exists():
         return []
     kept = [report for report in json.loads(path.read_text())["figures"]["seeds"] if report["seed"] not in repeated]
     for report in kept:
-        if not report.get("commit"):
-            raise SystemExit(f"--add: seed {report['seed']} in {path.name} has no commit to compare with")
+        if not report.get("commit") or report.get("uncommitted_changes"):
+            raise SystemExit(f"--add: seed {report['seed']} in {path.name} has no commit to compare with (none recorded, "
+                             "or it ran with uncommitted changes)")
         if changed := changed_since(report["commit"], CHAIN_INPUTS):
             raise SystemExit(f"--add: seed {report['seed']} in {path.name} was measured on commit {short(report['commit'])}, "
                              f"whose chain inputs differ from this commit's ({', '.join(changed)}): re-run it with "
@@ -260,6 +262,7 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
         "seed": seed,
         "grpo_backend": grpo_backend,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None,
+        "uncommitted_changes": checkout().endswith("with uncommitted changes"),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "output": str(output.relative_to(REPO)),
         "held_out_tasks": len(reports["base"]["by_test_set"][TEST_SET]["by_task"]),

@@ -50,6 +50,15 @@ def portable(value: Any) -> Any:
     return ABSOLUTE_PATH.sub(local, value)
 
 
+def checkout() -> str:
+    """This checkout's commit, short, said to have uncommitted changes when the working tree has them ("" outside a
+    git checkout)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                             text=True).stdout.strip()
+    return commit + " with uncommitted changes" if commit and changed else commit
+
+
 def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: float, note: str = "", *,
            command: str | None = None, commit: str | None = None, date: str | None = None) -> Path:
     """Write `benchmarks/results/<name>.json` (with no machine path: `portable`): the date (UTC), the commit (said to have uncommitted changes when the
@@ -63,11 +72,7 @@ def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: flo
         The file written.
     """
     if commit is None:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                                 text=True).stdout.strip()
-        if commit and changed:
-            commit += " with uncommitted changes"
+        commit = checkout()
     result = portable({
         "benchmark": name,
         "date": date or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

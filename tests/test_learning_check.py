@@ -210,6 +210,7 @@ def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_pa
     record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, "commit": before}]}}))
     with pytest.raises(SystemExit, match=r"seed 2 .* chain inputs differ .*specs/learning_chain/"):
         check.kept_seeds(record, {1})
-    record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, "commit": None}]}}))
-    with pytest.raises(SystemExit, match="no commit"):
-        check.kept_seeds(record, {1})
+    for unknown in ({"commit": None}, {"commit": head, "uncommitted_changes": True}):
+        record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, **unknown}]}}))
+        with pytest.raises(SystemExit, match="no commit"):
+            check.kept_seeds(record, {1})
