@@ -1,8 +1,8 @@
 """The learning check of the whole chain: tasks -> SFT data -> SFT -> GRPO -> evaluation, scored by tau2's own
 binary success on held-out tasks, on this CPU with the built-in model.
 
-Run: `uv run python benchmarks/chain_check.py [--grpo-backend tinker|skyrl] [--seed S ...] [--report-only]`; it
-writes under `runs/learning_chain/`, the folder the specs name. `--seed S` sets the task generation's seed (hence
+Run: `uv run python benchmarks/chain_check.py [--grpo-backend tinker|skyrl ...] [--seed S ...] [--add]
+[--report-only]`; it writes under `runs/learning_chain/`, the folder the specs name. `--seed S` sets the task generation's seed (hence
 the tasks and their splits) and the experiment's (sampling, SFT and GRPO) to S at every stage; several seeds run one
 after another, each chain's report kept as `chain[_<backend>]_seed<S>.json`. Without it, the specs' own seeds.
 
@@ -25,8 +25,12 @@ the repository's root), then a negative control:
 7. `ctu eval --run-dir` of the GRPO run;
 8. the negative control: step 6 at a learning rate of 1e-12, and its evaluation.
 
-It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its plot (without `--seed`, its table to
-`benchmarks/results/chain_check.json`): the held-out success rate of each policy; the differences SFT - base, GRPO -
+With both backends (`--grpo-backend tinker skyrl`) stages 1-5 run once and serve both, and each backend's report
+counts their time with its own stages' (what a run on that backend alone takes); each backend's GRPO and control
+runs have folders of their own (`GRPO_RUNS`), as their evaluations do.
+
+It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its plot (without `--seed`, the tinker
+backend's table to `benchmarks/results/chain_check.json`): the held-out success rate of each policy; the differences SFT - base, GRPO -
 SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out tasks
 (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome and
 by template, with how many SFT tasks each template has; the held-out episodes GRPO changed (paired with SFT's by
@@ -146,24 +150,28 @@ def main() -> None:
                         help="the task generation's and the experiment's seed at every stage; several: one chain each")
     parser.add_argument("--add", action="store_true",
                         help="keep the record's seeds this run does not repeat (refused when the chain's inputs changed since)")
-    parser.add_argument("--grpo-backend", choices=("tinker", "skyrl"), default="tinker",
-                        help="GRPO and its control on the tinker backend (grpo.yaml) or on SkyRL's trainer on CPU (grpo_skyrl.yaml)")
+    parser.add_argument("--grpo-backend", choices=tuple(GRPO_RUNS), nargs="+", default=["tinker"],
+                        help="GRPO and its control on the tinker backend (grpo.yaml) and/or on SkyRL's trainer on CPU "
+                             "(grpo_skyrl.yaml); both: one SFT stage serves the two")
     args = parser.parse_args()
     seeds: list[int | None] = list(args.seed) if args.seed else [None]
+    backends = list(dict.fromkeys(args.grpo_backend))
     if args.add and not args.seed:
         parser.error("--add needs --seed")
-    name = f"chain_check_{args.grpo_backend}"
-    kept = kept_seeds(RESULTS / f"{name}.json", set(args.seed)) if args.add else []  # refused before hours of running
+    # refused before hours of running
+    kept = {backend: kept_seeds(RESULTS / f"chain_check_{backend}.json", set(args.seed)) if args.add else [] for backend in backends}
     loop_before = reference_loop_seconds()
-    reports = [chain(seed, args.report_only, args.grpo_backend) for seed in seeds]
+    reports = [report for seed in seeds for report in chain(seed, args.report_only, backends)]
     if args.seed and not args.report_only:
         loop = (loop_before + reference_loop_seconds()) / 2
-        recorded = sorted([*kept, *reports], key=lambda report: report["seed"])
-        commits = list(dict.fromkeys([*(short(report["commit"]) for report in kept), checkout()]))
-        record(name, {"seeds": recorded}, seeds_table(recorded), loop, commit=", ".join(commits),
-               note=f"{reports[0]['held_out_tasks']} held-out tasks x {reports[0]['samples_per_task']} samples; GRPO and "
-                    f"the control {len(reports[0]['grpo_steps'])} steps each on the RL tasks, on the {args.grpo_backend} "
-                    "backend; each seed sets the tasks, their splits, sampling and training." + mixed_note(kept))
+        for backend in backends:
+            ran = [report for report in reports if report["grpo_backend"] == backend]
+            recorded = sorted([*kept[backend], *ran], key=lambda report: report["seed"])
+            commits = list(dict.fromkeys([*(short(report["commit"]) for report in kept[backend]), checkout()]))
+            record(f"chain_check_{backend}", {"seeds": recorded}, seeds_table(recorded), loop, commit=", ".join(commits),
+                   note=f"{ran[0]['held_out_tasks']} held-out tasks x {ran[0]['samples_per_task']} samples; GRPO and the "
+                        f"control {len(ran[0]['grpo_steps'])} steps each on the RL tasks, on the {backend} backend; each "
+                        "seed sets the tasks, their splits, sampling and training." + mixed_note(kept[backend]))
     raise SystemExit(0 if all(report["passed"] for report in reports) else 1)
 
 
@@ -218,46 +226,89 @@ def mixed_note(kept: list[dict]) -> str:
     return (" Kept from earlier runs (--add): " + "; ".join(parts) + ".") if parts else ""
 
 
-def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> dict:
-    """Run (unless `report_only`) and report the chain with `seed` (None: the specs' own seeds) and its GRPO stage on
-    `grpo_backend`; returns its report."""
-    output = OUTPUT
+GRPO_RUNS = {"tinker": ("grpo", "grpo_control"), "skyrl": ("grpo_skyrl", "grpo_skyrl_control")}
+"""Each backend's GRPO and control run folders under `OUTPUT` (the tinker backend's are the names `grpo.yaml` writes),
+apart so that one SFT stage serves both backends' GRPO in one run."""
+SHARED = ("tasks", "sft data", "eval base", "SFT", "eval SFT")
+"""The stages every backend's chain shares: one run of them serves each `--grpo-backend`."""
+
+
+def eval_folders(output: Path, grpo_backend: str) -> dict[str, Path]:
+    """Each policy's evaluation folder (`POLICIES`) for the chain with GRPO on `grpo_backend`: the base and SFT
+    policies' shared, GRPO's and the control's named after their runs (`GRPO_RUNS`)."""
+    grpo, control = GRPO_RUNS[grpo_backend]
+    return {"base": output / "eval_base", "SFT": output / "eval_sft", "GRPO": output / f"eval_{grpo}",
+            "control": output / f"eval_{control}"}
+
+
+def run_stages(seed: int | None, grpo_backends: list[str], output: Path = OUTPUT) -> dict[str, float]:
+    """Run the chain's stages with `seed` (None: the specs' own seeds): the shared ones once (`SHARED`), then GRPO, the
+    control and their evaluations on each of `grpo_backends`; returns each stage's wall time in s, a backend's own
+    stages named ``"<backend>: GRPO"`` and so on.
+
+    Raises:
+        SystemExit: a stage failed.
+    """
     seeded = [] if seed is None else [f"experiment.seed={seed}"]
-    evals = {name: output / f"eval_{name.lower()}" for name in POLICIES}
     walls: dict[str, float] = {}
-    loop_before = reference_loop_seconds()
 
     def stage(name: str, run: Callable[[], object]) -> None:
         started = time.perf_counter()
         run()
         walls[name] = time.perf_counter() - started
 
-    if not report_only:
-        output.mkdir(parents=True, exist_ok=True)
-        for old in evals.values():
+    output.mkdir(parents=True, exist_ok=True)
+    for backend in grpo_backends:
+        for old in eval_folders(output, backend).values():
             shutil.rmtree(old, ignore_errors=True)
-        export = output / "sft" / "exports"
-        generation = [] if seed is None else [f"task_generation.seed={seed}"]
-        stage("tasks", lambda: ctu("tasks", "generate", str(SPECS / "tasks.yaml"), *generation, *seeded, "--out",
-                                   str(output / "tasks"), "--overwrite"))
-        stage("sft data", lambda: ctu("data", "sft", str(SPECS / "train.yaml"), *seeded, "--out", str(output / "sft_data")))
-        stage("eval base", lambda: ctu("eval", str(SPECS / "train.yaml"), *seeded, "--out", str(evals["base"]), "--no-progress"))
-        stage("SFT", lambda: sft_on_skyrl(output, seeded))
-        stage("eval SFT", lambda: ctu("eval", "--run-dir", str(output / "sft"), "--out", str(evals["SFT"]), "--no-progress"))
-        last = max(int(p.name.removeprefix("global_step_")) for p in export.glob("global_step_*"))
-        policy = [f"model.path={export}/global_step_{last}/policy"]
-        for name, extra in (("GRPO", []), ("control", [f"trainer.optimizer.lr={CONTROL_LR}", "experiment.name=grpo_control"])):
-            run_dir = output / ("grpo" if name == "GRPO" else "grpo_control")
-            if grpo_backend == "skyrl":
-                stage(name, lambda extra=extra, run_dir=run_dir: grpo_on_skyrl(output, run_dir, [*policy, *extra, *seeded]))
+    shared = eval_folders(output, grpo_backends[0])
+    export = output / "sft" / "exports"
+    generation = [] if seed is None else [f"task_generation.seed={seed}"]
+    stage("tasks", lambda: ctu("tasks", "generate", str(SPECS / "tasks.yaml"), *generation, *seeded, "--out",
+                               str(output / "tasks"), "--overwrite"))
+    stage("sft data", lambda: ctu("data", "sft", str(SPECS / "train.yaml"), *seeded, "--out", str(output / "sft_data")))
+    stage("eval base", lambda: ctu("eval", str(SPECS / "train.yaml"), *seeded, "--out", str(shared["base"]), "--no-progress"))
+    stage("SFT", lambda: sft_on_skyrl(output, seeded))
+    stage("eval SFT", lambda: ctu("eval", "--run-dir", str(output / "sft"), "--out", str(shared["SFT"]), "--no-progress"))
+    last = max(int(p.name.removeprefix("global_step_")) for p in export.glob("global_step_*"))
+    policy = [f"model.path={export}/global_step_{last}/policy"]
+    for backend in grpo_backends:
+        evals = eval_folders(output, backend)
+        for name, run, extra in (("GRPO", GRPO_RUNS[backend][0], []), ("control", GRPO_RUNS[backend][1], [f"trainer.optimizer.lr={CONTROL_LR}"])):
+            run_dir = output / run
+            if backend == "skyrl":
+                stage(f"{backend}: {name}", lambda extra=extra, run_dir=run_dir: grpo_on_skyrl(output, run_dir, [*policy, *extra, *seeded]))
             else:
-                stage(name, lambda extra=extra, run_dir=run_dir: ctu("run", str(SPECS / "grpo.yaml"), *policy, *extra, *seeded,
-                                                                     "--no-progress", *(["--overwrite"] if run_dir.exists() else [])))
-            stage(f"eval {name}", lambda run_dir=run_dir, name=name: ctu("eval", "--run-dir", str(run_dir), "--out", str(evals[name]), "--no-progress"))
-    loop = (loop_before + reference_loop_seconds()) / 2
+                stage(f"{backend}: {name}", lambda extra=extra, run_dir=run_dir: ctu(
+                    "run", str(SPECS / "grpo.yaml"), *policy, *extra, *seeded, f"experiment.name={run_dir.name}", "--no-progress",
+                    *(["--overwrite"] if run_dir.exists() else [])))
+            stage(f"{backend}: eval {name}", lambda run_dir=run_dir, name=name, evals=evals: ctu(
+                "eval", "--run-dir", str(run_dir), "--out", str(evals[name]), "--no-progress"))
+    return walls
 
+
+def chain(seed: int | None, report_only: bool, grpo_backends: list[str]) -> list[dict]:
+    """Run (unless `report_only`) the chain with `seed` (None: the specs' own seeds) and GRPO on each of
+    `grpo_backends`, one SFT stage serving them all (`run_stages`); returns each backend's report, its wall time the
+    shared stages' and its own (what a run on that backend alone takes)."""
+    loop_before = reference_loop_seconds()
+    walls = {} if report_only else run_stages(seed, grpo_backends)
+    loop = (loop_before + reference_loop_seconds()) / 2
+    return [report_chain(seed, backend, {stage: seconds for stage, seconds in walls.items()
+                                         if stage in SHARED or stage.startswith(f"{backend}: ")}, loop, report_only)
+            for backend in grpo_backends]
+
+
+def report_chain(seed: int | None, grpo_backend: str, walls: dict[str, float], loop: float, report_only: bool) -> dict:
+    """The report of the chain with `seed` and GRPO on `grpo_backend`, from its folders under `OUTPUT`: written to
+    `chain[_<backend>][_seed<S>].json` and its plot, printed, and returned. `walls` are its stages' wall times (s) and
+    `loop` this machine's reference loop (s) while they ran; with `report_only`, both are read from the report an
+    earlier run wrote, where there is one."""
+    output = OUTPUT
+    evals = eval_folders(output, grpo_backend)
+    walls = {stage.removeprefix(f"{grpo_backend}: "): seconds for stage, seconds in walls.items()}
     reports = {name: report_of(evals[name]) for name in POLICIES}
-    grpo_steps = {name: step_rewards(output / run) for name, run in (("GRPO", "grpo"), ("control", "grpo_control"))}
+    grpo_run, control_run = (output / run for run in GRPO_RUNS[grpo_backend])
     report = {
         "seed": seed,
         "grpo_backend": grpo_backend,
@@ -275,8 +326,8 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
         "outcomes": {name: failure_kinds(evals[name], output / "tasks" / "tasks.json") for name in POLICIES},
         "success_by_template": {name: success_by_template(evals[name], output / "tasks") for name in POLICIES},
         "grpo_changed": changed_episodes(evals["SFT"], evals["GRPO"]),
-        "grpo_steps": steps_of(output / "grpo", grpo_steps["GRPO"]),
-        "control_steps": steps_of(output / "grpo_control", grpo_steps["control"]),
+        "grpo_steps": steps_of(grpo_run, step_rewards(grpo_run)),
+        "control_steps": steps_of(control_run, step_rewards(control_run)),
         "wall_seconds": walls,
         "wall_seconds_total": sum(walls.values()),
         "reference_loop_seconds": loop,
@@ -292,7 +343,7 @@ def chain(seed: int | None, report_only: bool, grpo_backend: str = "tinker") -> 
     report["passed"] = passed(report)
     (output / name).write_text(json.dumps(report, indent=2) + "\n")
     plot(report, output / name.replace(".json", ".png"))
-    if not report_only and seed is None:
+    if not report_only and seed is None and grpo_backend == "tinker":
         record("chain_check", report, table(report), loop, note=f"{report['held_out_tasks']} held-out tasks x "
                f"{report['samples_per_task']} samples; GRPO and the control {len(report['grpo_steps'])} steps each on the RL tasks.")
 

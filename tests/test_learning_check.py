@@ -214,3 +214,47 @@ def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_pa
         record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, **unknown}]}}))
         with pytest.raises(SystemExit, match="no commit"):
             check.kept_seeds(record, {1})
+
+
+def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_path: Path, monkeypatch):
+    """`chain_check.py --grpo-backend tinker skyrl`: the shared stages (tasks, SFT data, SFT and the base and SFT
+    evaluations) run once; each backend's GRPO and control start from the SFT export's last step, write their own
+    run folders and are evaluated into their own; a backend's report counts the shared stages' time and its own."""
+    check = benchmark("chain_check")
+    calls: list[tuple[str, ...]] = []
+
+    def sft(output: Path, overrides: list[str]) -> None:
+        calls.append(("sft", *overrides))
+        for step in (200, 1000):
+            (output / "sft" / "exports" / f"global_step_{step}" / "policy").mkdir(parents=True)
+
+    monkeypatch.setattr(check, "ctu", lambda *args: calls.append(("ctu", *args)))
+    monkeypatch.setattr(check, "sft_on_skyrl", sft)
+    monkeypatch.setattr(check, "grpo_on_skyrl", lambda output, run_dir, overrides: calls.append(("skyrl", run_dir.name, *overrides)))
+    walls = check.run_stages(3, ["tinker", "skyrl"], tmp_path)
+
+    assert [call[:3] for call in calls if call[0] == "ctu" and call[1] != "eval"] == [
+        ("ctu", "tasks", "generate"), ("ctu", "data", "sft"), ("ctu", "run", str(check.SPECS / "grpo.yaml")),
+        ("ctu", "run", str(check.SPECS / "grpo.yaml"))]
+    assert [call for call in calls if call[0] == "sft"] == [("sft", "experiment.seed=3")]
+    export = f"model.path={tmp_path}/sft/exports/global_step_1000/policy"
+    tinker_runs = [call for call in calls if call[:2] == ("ctu", "run")]
+    assert all(export in call and "experiment.seed=3" in call for call in tinker_runs)
+    assert [next(arg for arg in call if arg.startswith("experiment.name=")) for call in tinker_runs] == [
+        "experiment.name=grpo", "experiment.name=grpo_control"]
+    assert f"trainer.optimizer.lr={check.CONTROL_LR}" in tinker_runs[1] and not any("lr=" in arg for arg in tinker_runs[0])
+    skyrl_runs = [call for call in calls if call[0] == "skyrl"]
+    assert [call[1] for call in skyrl_runs] == ["grpo_skyrl", "grpo_skyrl_control"] and all(export in call for call in skyrl_runs)
+    evaluated = [call[call.index("--out") + 1] for call in calls if call[:2] == ("ctu", "eval")]
+    assert evaluated == [str(tmp_path / name) for name in ("eval_base", "eval_sft", "eval_grpo", "eval_grpo_control",
+                                                            "eval_grpo_skyrl", "eval_grpo_skyrl_control")]
+    assert list(walls) == [*check.SHARED, "tinker: GRPO", "tinker: eval GRPO", "tinker: control", "tinker: eval control",
+                           "skyrl: GRPO", "skyrl: eval GRPO", "skyrl: control", "skyrl: eval control"]
+    assert check.eval_folders(tmp_path, "skyrl")["SFT"] == check.eval_folders(tmp_path, "tinker")["SFT"] == tmp_path / "eval_sft"
+    reported = {}
+    monkeypatch.setattr(check, "run_stages", lambda seed, backends: {stage: 1.0 for stage in walls})
+    monkeypatch.setattr(check, "reference_loop_seconds", lambda: 0.5)
+    monkeypatch.setattr(check, "report_chain", lambda seed, backend, own, loop, report_only: reported.setdefault(backend, own))
+    check.chain(3, False, ["tinker", "skyrl"])
+    assert list(reported["skyrl"]) == [*check.SHARED, "skyrl: GRPO", "skyrl: eval GRPO", "skyrl: control", "skyrl: eval control"]
+    assert len(reported["tinker"]) == len(check.SHARED) + 4 and not any(stage.startswith("skyrl") for stage in reported["tinker"])
