@@ -76,7 +76,7 @@ from chain_report import (
 )
 from learning_check import CONTROL_LR, run_skyrl_cpu, step_rewards
 from machine import normalised, reference_loop_seconds
-from results import RESULTS, checkout, record
+from results import RESULTS, UNCOMMITTED, checkout, record
 
 from ctu.evaluation.comparison import LEVEL, RESAMPLES
 
@@ -313,7 +313,7 @@ def report_chain(seed: int | None, grpo_backend: str, walls: dict[str, float], l
         "seed": seed,
         "grpo_backend": grpo_backend,
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None,
-        "uncommitted_changes": checkout().endswith("with uncommitted changes"),
+        "uncommitted_changes": checkout().endswith(UNCOMMITTED),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "output": str(output.relative_to(REPO)),
         "held_out_tasks": len(reports["base"]["by_test_set"][TEST_SET]["by_task"]),

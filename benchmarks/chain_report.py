@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from learning_check import CONTROL_LR
 from machine import REFERENCE_LOOP_S
-from results import missing
+from results import UNCOMMITTED, missing
 
 from ctu.components.task_generators.template import written_by
 from ctu.evaluation.comparison import paired_bootstrap
@@ -199,7 +199,7 @@ def seeds_table(reports: list[dict]) -> dict[str, list]:
                      interval(report, "grpo_minus_sft") + (": above zero" if grpo_added(report) else ""),
                      interval(report, "control_minus_sft") + (": holds zero" if control_held(report) else ""),
                      f"{report['wall_seconds_total'] / 60:.1f} min ({report['wall_seconds_total_normalised'] / 60:.1f} min)",
-                     (report.get("commit") or "?")[:7] + (" with uncommitted changes" if report.get("uncommitted_changes") else "")])
+                     (report.get("commit") or "?")[:7] + (UNCOMMITTED if report.get("uncommitted_changes") else "")])
         for column, missed in ((5, not grpo_added(report)), (6, not control_held(report)),
                                (7, report["wall_seconds_total_normalised"] > GOAL_S)):
             if missed:

@@ -50,13 +50,17 @@ def portable(value: Any) -> Any:
     return ABSOLUTE_PATH.sub(local, value)
 
 
+UNCOMMITTED = " with uncommitted changes"
+"""What follows a commit's name when the working tree had changes (`checkout`)."""
+
+
 def checkout() -> str:
     """This checkout's commit, short, said to have uncommitted changes when the working tree has them ("" outside a
     git checkout)."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
                              text=True).stdout.strip()
-    return commit + " with uncommitted changes" if commit and changed else commit
+    return commit + UNCOMMITTED if commit and changed else commit
 
 
 def record(name: str, figures: dict[str, Any], table: dict[str, list], loop: float, note: str = "", *,
