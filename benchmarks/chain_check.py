@@ -42,7 +42,8 @@ control's contains zero (for every seed asked); else exit 1. With `--seed`, the 
 `benchmarks/results/chain_check_<backend>.json`, from which the README's and docs/learning-checks.md's per-seed tables
 are generated. A seed takes over an hour on a slow CPU, so seeds can be measured in separate runs: `--add` keeps the
 seeds already recorded that this run does not repeat, each with its own commit and date in the table, and refuses
-when the chain's inputs (`CHAIN_INPUTS`) differ between their commit and this one.
+when the chain's inputs differ between their commit and this one (`chain_inputs.changed_inputs`: the specs its
+stages read, as parsed YAML, and the locked versions).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from chain_inputs import CPU_BACKEND, GRPO_SPECS, SFT_SPEC, TASKS_SPEC, TRAIN_SPEC, changed_files, changed_inputs
 from chain_report import (
     POLICIES,
     TEST_SET,
@@ -81,13 +83,8 @@ from results import RESULTS, UNCOMMITTED, checkout, record
 from ctu.evaluation.comparison import LEVEL, RESAMPLES
 
 REPO = Path(__file__).resolve().parents[1]
-SPECS = REPO / "specs" / "learning_chain"
 OUTPUT = REPO / "runs" / "learning_chain"
 """Where the specs write (their `experiment.output_dir`, and the task and SFT data files they name)."""
-CPU_BACKEND = REPO / "tests" / "skyrl_cpu" / "backend_cpu.yaml"
-CHAIN_INPUTS = ("specs/learning_chain", "tests/skyrl_cpu/backend_cpu.yaml", "uv.lock")
-"""What a chain's figures are measured on besides the code: its specs, the CPU stand-in's backend section and the
-locked dependencies. `--add` keeps a recorded seed only when these are the same at its commit as at this one."""
 CODE = ("ctu", "tau_bench_env")
 """The code a kept seed may have run at another version of (the record's note says how many files differ)."""
 
@@ -113,7 +110,7 @@ def grpo_on_skyrl(output: Path, run_dir: Path, overrides: list[str]) -> None:
         SystemExit: the run failed.
     """
     spec = output / "grpo_skyrl_cpu.yaml"
-    spec.write_text(json.dumps({"extends": [str(SPECS / "grpo_skyrl.yaml"), str(CPU_BACKEND)]}))
+    spec.write_text(json.dumps({"extends": [str(GRPO_SPECS["skyrl"]), str(CPU_BACKEND)]}))
     code = run_skyrl_cpu(spec, run_dir, ["--no-progress", *overrides])
     if code != 0:
         raise SystemExit(f"the GRPO stage ({run_dir.name}) failed with exit code {code}")
@@ -128,7 +125,7 @@ def sft_on_skyrl(output: Path, overrides: list[str]) -> None:
         SystemExit: the run failed.
     """
     spec = output / "sft_skyrl_cpu.yaml"
-    spec.write_text(json.dumps({"extends": [str(SPECS / "sft_skyrl.yaml"), str(CPU_BACKEND)]}))
+    spec.write_text(json.dumps({"extends": [str(SFT_SPEC), str(CPU_BACKEND)]}))
     code = run_skyrl_cpu(spec, output / "sft", ["--no-progress", *overrides])
     if code != 0:
         raise SystemExit(f"the SFT stage failed with exit code {code}")
@@ -159,7 +156,7 @@ def main() -> None:
     if args.add and not args.seed:
         parser.error("--add needs --seed")
     # refused before hours of running
-    kept = {backend: kept_seeds(RESULTS / f"chain_check_{backend}.json", set(args.seed)) if args.add else [] for backend in backends}
+    kept = {backend: kept_seeds(RESULTS / f"chain_check_{backend}.json", set(args.seed), backend) if args.add else [] for backend in backends}
     loop_before = reference_loop_seconds()
     reports = [report for seed in seeds for report in chain(seed, args.report_only, backends)]
     if args.seed and not args.report_only:
@@ -180,25 +177,13 @@ def short(commit: str | None) -> str:
     return commit[:7] if commit else "?"
 
 
-def changed_since(commit: str, paths: tuple[str, ...]) -> list[str]:
-    """The files under `paths` that differ between `commit` and this checkout's HEAD.
-
-    Raises:
-        SystemExit: this clone does not have `commit`.
-    """
-    found = subprocess.run(["git", "diff", "--name-only", commit, "HEAD", "--", *paths], cwd=REPO, capture_output=True, text=True)
-    if found.returncode != 0:
-        raise SystemExit(f"--add: cannot compare with commit {commit}: {found.stderr.strip()}")
-    return found.stdout.split()
-
-
-def kept_seeds(path: Path, repeated: set[int]) -> list[dict]:
-    """The seeds recorded in `path` (a `chain_check_<backend>.json`) that this run does not repeat, each checked to
-    have been measured on this commit's `CHAIN_INPUTS`.
+def kept_seeds(path: Path, repeated: set[int], grpo_backend: str) -> list[dict]:
+    """The seeds recorded in `path` (the `chain_check_<backend>.json` of `grpo_backend`) that this run does not
+    repeat, each checked to have been measured on this commit's chain inputs (`chain_inputs.changed_inputs`).
 
     Raises:
         SystemExit: a kept seed's commit is unknown or was not clean, or its chain inputs differ from this commit's
-            (naming the files).
+            (naming what differs).
     """
     if not path.exists():
         return []
@@ -207,9 +192,9 @@ def kept_seeds(path: Path, repeated: set[int]) -> list[dict]:
         if not report.get("commit") or report.get("uncommitted_changes"):
             raise SystemExit(f"--add: seed {report['seed']} in {path.name} has no commit to compare with (none recorded, "
                              "or it ran with uncommitted changes)")
-        if changed := changed_since(report["commit"], CHAIN_INPUTS):
+        if changed := changed_inputs(report["commit"], grpo_backend):
             raise SystemExit(f"--add: seed {report['seed']} in {path.name} was measured on commit {short(report['commit'])}, "
-                             f"whose chain inputs differ from this commit's ({', '.join(changed)}): re-run it with "
+                             f"whose chain inputs differ from this commit's ({'; '.join(changed)}): re-run it with "
                              "this one or record without --add")
     return kept
 
@@ -220,7 +205,7 @@ def mixed_note(kept: list[dict]) -> str:
     parts = []
     for commit in dict.fromkeys(report["commit"] for report in kept):
         seeds = ", ".join(str(report["seed"]) for report in kept if report["commit"] == commit)
-        differ = len(changed_since(commit, CODE))
+        differ = len(changed_files(commit, CODE))
         parts.append(f"seed {seeds} measured earlier on commit {short(commit)} (its chain inputs as this run's; "
                      f"{differ} file(s) of {' and '.join(CODE)} differ)")
     return (" Kept from earlier runs (--add): " + "; ".join(parts) + ".") if parts else ""
@@ -264,10 +249,10 @@ def run_stages(seed: int | None, grpo_backends: list[str], output: Path = OUTPUT
     shared = eval_folders(output, grpo_backends[0])
     export = output / "sft" / "exports"
     generation = [] if seed is None else [f"task_generation.seed={seed}"]
-    stage("tasks", lambda: ctu("tasks", "generate", str(SPECS / "tasks.yaml"), *generation, *seeded, "--out",
+    stage("tasks", lambda: ctu("tasks", "generate", str(TASKS_SPEC), *generation, *seeded, "--out",
                                str(output / "tasks"), "--overwrite"))
-    stage("sft data", lambda: ctu("data", "sft", str(SPECS / "train.yaml"), *seeded, "--out", str(output / "sft_data")))
-    stage("eval base", lambda: ctu("eval", str(SPECS / "train.yaml"), *seeded, "--out", str(shared["base"]), "--no-progress"))
+    stage("sft data", lambda: ctu("data", "sft", str(TRAIN_SPEC), *seeded, "--out", str(output / "sft_data")))
+    stage("eval base", lambda: ctu("eval", str(TRAIN_SPEC), *seeded, "--out", str(shared["base"]), "--no-progress"))
     stage("SFT", lambda: sft_on_skyrl(output, seeded))
     stage("eval SFT", lambda: ctu("eval", "--run-dir", str(output / "sft"), "--out", str(shared["SFT"]), "--no-progress"))
     last = max(int(p.name.removeprefix("global_step_")) for p in export.glob("global_step_*"))
@@ -280,7 +265,7 @@ def run_stages(seed: int | None, grpo_backends: list[str], output: Path = OUTPUT
                 stage(f"{backend}: {name}", lambda extra=extra, run_dir=run_dir: grpo_on_skyrl(output, run_dir, [*policy, *extra, *seeded]))
             else:
                 stage(f"{backend}: {name}", lambda extra=extra, run_dir=run_dir: ctu(
-                    "run", str(SPECS / "grpo.yaml"), *policy, *extra, *seeded, f"experiment.name={run_dir.name}", "--no-progress",
+                    "run", str(GRPO_SPECS["tinker"]), *policy, *extra, *seeded, f"experiment.name={run_dir.name}", "--no-progress",
                     *(["--overwrite"] if run_dir.exists() else [])))
             stage(f"{backend}: eval {name}", lambda run_dir=run_dir, name=name, evals=evals: ctu(
                 "eval", "--run-dir", str(run_dir), "--out", str(evals[name]), "--no-progress"))

@@ -184,8 +184,9 @@ def test_the_chains_report_pairs_held_out_episodes_by_task_and_sample_and_reads_
 
 def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_path: Path):
     """`chain_check.py --seed S --add`: the seeds already recorded and not repeated are kept, each with its commit in
-    the table; a seed measured where the chain's inputs (its specs, the CPU backend section, the lock) differ is
-    refused, naming the files, before any stage runs."""
+    the table; a seed measured where the chain's inputs (the specs its backend's stages read, the CPU backend
+    section, the locked versions) differ is refused, naming what differs, before any stage runs. A comment edited
+    in a spec is no difference."""
     import subprocess
 
     check = benchmark("chain_check")
@@ -199,8 +200,8 @@ def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_pa
     record = tmp_path / "chain_check_skyrl.json"
     seeds = [{"seed": seed, "commit": head} for seed in (1, 2)]
     record.write_text(json.dumps({"figures": {"seeds": seeds}}))
-    assert check.kept_seeds(record, {1}) == [seeds[1]]  # seed 1 is re-run: only seed 2 is kept
-    assert check.kept_seeds(tmp_path / "none.json", {1}) == []
+    assert check.kept_seeds(record, {1}, "skyrl") == [seeds[1]]  # seed 1 is re-run: only seed 2 is kept
+    assert check.kept_seeds(tmp_path / "none.json", {1}, "skyrl") == []
     assert "seed 2 measured earlier on commit " + head[:7] in check.mixed_note([seeds[1]])
 
     last_change = git("log", "-n1", "--format=%H", "--", "specs/learning_chain")
@@ -209,11 +210,33 @@ def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_pa
         pytest.skip("a shallow clone: no commit before the chain's specs last changed")
     record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, "commit": before}]}}))
     with pytest.raises(SystemExit, match=r"seed 2 .* chain inputs differ .*specs/learning_chain/"):
-        check.kept_seeds(record, {1})
+        check.kept_seeds(record, {1}, "skyrl")
     for unknown in ({"commit": None}, {"commit": head, "uncommitted_changes": True}):
         record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, **unknown}]}}))
         with pytest.raises(SystemExit, match="no commit"):
-            check.kept_seeds(record, {1})
+            check.kept_seeds(record, {1}, "skyrl")
+    # 8cf1c9f changed a comment of the CPU backend section and nothing else; be77dfc its FSDP dtype
+    inputs = benchmark("chain_inputs")
+    assert inputs.changed_inputs("8cf1c9f^", "skyrl", head="8cf1c9f") == []
+    assert inputs.changed_inputs("be77dfc^", "skyrl", head="be77dfc") == ["tests/skyrl_cpu/backend_cpu.yaml"]
+    # a spec only the other backend's GRPO reads is not compared (acee8ed changed grpo_skyrl.yaml alone)
+    assert inputs.changed_inputs("acee8ed^", "tinker", head="acee8ed") == []
+    assert inputs.changed_inputs("acee8ed^", "skyrl", head="acee8ed") == ["specs/learning_chain/grpo_skyrl.yaml"]
+
+
+def test_a_locked_package_added_is_no_change_of_the_chains_inputs_and_one_changed_or_removed_is():
+    lock = benchmark("chain_inputs")
+
+    def uv_lock(*packages: tuple[str, str]) -> str:
+        return "version = 1\n" + "".join(f'[[package]]\nname = "{name}"\nversion = "{version}"\nsource = {{ registry = "x" }}\n'
+                                         for name, version in packages) + '[[package]]\nname = "ctu"\nversion = "0.1.0"\nsource = { editable = "." }\n'
+
+    before = uv_lock(("torch", "2.13.0"), ("numpy", "2.0.0"), ("numpy", "1.26.4"))
+    assert lock.lock_changes(before, uv_lock(("torch", "2.13.0"), ("numpy", "2.0.0"), ("numpy", "1.26.4"), ("pytest-xdist", "3.8.0"))) == []
+    assert lock.lock_changes(before, uv_lock(("torch", "2.14.0"), ("numpy", "2.0.0"))) == [
+        "numpy 1.26.4, 2.0.0 -> 2.0.0", "torch 2.13.0 -> 2.14.0"]
+    assert lock.lock_changes(before, uv_lock(("torch", "2.13.0"))) == ["numpy 1.26.4, 2.0.0 -> removed"]
+    assert "ctu" not in lock.locked_versions(before)  # the project's own code is compared apart
 
 
 def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_path: Path, monkeypatch):
@@ -234,8 +257,8 @@ def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_
     walls = check.run_stages(3, ["tinker", "skyrl"], tmp_path)
 
     assert [call[:3] for call in calls if call[0] == "ctu" and call[1] != "eval"] == [
-        ("ctu", "tasks", "generate"), ("ctu", "data", "sft"), ("ctu", "run", str(check.SPECS / "grpo.yaml")),
-        ("ctu", "run", str(check.SPECS / "grpo.yaml"))]
+        ("ctu", "tasks", "generate"), ("ctu", "data", "sft"), ("ctu", "run", str(check.GRPO_SPECS["tinker"])),
+        ("ctu", "run", str(check.GRPO_SPECS["tinker"]))]
     assert [call for call in calls if call[0] == "sft"] == [("sft", "experiment.seed=3")]
     export = f"model.path={tmp_path}/sft/exports/global_step_1000/policy"
     tinker_runs = [call for call in calls if call[:2] == ("ctu", "run")]
