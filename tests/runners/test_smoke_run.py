@@ -147,6 +147,10 @@ def test_run_directory_holds_spec_hash_versions_and_results(smoke_run: Path):
     assert (smoke_run / "plots" / "reward.png").stat().st_size > 1000
     assert list((smoke_run / "tensorboard").glob("events.out.tfevents.*"))
     assert list((smoke_run / "wandb").glob("offline-run-*"))
+    from ctu.models.tiny_qwen3 import cache_dir
+
+    # the local server's JAX engine kept its compiled programs for the next server on this model (the resume's)
+    assert any((cache_dir() / "jax").iterdir())
 
 
 def test_the_libraries_lines_go_to_the_runs_log_not_the_console(killed_run: KilledAndResumed):

@@ -1,4 +1,4 @@
-"""The local Tinker server never outlives the run that started it."""
+"""The local Tinker server never outlives the run that started it, and keeps what its JAX engine compiles."""
 
 from __future__ import annotations
 
@@ -45,3 +45,13 @@ def test_a_run_killed_by_sigkill_takes_its_server_and_the_servers_children_with_
     while group_alive(group) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not group_alive(group), "the server's process group outlived its run"
+
+
+def test_the_servers_jax_engine_caches_its_programs_in_ctus_cache_unless_told_where(monkeypatch, tmp_path: Path):
+    """JAX's persistent compilation cache goes under ctu's cache folder; a folder the user's environment names wins
+    (the run's own check that the engine fills it is tests/runners/test_smoke_run.py's)."""
+    from ctu.backends.tinker.server import JAX_CACHE_ENV, jax_cache_env
+
+    monkeypatch.setenv("CTU_CACHE_DIR", str(tmp_path))
+    assert jax_cache_env({"PATH": "/bin"}) == {JAX_CACHE_ENV: str(tmp_path / "jax"), "PATH": "/bin"}
+    assert jax_cache_env({JAX_CACHE_ENV: "/elsewhere"}) == {JAX_CACHE_ENV: "/elsewhere"}

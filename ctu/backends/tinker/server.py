@@ -4,6 +4,10 @@ It must be started through ``uv run`` (it re-launches its engine with the same u
 --python <this interpreter>`` keeps uv from resolving ctu's own project for it. It listens on 127.0.0.1
 only, keeps its sqlite database and checkpoints in the run directory, and is stopped (its whole process group)
 at the end of the run or on Ctrl-C, and by a watchdog process if the run is killed (SIGKILL, the OOM killer).
+
+Its JAX engine keeps the programs it compiles in JAX's persistent compilation cache (`JAX_CACHE_ENV`), under ctu's
+cache folder: a run, an evaluation or a calibration after the first on the same model and shapes loads them instead
+of compiling them again.
 """
 
 from __future__ import annotations
@@ -26,6 +30,20 @@ from ctu.runners.watchdog import watch
 
 class TinkerServerError(CtuError, RuntimeError):
     """The local Tinker server could not be started or did not become healthy (printed without a traceback)."""
+
+
+JAX_CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
+"""JAX's persistent compilation cache (https://docs.jax.dev/en/latest/persistent_compilation_cache.html): the server
+process gets ``<ctu's cache folder>/jax`` (`ctu.models.tiny_qwen3.cache_dir`) unless the environment names a folder
+itself; ``JAX_ENABLE_COMPILATION_CACHE=false`` turns it off. JAX keys an entry by the program, the compile options,
+its own version and the device, so a changed model, shape or JAX compiles anew."""
+
+
+def jax_cache_env(environ: dict[str, str]) -> dict[str, str]:
+    """`environ` with `JAX_CACHE_ENV` set to ctu's JAX cache folder where it is not set."""
+    from ctu.models.tiny_qwen3 import cache_dir
+
+    return {JAX_CACHE_ENV: str(cache_dir() / "jax"), **environ}
 
 
 def free_port() -> int:
@@ -116,7 +134,7 @@ class LocalTinkerServer:
         self._log = (self.folder / "server.log").open("ab")
         # the server relaunches its engine with a bare `uv run`: uv's folder goes first on PATH
         uv_folder = str(Path(self.uv_binary()).parent)
-        env = {**os.environ, "JAX_PLATFORMS": "cpu", "PATH": uv_folder + os.pathsep + os.environ.get("PATH", "")}
+        env = {**jax_cache_env(dict(os.environ)), "JAX_PLATFORMS": "cpu", "PATH": uv_folder + os.pathsep + os.environ.get("PATH", "")}
         self.process = subprocess.Popen(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.folder
         )
