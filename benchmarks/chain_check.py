@@ -166,10 +166,19 @@ def main() -> None:
             recorded = sorted([*kept[backend], *ran], key=lambda report: report["seed"])
             commits = list(dict.fromkeys([*(short(report["commit"]) for report in kept[backend]), checkout()]))
             record(f"chain_check_{backend}", {"seeds": recorded}, seeds_table(recorded), loop, commit=", ".join(commits),
-                   note=f"{ran[0]['held_out_tasks']} held-out tasks x {ran[0]['samples_per_task']} samples; GRPO and the "
+                   note=f"{held_out(recorded)} held-out tasks x {ran[0]['samples_per_task']} samples; GRPO and the "
                         f"control {len(ran[0]['grpo_steps'])} steps each on the RL tasks, on the {backend} backend; each "
                         "seed sets the tasks, their splits, sampling and training." + mixed_note(kept[backend]))
     raise SystemExit(0 if all(report["passed"] for report in reports) else 1)
+
+
+def held_out(reports: list[dict]) -> str:
+    """How many held-out tasks the seeds of `reports` had: one number when they are alike, else each seed's (a seed's
+    tasks and splits are its own)."""
+    counts = {report["held_out_tasks"] for report in reports}
+    if len(counts) == 1:
+        return str(counts.pop())
+    return ", ".join(f"{report['held_out_tasks']} (seed {report['seed']})" for report in reports)
 
 
 def short(commit: str | None) -> str:

@@ -203,11 +203,12 @@ def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_pa
     assert check.kept_seeds(record, {1}, "skyrl") == [seeds[1]]  # seed 1 is re-run: only seed 2 is kept
     assert check.kept_seeds(tmp_path / "none.json", {1}, "skyrl") == []
     assert "seed 2 measured earlier on commit " + head[:7] in check.mixed_note([seeds[1]])
+    assert check.held_out([{"seed": 1, "held_out_tasks": 99}, {"seed": 2, "held_out_tasks": 97}]) == "99 (seed 1), 97 (seed 2)"
+    assert check.held_out([{"seed": 1, "held_out_tasks": 99}, {"seed": 3, "held_out_tasks": 99}]) == "99"
 
-    last_change = git("log", "-n1", "--format=%H", "--", "specs/learning_chain")
-    before = git("rev-parse", "--verify", "--quiet", f"{last_change}^")
+    before = git("rev-parse", "--verify", "--quiet", "ebb43b6^")  # before the SFT stage's cosine decay (sft.yaml)
     if not before:
-        pytest.skip("a shallow clone: no commit before the chain's specs last changed")
+        pytest.skip("a shallow clone: no commit before the chain's SFT stage last changed")
     record.write_text(json.dumps({"figures": {"seeds": [{"seed": 2, "commit": before}]}}))
     with pytest.raises(SystemExit, match=r"seed 2 .* chain inputs differ .*specs/learning_chain/"):
         check.kept_seeds(record, {1}, "skyrl")
