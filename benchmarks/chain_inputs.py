@@ -72,13 +72,8 @@ def spec_files(grpo_backend: str) -> list[str]:
 
 
 def at(commit: str, path: str) -> str | None:
-    """The text of `path` (relative to the repository's root) at `commit`, or None where it did not exist.
-
-    Raises:
-        SystemExit: this clone does not have `commit`.
-    """
-    if subprocess.run(["git", "cat-file", "-e", commit], cwd=REPO, capture_output=True).returncode != 0:
-        raise SystemExit(f"--add: cannot compare with commit {commit}: this clone does not have it")
+    """The text of `path` (relative to the repository's root) at `commit` (one this clone has), or None where it
+    did not exist."""
     shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=REPO, capture_output=True, text=True)
     return shown.stdout if shown.returncode == 0 else None
 
@@ -109,6 +104,9 @@ def changed_inputs(commit: str, grpo_backend: str, head: str = "HEAD") -> list[s
     Raises:
         SystemExit: this clone does not have `commit`.
     """
+    for name in (commit, head):
+        if subprocess.run(["git", "cat-file", "-e", name], cwd=REPO, capture_output=True).returncode != 0:
+            raise SystemExit(f"--add: cannot compare with commit {name}: this clone does not have it")
     changed = []
     for path in spec_files(grpo_backend):
         before, after = at(commit, path), at(head, path)
