@@ -72,6 +72,10 @@ class _Retryable(Exception):
     """One attempt failed in a way worth retrying (timeout, connection, 408/409/429/5xx, malformed answer)."""
 
 
+_WARNED_SUBCLASSES: set[type] = set()
+"""Subclasses of `ChatEndpoint` already warned that their `complete` stands in for `complete_choice`."""
+
+
 class ChatEndpoint:
     """An async OpenAI-compatible chat-completions client with timeouts and retries.
 
@@ -203,9 +207,28 @@ class ChatEndpoint:
         ``max_tokens`` reasoning (a server's reasoning parser puts that in the message's ``reasoning``, not its
         content), failed its turn, which is no infrastructure error.
 
+        A subclass written before this method existed (f0565cd), when a policy's turns went through `complete`,
+        keeps intercepting them: where it overrides `complete` and not this, this calls its `complete` (with a
+        `DeprecationWarning`, once a class) and returns its message as a choice finished by ``stop`` (what such a
+        subclass cannot say: an empty answer or a cut-off one, which its `complete` retried, as it always did).
+
         Raises:
             EndpointError: as `complete`.
         """
+        cls = type(self)
+        if cls.complete is not ChatEndpoint.complete and cls.complete_choice is ChatEndpoint.complete_choice:
+            if cls not in _WARNED_SUBCLASSES:
+                _WARNED_SUBCLASSES.add(cls)
+                import warnings
+
+                warnings.warn(f"{cls.__qualname__} overrides ChatEndpoint.complete, through which a policy's turns "
+                              "went before ctu's sampler called complete_choice: it still receives them; override "
+                              "complete_choice (returning an openai Choice) to also pass on finish_reason and empty "
+                              "answers", DeprecationWarning, stacklevel=2)
+            from openai.types.chat.chat_completion import Choice
+
+            message = await self.complete(messages, tools, session=session, seed=seed, **extra)
+            return Choice(index=0, message=message, finish_reason="stop")
         return await self._request(messages, tools, session, seed, extra, empty_ok=True)
 
     async def _request(self, messages: list[dict[str, object]], tools: list[dict[str, object]] | None, session: str | None,

@@ -133,3 +133,41 @@ def test_an_empty_answer_is_retried_by_complete_and_returned_by_complete_choice_
     assert message.content == "hello" and len(server.requests) == 3  # the first, empty, answer retried once
     assert choice.message.content is None and choice.finish_reason == "length"
     assert choice.message.model_extra == {"reasoning": "The order id is"}
+
+
+def test_a_subclass_overriding_complete_still_receives_the_policys_turns_with_a_deprecation_warning():
+    """Written when ctu's sampler called `complete` for a policy's turn: its override (here, a header's worth of
+    bookkeeping and a rewrite of the answer) still sees each turn, warned once; a subclass overriding
+    `complete_choice` too is its own, unwarned."""
+    import pytest
+
+    from ctu.rollout.sampling import OpenAIChatSampler, SamplingParams
+
+    class Logged(ChatEndpoint):
+        async def complete(self, messages, tools=None, *, session=None, seed=None, **extra):
+            self.seen = [*getattr(self, "seen", []), (session, seed, extra["max_tokens"])]
+            message = await super().complete(messages, tools, session=session, seed=seed, **extra)
+            return message.model_copy(update={"content": f"[logged] {message.content}"})
+
+    class Current(Logged):
+        async def complete_choice(self, messages, tools=None, *, session=None, seed=None, **extra):
+            return await super(Logged, self).complete_choice(messages, tools, session=session, seed=seed, **extra)
+
+    with ScriptedOpenAIServer(default=Answer.text("hello")) as server:
+        params = OpenAIEndpointParams(model="m", base_url=server.base_url, api_key_env=None, timeout_s=5)
+        old, new = Logged(params), Current(params)
+
+        async def turns(client):
+            sampler = OpenAIChatSampler(client)
+            return [await sampler.chat(HELLO, None, SamplingParams(max_tokens=7, seed=3), session=f"episode-{i}")
+                    for i in range(2)]
+
+        with pytest.warns(DeprecationWarning, match="Logged overrides ChatEndpoint.complete") as caught:
+            logged = asyncio.run(turns(old))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            current = asyncio.run(turns(new))
+    assert len([w for w in caught if issubclass(w.category, DeprecationWarning)]) == 1  # once a class
+    assert [turn.text for turn in logged] == ["[logged] hello"] * 2 and [turn.stop_reason for turn in logged] == ["stop"] * 2
+    assert old.seen == [("episode-0", 3, 7), ("episode-1", 3, 7)]
+    assert [turn.text for turn in current] == ["hello"] * 2 and not hasattr(new, "seen")
