@@ -85,14 +85,16 @@ class TrajectoryRecord:
         for sample in self.turn_samples:
             sample.loss_mask = [0] * len(sample.loss_mask)
 
-    def training_samples(self, turn_discount: float = 1.0) -> list[tuple[TurnSample, float]]:
+    def training_samples(self, turn_discount: float = 1.0, whole_logprobs: list[float] | None = None) -> list[tuple[TurnSample, float]]:
         """What a trainer trains of the episode: ``(sample, weight)`` pairs, the episode's advantage times the weight
-        on each. Whole: one sample of the whole episode, weight 1. Step-wise: each policy turn's sample, turn t of T
-        weighed ``turn_discount ** (T - 1 - t)`` (AReaL's turn discount; 1.0 gives every turn the episode's
-        advantage, as SkyRL's step-wise trajectories do). A whole sample's logprobs are [] when the sampler gave
-        none (`RolloutBatch.sampled_logprobs`)."""
+        on each. Whole: one sample of the whole episode, weight 1, its logprobs `whole_logprobs` where given (a
+        trainer takes a batch's sampler logprobs for all its episodes or for none: `RolloutBatch.sampled_logprobs`),
+        else the record's own ([] when the sampler gave none). Step-wise: each policy turn's sample with its own
+        logprobs, turn t of T weighed ``turn_discount ** (T - 1 - t)`` (AReaL's turn discount; 1.0 gives every turn
+        the episode's advantage, as SkyRL's step-wise trajectories do)."""
         if not self.turn_samples:
-            return [(TurnSample(self.prompt_ids, self.response_ids, self.logprobs, self.loss_mask), 1.0)]
+            logprobs = self.logprobs if whole_logprobs is None else whole_logprobs
+            return [(TurnSample(self.prompt_ids, self.response_ids, logprobs, self.loss_mask), 1.0)]
         last = len(self.turn_samples) - 1
         return [(sample, turn_discount ** (last - t)) for t, sample in enumerate(self.turn_samples)]
 

@@ -126,14 +126,13 @@ def step_rows(batch: RolloutBatch, trajectory_ids: Any = None) -> GeneratorOutpu
                                                           "trajectory_generation_times")}
     complete = True
     for index, (record, trajectory) in enumerate(zip(records, ids, strict=True)):
-        samples, row = record.training_samples(), episode_row(record)
+        samples, row = record.training_samples(whole_logprobs=whole_logprobs[index] if whole_logprobs else []), episode_row(record)
         for position, (sample, _) in enumerate(samples):
-            logprobs = sample.logprobs if record.turn_samples else (whole_logprobs[index] if whole_logprobs else [])
-            complete = complete and len(logprobs) == len(sample.response_ids)
+            complete = complete and len(sample.logprobs) == len(sample.response_ids)
             columns["prompt_token_ids"].append(sample.prompt_ids)
             columns["response_ids"].append(sample.response_ids)
             columns["loss_masks"].append(sample.loss_mask)
-            columns["rollout_logprobs"].append(logprobs)
+            columns["rollout_logprobs"].append(sample.logprobs)
             columns["rewards"].append(record.reward)
             columns["stop_reasons"].append(record.stop_reason)
             columns["trajectory_ids"].append(trajectory)

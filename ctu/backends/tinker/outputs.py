@@ -90,11 +90,10 @@ class FedBatch:
         episode's sampler logprobs. What came back is added here (the trainer's logprobs of the sampled tokens only
         where `sampler_logprobs`: the sampler's are real)."""
         samples = 0
-        for sample, weight in record.training_samples(turn_discount):
+        for sample, weight in record.training_samples(turn_discount, whole_logprobs):
             if not any(sample.loss_mask):
                 continue
-            probs = sample.logprobs if record.turn_samples else whole_logprobs
-            data = token_data(sample.prompt_ids, sample.response_ids, sample.loss_mask, probs, advantage * weight)
+            data = token_data(sample.prompt_ids, sample.response_ids, sample.loss_mask, sample.logprobs, advantage * weight)
             result = await (await training.forward_backward_async([grpo_datum(data)], loss, config)).result_async()
             summed = (getattr(result, "metrics", None) or {}).get("loss:sum")
             if summed is not None and math.isfinite(summed):
