@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch  # noqa: E402
 from skyrl.train.config import SkyRLTrainConfig  # noqa: E402
 from skyrl.train.fully_async_trainer import GeneratedOutputGroup  # noqa: E402
+from skyrl.train.trainer import RayPPOTrainer  # noqa: E402
 
 from ctu.backends.skyrl.trainer import EXCLUDED_KEY, CtuFullyAsyncTrainer, CtuPPOTrainer  # noqa: E402
 from ctu.runners.grpo import group_advantages  # noqa: E402
@@ -297,6 +298,25 @@ def test_the_run_state_names_each_checkpoint_once_skyrl_has_completed_it(tmp_pat
     ppo.save_checkpoints()
     assert json.loads((tmp_path / "state.json").read_text()) == {"backend": "skyrl", "step": 3}
     assert (tmp_path / "checkpoints" / "latest_ckpt_global_step.txt").read_text() == "3"
+
+
+def test_old_checkpoints_are_removed_in_the_drivers_process_when_every_worker_is_on_its_node(tmp_path, monkeypatch):
+    """One node: SkyRL's cleanup runs here, without its Ray task (a new worker process a save); several nodes:
+    SkyRL's own, which runs it on each."""
+    import ray
+
+    ppo = trainer(**{"trainer.ckpt_path": str(tmp_path), "trainer.max_ckpts_to_keep": 1})
+    for step in (1, 2, 3):
+        (tmp_path / f"global_step_{step}").mkdir()
+    on_each_node = []
+    monkeypatch.setattr(RayPPOTrainer, "_cleanup_old_checkpoints", lambda self: on_each_node.append(self._node_ids))
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: type("Context", (), {"get_node_id": lambda self: "node-a"})())
+    ppo._node_ids, ppo.dispatch = None, type("Dispatch", (), {"get_node_ids": lambda self: ["node-a", "node-a"]})()
+    ppo._cleanup_old_checkpoints()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["global_step_3"] and on_each_node == []
+    ppo._node_ids = ["node-a", "node-b"]
+    ppo._cleanup_old_checkpoints()
+    assert on_each_node == [["node-a", "node-b"]]
 
 
 def test_step_wise_advantages_count_each_episode_once_and_reach_every_one_of_its_turns():

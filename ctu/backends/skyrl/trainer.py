@@ -261,6 +261,21 @@ class CtuTraining:
             self.run_dir.write_state({"backend": self.backend_name, "step": latest_checkpoint_step(self.run_dir.path) or 0})
         return folder
 
+    def _cleanup_old_checkpoints(self) -> None:
+        """SkyRL's removal of checkpoints past ``trainer.max_ckpts_to_keep`` after a save, run here when every
+        worker is on this process's node. SkyRL 0.4.0 (`RayPPOTrainer._cleanup_old_checkpoints`) runs it as a Ray
+        task on each worker's node and then here again: on a single node the task is a second, redundant pass that
+        costs a new Ray worker process importing SkyRL (~20 s a save on two CPU cores). Several nodes: SkyRL's."""
+        import ray
+        from skyrl.train.utils.trainer_utils import cleanup_old_checkpoints
+
+        if not self._node_ids:
+            self._node_ids = self.dispatch.get_node_ids()
+        if set(self._node_ids) <= {ray.get_runtime_context().get_node_id()}:
+            cleanup_old_checkpoints(self.cfg.trainer.ckpt_path, self.cfg.trainer.max_ckpts_to_keep)
+        else:
+            super()._cleanup_old_checkpoints()  # type: ignore[misc]
+
     async def eval(self, *args: object, **kwargs: object) -> dict[str, float]:
         """SkyRL's evaluation plus ctu's metrics of every evaluation set."""
         from ctu.rollout.records import rollout_metrics
@@ -282,6 +297,8 @@ class CtuTraining:
     generator: SkyRLGenerator
     all_metrics: dict[str, float]
     global_step: int
+    dispatch: Any
+    _node_ids: list[str] | None
 
 
 class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
