@@ -56,10 +56,11 @@ UNCOMMITTED = " with uncommitted changes"
 
 def checkout() -> str:
     """This checkout's commit, short, said to have uncommitted changes when the working tree has them ("" outside a
-    git checkout)."""
+    git checkout). Records under `RESULTS` are outputs, not what a benchmark runs: a benchmark that writes two (the
+    chain check of both backends) does not call the second one's checkout changed by the first."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
-                             text=True).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                              f":!{RESULTS.relative_to(REPO)}"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     return commit + UNCOMMITTED if commit and changed else commit
 
 

@@ -282,3 +282,24 @@ def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_
     check.chain(3, False, ["tinker", "skyrl"])
     assert list(reported["skyrl"]) == [*check.SHARED, "skyrl: GRPO", "skyrl: eval GRPO", "skyrl: control", "skyrl: eval control"]
     assert len(reported["tinker"]) == len(check.SHARED) + 4 and not any(stage.startswith("skyrl") for stage in reported["tinker"])
+
+
+def test_a_record_written_by_the_same_run_is_no_uncommitted_change_of_its_checkout(tmp_path, monkeypatch):
+    """`results.checkout` of a benchmark writing two records (the chain check of both backends): the first record,
+    changed in the working tree, does not call the second one's commit changed; a changed spec does."""
+    import subprocess
+
+    results = benchmark("results")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "spec.yaml").write_text("a: 1\n")
+    (tmp_path / "benchmarks" / "results" / "chain_check_tinker.json").write_text("{}\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    monkeypatch.setattr(results, "REPO", tmp_path)
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "benchmarks" / "results")
+    (tmp_path / "benchmarks" / "results" / "chain_check_tinker.json").write_text('{"seed": 3}\n')
+    assert not results.checkout().endswith(results.UNCOMMITTED)
+    (tmp_path / "spec.yaml").write_text("a: 2\n")
+    assert results.checkout().endswith(results.UNCOMMITTED)
