@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
 from skyrl.train.trainer import RayPPOTrainer
 
+from ctu.backends.skyrl.checkpoints import SingleNodeCleanup
 from ctu.backends.skyrl.exclusion import excluded_rows, infra_errors, kept_only, mark_excluded, neutral, zeroed
 from ctu.backends.skyrl.exports import policy_export, untie_export_config
 from ctu.metrics import TRAIN, evaluation_metrics, metric
@@ -41,7 +42,7 @@ SKYRL_REWARD_FIGURES = ("reward/avg_raw_reward", "reward/mean_positive_reward")
 """SkyRL's reward figures of a training batch besides its pass@n (``reward/avg_pass_at_<n>``)."""
 
 
-class CtuTraining:
+class CtuTraining(SingleNodeCleanup):
     """What ctu adds to a SkyRL trainer (a mixin before the SkyRL trainer class).
 
     **Evaluation**: ``test-<name>/average_reward``, ``success_rate`` and pass^k for each evaluation set, and
@@ -261,22 +262,6 @@ class CtuTraining:
             self.run_dir.write_state({"backend": self.backend_name, "step": latest_checkpoint_step(self.run_dir.path) or 0})
         return folder
 
-    def _cleanup_old_checkpoints(self) -> None:
-        """SkyRL's removal of checkpoints past ``trainer.max_ckpts_to_keep`` after a save, run here when every
-        worker is on this process's node. SkyRL 0.4.0 (`RayPPOTrainer._cleanup_old_checkpoints`) runs it as a Ray
-        task on each worker's node and then here again: on a single node the task is a second, redundant pass that
-        costs a new Ray worker process importing SkyRL: 18.6 s of a 19.2 s save on two CPU cores (SkyRL's
-        ``timing/cleanup_old_checkpoints``, the chain check's GRPO run). Several nodes: SkyRL's."""
-        import ray
-        from skyrl.train.utils.trainer_utils import cleanup_old_checkpoints
-
-        if not self._node_ids:
-            self._node_ids = self.dispatch.get_node_ids()
-        if set(self._node_ids) <= {ray.get_runtime_context().get_node_id()}:
-            cleanup_old_checkpoints(self.cfg.trainer.ckpt_path, self.cfg.trainer.max_ckpts_to_keep)
-        else:
-            super()._cleanup_old_checkpoints()  # type: ignore[misc]
-
     async def eval(self, *args: object, **kwargs: object) -> dict[str, float]:
         """SkyRL's evaluation plus ctu's metrics of every evaluation set."""
         from ctu.rollout.records import rollout_metrics
@@ -298,8 +283,6 @@ class CtuTraining:
     generator: SkyRLGenerator
     all_metrics: dict[str, float]
     global_step: int
-    dispatch: Any
-    _node_ids: list[str] | None
 
 
 class CtuPPOTrainer(CtuTraining, RayPPOTrainer):
