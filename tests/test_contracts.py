@@ -38,7 +38,7 @@ MISSING = {
     "task_generators": ["no method async propose(context)"],
     "backends": ["no method spec_errors(spec)", "no method spec_warnings(spec)", "no method deep_check(spec, run_dir)",
                  "no method plan(spec, run_dir)", "no method run(spec, run_dir, resume=..., progress=..., verbose=...)",
-                 "no method policies(run_dir)", "no method open_policy(spec, policy, run_dir, work_dir)",
+                 "no method policies(run_dir)", "no method open_policy(spec, policy, run_dir, work_dir, in_flight=...)",
                  "no class attribute `skyrl_schedule` (bool)"],
 }
 

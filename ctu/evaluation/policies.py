@@ -131,7 +131,7 @@ def latest_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, str]
 
 
 @contextlib.asynccontextmanager
-async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> AsyncIterator[PolicyHandle]:
+async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path, *, in_flight: int | None = None) -> AsyncIterator[PolicyHandle]:
     """The chosen policy as ``(sampler, tokenizer)`` for `ctu.rollout.build.build_generator`: an endpoint here, any
     other policy opened by a backend (`Backend.open_policy`): a run directory's by the backend that wrote the run,
     a checkpoint or the base model by the spec's backend.
@@ -142,6 +142,7 @@ async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> Async
         choice: the policy.
         work_dir: the evaluation's folder, where a server a backend starts writes (unless it must serve from the
             run's own folder).
+        in_flight: the episodes the evaluation runs at once, for the backend (`Backend.open_policy`).
 
     Raises:
         EvalError: no checkpoint where one was named. TinkerServerError: a local server did not start.
@@ -156,9 +157,9 @@ async def open_policy(spec: Spec, choice: PolicyChoice, work_dir: Path) -> Async
     if choice.run_dir is not None:
         run = RunDir(Path(choice.run_dir))
         _, policy = latest_checkpoint(run.path, choice.step)
-        opened = run_backend(run).open_policy(spec, policy, run, Path(work_dir))
+        opened = run_backend(run).open_policy(spec, policy, run, Path(work_dir), in_flight=in_flight)
     else:
-        opened = backend_of(spec).open_policy(spec, choice.checkpoint, None, Path(work_dir))
+        opened = backend_of(spec).open_policy(spec, choice.checkpoint, None, Path(work_dir), in_flight=in_flight)
     async with opened as handle:
         yield handle
 

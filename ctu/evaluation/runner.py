@@ -267,7 +267,7 @@ async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pen
 
     rows = {(name, str(row.extras["task_id"])): row for name, found in plan.rows.items() for row in found}
     limit = asyncio.Semaphore(concurrency)
-    async with open_policy(components.spec, choice, out_dir) as (sampler, tokenizer):
+    async with open_policy(components.spec, choice, out_dir, in_flight=min(concurrency, len(pending))) as (sampler, tokenizer):
         generator = build_generator(components, tokenizer, sampler)
         with (out_dir / TRAJECTORIES).open("a", encoding="utf-8") as handle, _progress(len(pending), progress) as advance:
 

@@ -94,11 +94,14 @@ class Backend(BackendRules, Protocol):
         ...
 
     def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
-                    work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+                    work_dir: Path, *, in_flight: int | None = None) -> AbstractAsyncContextManager[PolicyHandle]:
         """`policy` as a sampler and tokenizer for `ctu eval`: one of `policies`' values (`run_dir` the run it is
         of), a checkpoint named by hand (e.g. ``tinker://...``; `run_dir` None), or None for the spec's own base
         model. What serves it (e.g. a local server) runs until the context exits and writes under `work_dir`, the
         evaluation's folder, unless it must serve from the run's own folder (a local Tinker run's checkpoints).
+        `in_flight` is how many episodes the evaluation runs at once (what a server can batch), None when not said;
+        added to the contract later, so a backend written without it registers with a deprecation warning and is
+        called without it (`ctu.registry.contracts.adapt`).
 
         Raises:
             EvalError: the policy does not exist.

@@ -55,3 +55,42 @@ def test_a_skyrl_run_is_evaluated_from_its_exports_only(tmp_path: Path):
     (run / "exports" / "global_step_2" / "policy").mkdir(parents=True)
     (run / "exports" / "global_step_2" / "policy" / "config.json").write_text("{}")
     assert latest_checkpoint(run) == (2, str((run / "exports" / "global_step_2" / "policy").absolute()))
+
+
+def test_a_skyrl_runs_export_is_served_batching_the_episodes_the_evaluation_runs_at_once(tmp_path: Path, monkeypatch):
+    """A spec without Tinker settings (a SkyRL run's) is served by a local Tinker server sampling up to 16 of the
+    episodes in flight in one batch, where a Tinker run's spec says its own; `Backend.open_policy`'s `in_flight`
+    reaches the server from the evaluation."""
+    import asyncio
+    import contextlib
+
+    import ctu.backends.tinker.policy as served
+    from ctu.backends.tinker.params import TinkerParams
+    from ctu.evaluation.policies import PolicyChoice, open_policy
+
+    assert served.serving_params(None, 32).sample_batch_size == 16
+    assert served.serving_params(None, 3).sample_batch_size == 3  # no padding to sequences nobody samples
+    assert served.serving_params(None, None) is None
+    own = TinkerParams(sample_batch_size=4)
+    assert served.serving_params(own, 32) is own
+    seen = []
+
+    @contextlib.asynccontextmanager
+    async def serve_policy(spec, params, policy, run_dir, work_dir, *, in_flight=None):
+        seen.append((params, policy, in_flight))
+        yield "sampler", "tokenizer"
+
+    monkeypatch.setattr(served, "serve_policy", serve_policy)
+    run = tmp_path / "run"
+    (run / "exports" / "global_step_2" / "policy").mkdir(parents=True)
+    (run / "exports" / "global_step_2" / "policy" / "config.json").write_text("{}")
+    (run / "state.json").write_text(json.dumps({"backend": "skyrl", "step": 2}))
+    (run / "spec.resolved.yaml").write_text(resolved_spec("skyrl"))
+    spec = load_spec(run / "spec.resolved.yaml").spec
+
+    async def opened() -> tuple[str, str]:
+        async with open_policy(spec, PolicyChoice(run_dir=run), tmp_path / "eval", in_flight=32) as handle:
+            return handle
+
+    assert asyncio.run(opened()) == ("sampler", "tokenizer")
+    assert seen == [(None, str((run / "exports" / "global_step_2" / "policy").absolute()), 32)]

@@ -99,7 +99,7 @@ class ToyBackend:
 
     @contextlib.asynccontextmanager
     async def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
-                          work_dir: Path) -> AsyncIterator[PolicyHandle]:
+                          work_dir: Path, *, in_flight: int | None = None) -> AsyncIterator[PolicyHandle]:
         from transformers import AutoTokenizer
 
         from ctu.models.tiny_qwen3 import tokenizer_path

@@ -145,11 +145,12 @@ class SkyRLBackend:
         return run_dir.hf_exports()
 
     def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
-                    work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
-        """The policy served by a local Tinker server (SkyRL's, JAX backend: what runs without a GPU)."""
+                    work_dir: Path, *, in_flight: int | None = None) -> AbstractAsyncContextManager[PolicyHandle]:
+        """The policy served by a local Tinker server (SkyRL's, JAX backend: what runs without a GPU), sampling up
+        to `in_flight` sequences in one batch (`ctu.backends.tinker.policy.serve_policy`)."""
         from ctu.backends.tinker.policy import serve_policy
 
-        return serve_policy(spec, None, policy, run_dir, work_dir)
+        return serve_policy(spec, None, policy, run_dir, work_dir, in_flight=in_flight)
 
 
 def _placement_errors(spec: Spec, params: SkyRLParams) -> Iterator[SpecIssue]:

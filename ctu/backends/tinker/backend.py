@@ -102,9 +102,10 @@ class TinkerBackend:
         return {**found, **run_dir.hf_exports()}
 
     def open_policy(self, spec: Spec, policy: str | None, run_dir: RunDir | None,
-                    work_dir: Path) -> AbstractAsyncContextManager[PolicyHandle]:
+                    work_dir: Path, *, in_flight: int | None = None) -> AbstractAsyncContextManager[PolicyHandle]:
         """The policy sampled through the spec's Tinker server (a remote one when the spec names it), else a local
-        one (`ctu.backends.tinker.policy.serve_policy`)."""
+        one (`ctu.backends.tinker.policy.serve_policy`) sampling as the spec's `sample_batch_size` says, whatever
+        `in_flight`."""
         from ctu.backends.tinker.policy import serve_policy
 
         return serve_policy(spec, self.params, policy, run_dir, work_dir)
