@@ -74,7 +74,7 @@ def test_a_planted_key_reaches_its_endpoint_and_no_file_of_the_run(toy_run: Path
     # the key pasted where its variable's name belongs
     f"environment.user_simulator={{type: llm, model: u, base_url: 'http://127.0.0.1:9/v1', api_key_env: {KEY}}}",
     f"experiment.tags=[{KEY}]",  # anywhere else
-])
+], ids=["as_api_key_env", "in_tags"])  # not the key: each collection (each pytest-xdist worker's) draws its own
 def test_a_key_pasted_into_a_spec_is_refused_without_repeating_it(tmp_path: Path, override: str):
     result = ctu("validate", str(toy_spec(tmp_path)), override)
     output = refused(result, "not repeated here", "override")
