@@ -125,7 +125,7 @@ def test_the_cli_lists_and_documents_components_given_by_import(tmp_path, unregi
     unregister.append("imports_bonus_d")
     reward_file(tmp_path, "imports_bonus_d")
     listed = subprocess.run([sys.executable, "-m", "ctu.cli", "components", "rewards", "--import", "imports_bonus_d.py"],
-                            cwd=tmp_path, capture_output=True, text=True, env={"COLUMNS": "200", **__import__("os").environ})
+                            cwd=tmp_path, capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "200"})
     assert listed.returncode == 0, listed.stderr
     assert "imports_bonus_d" in listed.stdout and "imports_bonus_d.py:4" in listed.stdout
     schema = subprocess.run([sys.executable, "-m", "ctu.cli", "schema", "-i", "imports_bonus_d.py"], cwd=tmp_path,

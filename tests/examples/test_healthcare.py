@@ -115,7 +115,7 @@ def test_the_cli_validates_and_lists_the_examples_components():
     validate = subprocess.run([sys.executable, "-m", "ctu.cli", "validate", str(SPEC)], capture_output=True, text=True, cwd=REPO)
     assert validate.returncode == 0, validate.stderr
     listed = subprocess.run([sys.executable, "-m", "ctu.cli", "components", "--spec", str(SPEC)], capture_output=True,
-                            text=True, cwd=REPO, env={"COLUMNS": "200", **__import__("os").environ})
+                            text=True, cwd=REPO, env={**__import__("os").environ, "COLUMNS": "200"})
     assert listed.returncode == 0, listed.stderr
     for name, where in [("healthcare", "domain.py"), ("xml_call", "parser.py"), ("verified_first", "reward.py")]:
         (row,) = [line for line in listed.stdout.splitlines() if f" {name} " in line]
