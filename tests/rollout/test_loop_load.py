@@ -26,8 +26,8 @@ def test_a_loop_computing_on_a_shared_core_is_busy_and_a_sleeping_one_is_not():
     would say ~50% busy; with its wait for the core it reads as saturated."""
     core = min(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
-    rival = subprocess.Popen([sys.executable, "-c", "import os,time\nos.sched_setaffinity(0, {%d})\n"
-                              "end = time.time() + 30\nwhile time.time() < end: pass" % core])
+    rival = subprocess.Popen([sys.executable, "-c", f"import os,time\nos.sched_setaffinity(0, {{{core}}})\n"
+                              "end = time.time() + 30\nwhile time.time() < end: pass"])
     try:
         os.sched_setaffinity(0, {core})
         time.sleep(0.2)  # the rival is running
