@@ -35,7 +35,7 @@ SFT and control - SFT, each with a paired bootstrap 95% interval over the held-o
 (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome and
 by template, with how many SFT tasks each template has; the held-out episodes GRPO changed (paired with SFT's by
 task and sample); GRPO's and the control's training success and policy entropy per step; each stage's wall time
-and this machine's reference loop (`machine.py`). The report's arithmetic is `chain_report.py`.
+and this machine's reference loop (`machine.py`) read around it, the total normalised stage by stage. The report's arithmetic is `chain_report.py`.
 
 The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
 control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
@@ -57,6 +57,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from chain_inputs import CPU_BACKEND, GRPO_SPECS, SFT_SPEC, TASKS_SPEC, TRAIN_SPEC, changed_files, changed_inputs
@@ -77,7 +78,7 @@ from chain_report import (
     table,
 )
 from learning_check import CONTROL_LR, run_skyrl_cpu, step_rewards
-from machine import normalised, reference_loop_seconds
+from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 from results import RESULTS, UNCOMMITTED, checkout, record
 
 from ctu.evaluation.comparison import LEVEL, RESAMPLES
@@ -235,21 +236,35 @@ def eval_folders(output: Path, grpo_backend: str) -> dict[str, Path]:
             "control": output / f"eval_{control}"}
 
 
-def run_stages(seed: int | None, grpo_backends: list[str], output: Path = OUTPUT) -> dict[str, float]:
+class Timed(NamedTuple):
+    """One stage of a chain: its wall time and the machine's speed around it."""
+
+    seconds: float
+    """The stage's wall time (s)."""
+    loop: float
+    """The mean of `machine.reference_loop_seconds` read just before and just after the stage (s). Read at every
+    stage because this machine's speed drifts within an hour (0.57-0.98 s in one session of 2026-11-30): readings
+    at the chain's two ends alone judged a 66-minute chain by two moments of it."""
+
+
+def run_stages(seed: int | None, grpo_backends: list[str], output: Path = OUTPUT) -> dict[str, Timed]:
     """Run the chain's stages with `seed` (None: the specs' own seeds): the shared ones once (`SHARED`), then GRPO, the
-    control and their evaluations on each of `grpo_backends`; returns each stage's wall time in s, a backend's own
-    stages named ``"<backend>: GRPO"`` and so on.
+    control and their evaluations on each of `grpo_backends`; returns each stage's `Timed` (the reference loop read
+    between stages, outside their wall times), a backend's own stages named ``"<backend>: GRPO"`` and so on.
 
     Raises:
         SystemExit: a stage failed.
     """
     seeded = [] if seed is None else [f"experiment.seed={seed}"]
-    walls: dict[str, float] = {}
+    walls: dict[str, Timed] = {}
+    loop = [reference_loop_seconds()]
 
     def stage(name: str, run: Callable[[], object]) -> None:
         started = time.perf_counter()
         run()
-        walls[name] = time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        loop.append(reference_loop_seconds())
+        walls[name] = Timed(seconds, (loop[-2] + loop[-1]) / 2)
 
     output.mkdir(parents=True, exist_ok=True)
     for backend in grpo_backends:
@@ -285,22 +300,30 @@ def chain(seed: int | None, report_only: bool, grpo_backends: list[str]) -> list
     """Run (unless `report_only`) the chain with `seed` (None: the specs' own seeds) and GRPO on each of
     `grpo_backends`, one SFT stage serving them all (`run_stages`); returns each backend's report, its wall time the
     shared stages' and its own (what a run on that backend alone takes)."""
-    loop_before = reference_loop_seconds()
-    walls = {} if report_only else run_stages(seed, grpo_backends)
-    loop = (loop_before + reference_loop_seconds()) / 2
-    return [report_chain(seed, backend, {stage: seconds for stage, seconds in walls.items()
-                                         if stage in SHARED or stage.startswith(f"{backend}: ")}, loop, report_only)
+    stages = {} if report_only else run_stages(seed, grpo_backends)
+    return [report_chain(seed, backend, {stage: timed for stage, timed in stages.items()
+                                         if stage in SHARED or stage.startswith(f"{backend}: ")}, report_only)
             for backend in grpo_backends]
 
 
-def report_chain(seed: int | None, grpo_backend: str, walls: dict[str, float], loop: float, report_only: bool) -> dict:
+def normalised_stages(stages: dict[str, Timed]) -> tuple[float, float]:
+    """The stages' total wall time normalised stage by stage (`machine.normalised` of each at its own loop), in s, and
+    the one loop that normalises their raw total alike (the loops' harmonic mean weighted by the stages' seconds), in
+    s; ``(0.0, a reading now)`` when no stage ran."""
+    total = sum(timed.seconds for timed in stages.values())
+    total_normalised = sum(normalised(timed.seconds, timed.loop) for timed in stages.values())
+    return (total_normalised, total * REFERENCE_LOOP_S / total_normalised) if total_normalised else (0.0, reference_loop_seconds())
+
+
+def report_chain(seed: int | None, grpo_backend: str, stages: dict[str, Timed], report_only: bool) -> dict:
     """The report of the chain with `seed` and GRPO on `grpo_backend`, from its folders under `OUTPUT`: written to
-    `chain[_<backend>][_seed<S>].json` and its plot, printed, and returned. `walls` are its stages' wall times (s) and
-    `loop` this machine's reference loop (s) while they ran; with `report_only`, both are read from the report an
-    earlier run wrote, where there is one."""
+    `chain[_<backend>][_seed<S>].json` and its plot, printed, and returned. `stages` are its stages' wall times and
+    the machine's speed around each: the total is normalised stage by stage, and ``reference_loop_seconds`` is the
+    loop that normalises the total alike (`normalised_stages`; a reading now when no stage ran). With `report_only`, the times and speeds are read from the report an earlier run wrote, where there is one."""
     output = OUTPUT
     evals = eval_folders(output, grpo_backend)
-    walls = {stage.removeprefix(f"{grpo_backend}: "): seconds for stage, seconds in walls.items()}
+    walls = {stage.removeprefix(f"{grpo_backend}: "): timed.seconds for stage, timed in stages.items()}
+    total, (total_normalised, loop) = sum(walls.values()), normalised_stages(stages)
     reports = {name: report_of(evals[name]) for name in POLICIES}
     grpo_run, control_run = (output / run for run in GRPO_RUNS[grpo_backend])
     report = {
@@ -323,15 +346,17 @@ def report_chain(seed: int | None, grpo_backend: str, walls: dict[str, float], l
         "grpo_steps": steps_of(grpo_run, step_rewards(grpo_run)),
         "control_steps": steps_of(control_run, step_rewards(control_run)),
         "wall_seconds": walls,
-        "wall_seconds_total": sum(walls.values()),
+        "stage_loop_seconds": {stage.removeprefix(f"{grpo_backend}: "): timed.loop for stage, timed in stages.items()},
+        "wall_seconds_total": total,
         "reference_loop_seconds": loop,
-        "wall_seconds_total_normalised": normalised(sum(walls.values()), loop),
+        "wall_seconds_total_normalised": total_normalised,
     }
     name = ("chain" + ("" if grpo_backend == "tinker" else f"_{grpo_backend}") + ("" if seed is None else f"_seed{seed}")
             + ".json")
     if report_only and (output / name).exists():  # the stages' own wall times and machine speed
         earlier = json.loads((output / name).read_text())
-        for key in ("wall_seconds", "wall_seconds_total", "reference_loop_seconds", "wall_seconds_total_normalised", "date"):
+        for key in ("wall_seconds", "stage_loop_seconds", "wall_seconds_total", "reference_loop_seconds",
+                    "wall_seconds_total_normalised", "date"):
             if key in earlier:
                 report[key] = earlier[key]
     report["passed"] = passed(report)

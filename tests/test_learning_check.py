@@ -255,6 +255,8 @@ def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_
     monkeypatch.setattr(check, "ctu", lambda *args: calls.append(("ctu", *args)))
     monkeypatch.setattr(check, "sft_on_skyrl", sft)
     monkeypatch.setattr(check, "grpo_on_skyrl", lambda output, run_dir, overrides: calls.append(("skyrl", run_dir.name, *overrides)))
+    readings = iter(range(1, 100))
+    monkeypatch.setattr(check, "reference_loop_seconds", lambda: float(next(readings)))
     walls = check.run_stages(3, ["tinker", "skyrl"], tmp_path)
 
     assert [call[:3] for call in calls if call[0] == "ctu" and call[1] != "eval"] == [
@@ -275,10 +277,13 @@ def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_
     assert list(walls) == [*check.SHARED, "tinker: GRPO", "tinker: eval GRPO", "tinker: control", "tinker: eval control",
                            "skyrl: GRPO", "skyrl: eval GRPO", "skyrl: control", "skyrl: eval control"]
     assert check.eval_folders(tmp_path, "skyrl")["SFT"] == check.eval_folders(tmp_path, "tinker")["SFT"] == tmp_path / "eval_sft"
+    assert [timed.loop for timed in walls.values()] == [n + 0.5 for n in range(1, len(walls) + 1)]  # read around each
+    # a slow hour and a fast one: each stage normalised at its own speed, the total's loop their weighted harmonic mean
+    total, loop = check.normalised_stages({"SFT": check.Timed(3600.0, 0.66), "GRPO": check.Timed(1800.0, 0.33)})
+    assert total == pytest.approx(1800.0 + 1800.0) and loop == pytest.approx(5400.0 * 0.33 / 3600.0)
     reported = {}
-    monkeypatch.setattr(check, "run_stages", lambda seed, backends: {stage: 1.0 for stage in walls})
-    monkeypatch.setattr(check, "reference_loop_seconds", lambda: 0.5)
-    monkeypatch.setattr(check, "report_chain", lambda seed, backend, own, loop, report_only: reported.setdefault(backend, own))
+    monkeypatch.setattr(check, "run_stages", lambda seed, backends: {stage: check.Timed(1.0, 0.5) for stage in walls})
+    monkeypatch.setattr(check, "report_chain", lambda seed, backend, own, report_only: reported.setdefault(backend, own))
     check.chain(3, False, ["tinker", "skyrl"])
     assert list(reported["skyrl"]) == [*check.SHARED, "skyrl: GRPO", "skyrl: eval GRPO", "skyrl: control", "skyrl: eval control"]
     assert len(reported["tinker"]) == len(check.SHARED) + 4 and not any(stage.startswith("skyrl") for stage in reported["tinker"])
