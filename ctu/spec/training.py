@@ -59,11 +59,13 @@ class Algorithm(Section):
     value_clip: float = Field(0.1, gt=0.0)
     """Value clip (used only by critic-based estimators; kept for parity with SkyRL's config)."""
     use_kl_loss: bool = True
-    """Add a KL penalty to the reference policy to the loss."""
+    """Penalise the policy's KL to a reference policy. skyrl: SkyRL's KL loss to `model.reference_path`, with
+    `kl_estimator`. tinker: the k1 estimate put into each sampled token's advantage, to the base model the LoRA
+    adapter trains on (`model.path`; the Tinker cookbook's `kl_penalty_coef`): `ctu.backends.tinker.kl`."""
     kl_loss_coef: float = Field(0.01, ge=0.0)
-    """Coefficient of the KL loss."""
+    """Coefficient of the KL loss (tinker: of the penalty in the advantages)."""
     kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
-    """KL estimator (Schulman's k1/k2/k3)."""
+    """KL estimator (Schulman's k1/k2/k3; tinker: k1, and it warns on another)."""
     entropy_coef: float = Field(0.0, ge=0.0)
     """Entropy bonus coefficient (0 is off)."""
     loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = "token_mean"

@@ -76,7 +76,22 @@ class FixedGenerator:
 ROWS = [TaskRow("retail", str(i)) for i in range(6)]
 
 
-def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, rollout=None, **trainer):
+class Reference:
+    """The LoRA's base model's sampling client: its log-probability of each token after the first, as Tinker's
+    `compute_logprobs_async` gives them (None for the first)."""
+
+    def __init__(self, logprobs: dict[int, float]) -> None:
+        self.logprobs = logprobs
+        self.asked: list[list[int]] = []
+
+    async def compute_logprobs_async(self, prompt):
+        tokens = prompt.to_ints()
+        self.asked.append(tokens)
+        return [None, *(self.logprobs[token] for token in tokens[1:])]
+
+
+def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, rollout=None,
+         reference=None, **trainer):
     """One step of two tasks x two samples (each a prompt of 2 tokens, then 2 sampled tokens the sampler gave
     log-probabilities -0.5 and -1.0 around an observation's token); `more` are the batches dynamic sampling draws
     next; `target_logprobs`, the trainer's of the 4 targets; `rollout`, more of the spec's section (step-wise
@@ -89,7 +104,7 @@ def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, 
     training = RecordingTraining(target_logprobs)
     plan = StepPlan(ROWS, 2, 1, 0, shuffle=False, max_steps=None)
     generator = FixedGenerator((rewards, infra_errors), *more, turns=minimal["rollout"].get("trajectory") == "step_wise")
-    metrics = asyncio.run(runner._train_step(generator, training, plan, 1))
+    metrics = asyncio.run(runner._train_step(generator, training, plan, 1, reference))
     return training, metrics, generator
 
 
@@ -132,6 +147,27 @@ def test_the_samplers_log_probabilities_are_compared_with_the_trainers_before_th
     # a trainer that returns no log-probabilities gives no figure, rather than a made-up one
     _, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4)
     assert not any(name.startswith("train/logprob_gap") for name in metrics)
+
+
+def test_a_kl_penalty_moves_each_sampled_tokens_advantage_by_its_distance_from_the_reference(minimal, tmp_path):
+    """With the LoRA's base model as reference, every sampled token's advantage moves by coef x (mean diff - diff),
+    diff = sampler logprob - reference logprob (here 0.2 and -0.5, mean -0.15); an episode with no advantage of its
+    own is fed with the penalty alone; an infrastructure error is not fed at all."""
+    reference = Reference({2: -9.0, 3: -0.7, 9: -5.0, 4: -0.5})  # tokens 3 and 4 are the sampled ones
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
+                                algorithm={"use_kl_loss": True, "kl_loss_coef": 0.1, "kl_estimator": "k1",
+                                           "negative_advantage_weight": 0.0}, reference=reference)
+    assert reference.asked == [[1, 2, 3, 9, 4]] * 3  # each sample fed, its whole sequence
+    assert metrics["train/kl_to_reference"] == pytest.approx(-0.15) and metrics["train/kl_penalty_coef"] == 0.1
+    success, penalty_alone = (pytest.approx(a, abs=1e-4) for a in ([0.0, 0.7071 - 0.035, 0.0, 0.7071 + 0.035],
+                                                                    [0.0, -0.035, 0.0, 0.035]))
+    # the failure (advantage 0 at a negative weight of 0), and the success whose group lost its baseline to the
+    # infrastructure error (no advantage): the penalty alone
+    assert training.advantages == [success, penalty_alone, penalty_alone]
+    assert metrics["train/trained_trajectories"] == 3.0
+    without, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
+                               algorithm={"negative_advantage_weight": 0.0})
+    assert len(without.advantages) == 1 and "train/kl_to_reference" not in metrics  # no reference: the success only
 
 
 def test_a_step_over_the_infra_error_rate_is_skipped(minimal, tmp_path, caplog):

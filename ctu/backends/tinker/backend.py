@@ -33,18 +33,17 @@ class TinkerBackend:
         self.params = params
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
-        """What the Tinker path cannot honour: a KL loss or reference model, sampling penalties, no server, rollout
-        worker processes, and dynamic sampling other than `filter` (SkyRL's own training features are entries of its
-        backend section, which this backend's lacks)."""
-        if spec.algorithm.use_kl_loss and spec.algorithm.kl_loss_coef > 0:
-            yield SpecIssue("algorithm.use_kl_loss",
-                            "the tinker backend has no reference model, so no KL loss: set algorithm.use_kl_loss=false")
+        """What the Tinker path cannot honour: a reference model other than the LoRA's base (`model.path`), sampling
+        penalties, no server, rollout worker processes, and dynamic sampling other than `filter` (SkyRL's own training
+        features are entries of its backend section, which this backend's lacks)."""
         for name, off in UNSUPPORTED_SAMPLING:
             if getattr(spec.rollout, name) != off:
                 yield SpecIssue(f"rollout.{name}", f"Tinker's sampling params have no {name}: set it to {off}, or "
                                                    "use the skyrl backend")
-        if spec.model.reference_path is not None:
-            yield SpecIssue("model.reference_path", "the tinker backend has no reference model: remove it")
+        if spec.model.reference_path not in (None, spec.model.path):
+            yield SpecIssue("model.reference_path", "the tinker backend's KL reference is the base model its LoRA "
+                                                    "adapter trains on, model.path: remove reference_path or set it "
+                                                    "to ${model.path}")
         if not self.params.local and not self.params.base_url:
             yield SpecIssue("backend.base_url", "set a Tinker server URL, or `local: true` to start one here")
         if not isinstance(processes := getattr(spec.rollout.generator.params, "processes", 1), str) and processes > 1:
@@ -55,8 +54,13 @@ class TinkerBackend:
                                                                "the skyrl backend")
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
-        """None."""
-        return iter(())
+        """A KL loss with an estimator other than k1: the tinker backend penalises the k1 estimate in the advantages
+        (`ctu.backends.tinker.kl`)."""
+        kl = spec.algorithm
+        if spec.data.sft is None and kl.use_kl_loss and kl.kl_loss_coef > 0 and kl.kl_estimator != "k1":
+            yield SpecIssue("algorithm.kl_estimator", f"the tinker backend puts the KL to its reference into the "
+                                                      f"advantages as the k1 estimate, not {kl.kl_estimator}: set "
+                                                      "kl_estimator: k1 to say so")
 
     def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:
         """Nothing more: the Tinker loop is ctu's own, fully checked by `spec_errors`."""

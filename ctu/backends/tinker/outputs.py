@@ -81,19 +81,12 @@ class FedBatch:
     sampled_logprobs: list[float] = field(default_factory=list)
     trainer_logprobs: list[float] = field(default_factory=list)
 
-    async def feed(self, training: tinker.TrainingClient, record: TrajectoryRecord, whole_logprobs: list[float], advantage: float,
-                   sampler_logprobs: bool, loss: Literal["importance_sampling", "ppo"], config: dict[str, float] | None,
-                   turn_discount: float = 1.0) -> None:
-        """`forward_backward` with `loss` (and its `config`) on each of `record`'s training samples (the episode, or
-        each of its turns: `TrajectoryRecord.training_samples` with `turn_discount`), `advantage` times the sample's
-        weight, one datum at a time (gradients accumulate until the optimizer step); `whole_logprobs` are a whole
-        episode's sampler logprobs. What came back is added here (the trainer's logprobs of the sampled tokens only
-        where `sampler_logprobs`: the sampler's are real)."""
-        samples = 0
-        for sample, weight in record.training_samples(turn_discount, whole_logprobs):
-            if not any(sample.loss_mask):
-                continue
-            data = token_data(sample.prompt_ids, sample.response_ids, sample.loss_mask, sample.logprobs, advantage * weight)
+    async def feed_data(self, training: tinker.TrainingClient, samples: list[TokenData], sampler_logprobs: bool,
+                        loss: Literal["importance_sampling", "ppo"], config: dict[str, float] | None) -> None:
+        """`forward_backward` with `loss` (and its `config`) on each of one episode's `samples` (`samples_of`), one
+        datum at a time (gradients accumulate until the optimizer step). What came back is added here (the trainer's
+        logprobs of the sampled tokens only where `sampler_logprobs`: the sampler's are real)."""
+        for data in samples:
             result = await (await training.forward_backward_async([grpo_datum(data)], loss, config)).result_async()
             summed = (getattr(result, "metrics", None) or {}).get("loss:sum")
             if summed is not None and math.isfinite(summed):
@@ -102,6 +95,13 @@ class FedBatch:
             if sampler_logprobs and forward is not None and len(forward) == len(data.targets):
                 self.sampled_logprobs += [p for p, generated in zip(data.logprobs, data.generated, strict=True) if generated]
                 self.trainer_logprobs += [p for p, generated in zip(forward, data.generated, strict=True) if generated]
-            samples += 1
-        self.samples += samples
+        self.samples += len(samples)
         self.trajectories += bool(samples)
+
+
+def samples_of(record: TrajectoryRecord, whole_logprobs: list[float], advantage: float, turn_discount: float = 1.0) -> list[TokenData]:
+    """`record`'s training samples (the episode, or each of its turns: `TrajectoryRecord.training_samples` with
+    `turn_discount`) as next-token data, `advantage` times each sample's weight; `whole_logprobs` are the whole
+    episode's sampler logprobs. A sample without a generated token is left out."""
+    return [token_data(sample.prompt_ids, sample.response_ids, sample.loss_mask, sample.logprobs, advantage * weight)
+            for sample, weight in record.training_samples(turn_discount, whole_logprobs) if any(sample.loss_mask)]

@@ -5,7 +5,9 @@ the spec's reward chain, computes group-normalised advantages (infrastructure er
 and the loss; a step with more of them than `trainer.max_infra_error_rate` is skipped), runs
 `forward_backward` with the spec's loss (`importance_sampling` or `ppo`) one trajectory at a time, or with
 ``rollout.trajectory: step_wise`` one policy turn at a time, each with its episode's advantage times its turn's
-weight (`TrajectoryRecord.training_samples`) (gradients accumulate until `optim_step`), steps the optimizer, and samples the next step from the new weights. Test sets
+weight (`TrajectoryRecord.training_samples`) (gradients accumulate until `optim_step`), with a KL penalty to the
+LoRA's base model in the advantages when `algorithm.use_kl_loss` (`ctu.backends.tinker.kl`), steps the optimizer, and
+samples the next step from the new weights. Test sets
 are evaluated before training (if asked), every `eval_interval` steps and after the last step. Checkpoints are
 saved through the API every `ckpt_interval` steps, at each epoch's end and after the last step; the policy is
 exported as a merged Hugging Face model (`exports/global_step_N/policy`) every `hf_save_interval` steps and after
@@ -33,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.backends.tinker.batch import SampledBatch, StepPlan
 from ctu.backends.tinker.export import export_policy
-from ctu.backends.tinker.outputs import FedBatch, loss_sum
+from ctu.backends.tinker.kl import penalise
+from ctu.backends.tinker.outputs import FedBatch, loss_sum, samples_of
 from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
@@ -103,9 +106,8 @@ class TinkerRunner:
         state: RunState = self.run_dir.read_state() if self.resume else {}
         resume_from = state.get("checkpoint")
         start_step = self._checkpoint_step(resume_from, state.get("step", 0)) if resume_from else 0  # else: starts over
-        self.run_dir.write_spec(spec)
-        state = {"backend": spec.backend.type, "step": start_step, "checkpoint": resume_from}
-        self.run_dir.write_state(state)  # the run directory holds a run from now on
+        self.run_dir.write_spec(spec)  # with the state, the run directory holds a run from now on
+        self.run_dir.write_state(state := RunState(backend=spec.backend.type, step=start_step, checkpoint=resume_from))
         with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
             from transformers import AutoTokenizer
 
@@ -131,6 +133,7 @@ class TinkerRunner:
                 training = await (service.create_training_client_from_state_with_optimizer_async(resume_from) if resume_from
                                   else service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank))
                 sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), process_bound=True)
+                reference = await self._reference(service, model_path)
                 with self._progress(plan.total_steps, start_step) as (advance, on_episode):
                     generator = build_generator(components, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
                     if start_step == 0 and spec.trainer.eval_before_train and tests:
@@ -141,7 +144,7 @@ class TinkerRunner:
                             assert account is not None  # an SFT run's plan comes with its token account
                             metrics = await self._sft_step(account, training, plan, step)
                         else:
-                            metrics = await self._train_step(generator, training, plan, step)
+                            metrics = await self._train_step(generator, training, plan, step, reference)
                         sampler.client = await training.save_weights_and_get_sampling_client_async()
                         if tests and self._evaluates(step, plan):
                             metrics.update(await self._evaluate(generator, tests, step))
@@ -158,6 +161,14 @@ class TinkerRunner:
                 trackers.finish()
                 self.run_dir.plot_rewards()
         return state
+
+    async def _reference(self, service: tinker.ServiceClient, model_path: str) -> tinker.SamplingClient | None:
+        """A sampling client of the base model the LoRA adapter trains on, the KL penalty's reference
+        (`ctu.backends.tinker.kl`), when the spec asks for one (a GRPO run with `algorithm.use_kl_loss`), else None."""
+        algorithm = self.spec.algorithm
+        if self.spec.data.sft is not None or not algorithm.use_kl_loss or algorithm.kl_loss_coef <= 0:
+            return None
+        return await service.create_sampling_client_async(base_model=model_path)
 
     def _evaluates(self, step: int, plan: StepPlan) -> bool:
         """Whether step `step` ends with an evaluation: the last step (unless `eval_after_train` is false), and every
@@ -233,7 +244,11 @@ class TinkerRunner:
         metrics[metric(EVAL, "num_episodes")] = float(evaluated)
         return metrics
 
-    async def _train_step(self, generator: Rollout, training: tinker.TrainingClient, plan: StepPlan, step: int) -> dict[str, float]:
+    async def _train_step(self, generator: Rollout, training: tinker.TrainingClient, plan: StepPlan, step: int,
+                          reference: tinker.SamplingClient | None = None) -> dict[str, float]:
+        """One GRPO step: sample, weigh advantages, feed `forward_backward` and step the optimizer; with `reference`
+        (the LoRA's base model, when the spec asks for a KL penalty) every sample that is not an infrastructure
+        error is fed with the penalty in its advantages (`ctu.backends.tinker.kl`). Returns the step's metrics."""
         import tinker
 
         spec = self.spec
@@ -251,10 +266,16 @@ class TinkerRunner:
         config = None
         if self.backend.loss == "ppo":
             config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
-        for record, whole_logprobs, advantage in zip(records, output["rollout_logprobs"], advantages, strict=True):
-            if not skipped and advantage != 0.0:
-                await fed.feed(training, record, whole_logprobs, advantage, batch.sampler_logprobs, self.backend.loss,
-                               config, spec.rollout.turn_discount)
+        episodes = [samples_of(record, whole_logprobs, advantage, spec.rollout.turn_discount)
+                    for record, whole_logprobs, advantage, out in zip(records, output["rollout_logprobs"], advantages, excluded, strict=True)
+                    if not skipped and not out and (advantage != 0.0 or reference is not None)]
+        penalty: dict[str, float] = {}
+        if reference is not None and batch.sampler_logprobs:
+            penalty = await penalise(reference, [data for episode in episodes for data in episode], spec.algorithm.kl_loss_coef)
+        elif reference is not None:
+            logger.warning("step %d: no KL penalty: the sampler gave no log-probabilities to set against the reference's", step)
+        for episode in episodes:
+            await fed.feed_data(training, episode, batch.sampler_logprobs, self.backend.loss, config)
         trained = fed.trajectories
         optimizer = spec.trainer.optimizer
         rate = learning_rate(step, optimizer.lr, optimizer.warmup_steps, plan.total_steps, optimizer.scheduler)
@@ -274,6 +295,7 @@ class TinkerRunner:
             metric(TRAIN, "optimizer_steps"): float(bool(trained)),
             metric(TRAIN, "skipped_steps"): float(skipped),
         })
+        metrics.update(penalty)
         if fed.losses:
             metrics[metric(TRAIN, "loss_sum")] = sum(fed.losses)
         gap = spec.algorithm.logprob_gap

@@ -1,0 +1,62 @@
+"""The tinker backend's KL penalty to its reference, the LoRA's base model (`algorithm.use_kl_loss`).
+
+Tinker's losses take per-token advantages and no reference model, so the penalty goes into the advantages, as the
+Tinker cookbook's RL loop does (`kl_penalty_coef`): for each generated token t of the step's trained samples,
+``diff_t = sampler logprob_t - reference logprob_t`` (the k1 estimate of the KL to the reference), and
+``advantage_t += coef * (mean diff - diff_t)``, the mean over every generated token of the step. A token the policy
+now likes more than the reference did is pushed back, one it likes less is pushed up; centred, the penalty moves
+no advantage on average. The reference's log-probabilities come from a sampling client of the base model the LoRA
+adapter was made on (`SamplingClient.compute_logprobs_async`: one forward pass over a sample's tokens).
+
+Unlike SkyRL's KL loss (`kl_estimator`'s k1/k2/k3 in the loss, over the whole mini-batch), the penalty is the k1
+estimate in the advantage, and it reaches only the samples the step feeds `forward_backward`: with a KL penalty,
+every sample of the step that is not an infrastructure error (a zero-advantage one carries the penalty alone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ctu.metrics import TRAIN, metric
+
+if TYPE_CHECKING:
+    import tinker
+
+    from ctu.runners.grpo import TokenData
+
+
+async def reference_logprobs(client: tinker.SamplingClient, data: TokenData) -> list[float]:
+    """The reference's log-probability of each of `data.targets` (one float per target; 0.0 where the server gives
+    none), from one `compute_logprobs_async` over the sample's tokens."""
+    import tinker
+
+    tokens = [*data.inputs, data.targets[-1]]
+    values = await client.compute_logprobs_async(tinker.types.ModelInput.from_ints(tokens))
+    return [0.0 if value is None else float(value) for value in list(values)[1:]]
+
+
+async def penalise(client: tinker.SamplingClient, samples: list[TokenData], coef: float) -> dict[str, float]:
+    """Add the KL penalty (module docstring) to the advantages of `samples`' generated tokens, in place, with the
+    reference's log-probabilities from `client` (fetched concurrently); returns ``train/kl_to_reference``, the
+    mean k1 estimate (nats per generated token, before the penalty moves anything), and ``train/kl_penalty_coef``;
+    nothing when no sample has a generated token.
+
+    Raises:
+        ValueError: the server gave a sample a different number of log-probabilities than it has targets.
+    """
+    references = await asyncio.gather(*(reference_logprobs(client, data) for data in samples))
+    diffs: list[list[float]] = []
+    for data, reference in zip(samples, references, strict=True):
+        if len(reference) != len(data.targets):
+            raise ValueError(f"the reference gave {len(reference)} log-probabilities for {len(data.targets)} targets")
+        diffs.append([sampled - ref if generated else 0.0
+                      for sampled, ref, generated in zip(data.logprobs, reference, data.generated, strict=True)])
+    tokens = sum(sum(data.generated) for data in samples)
+    if not tokens:
+        return {}
+    mean = sum(sum(diff) for diff in diffs) / tokens
+    for data, diff in zip(samples, diffs, strict=True):
+        data.advantages[:] = [advantage + coef * (mean - d) if generated else advantage
+                              for advantage, d, generated in zip(data.advantages, diff, data.generated, strict=True)]
+    return {metric(TRAIN, "kl_to_reference"): mean, metric(TRAIN, "kl_penalty_coef"): coef}
