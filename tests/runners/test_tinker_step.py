@@ -80,14 +80,16 @@ class Reference:
     """The LoRA's base model's sampling client: its log-probability of each token after the first, as Tinker's
     `compute_logprobs_async` gives them (None for the first)."""
 
-    def __init__(self, logprobs: dict[int, float]) -> None:
+    def __init__(self, logprobs: dict[int, float], first: bool = True) -> None:
         self.logprobs = logprobs
+        self.first = first
+        """Give the first token a None, as Tinker's API does (SkyRL's local server gives nothing for it)."""
         self.asked: list[list[int]] = []
 
     async def compute_logprobs_async(self, prompt):
         tokens = prompt.to_ints()
         self.asked.append(tokens)
-        return [None, *(self.logprobs[token] for token in tokens[1:])]
+        return [None] * self.first + [self.logprobs[token] for token in tokens[1:]]
 
 
 def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, rollout=None,
@@ -165,6 +167,10 @@ def test_a_kl_penalty_moves_each_sampled_tokens_advantage_by_its_distance_from_t
     # infrastructure error (no advantage): the penalty alone
     assert training.advantages == [success, penalty_alone, penalty_alone]
     assert metrics["train/trained_trajectories"] == 3.0
+    local, _, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
+                       algorithm={"use_kl_loss": True, "kl_loss_coef": 0.1, "kl_estimator": "k1",
+                                  "negative_advantage_weight": 0.0}, reference=Reference(reference.logprobs, first=False))
+    assert local.advantages == training.advantages  # SkyRL's server's form: no value for the first token
     without, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
                                algorithm={"negative_advantage_weight": 0.0})
     assert len(without.advantages) == 1 and "train/kl_to_reference" not in metrics  # no reference: the success only

@@ -28,12 +28,15 @@ if TYPE_CHECKING:
 
 async def reference_logprobs(client: tinker.SamplingClient, data: TokenData) -> list[float]:
     """The reference's log-probability of each of `data.targets` (one float per target; 0.0 where the server gives
-    none), from one `compute_logprobs_async` over the sample's tokens."""
+    none), from one `compute_logprobs_async` over the sample's tokens. Tinker's API gives one value per token, None
+    for the first; SkyRL's local server (0.4.0, JAX backend) gives one per token after the first: both are read."""
     import tinker
 
     tokens = [*data.inputs, data.targets[-1]]
-    values = await client.compute_logprobs_async(tinker.types.ModelInput.from_ints(tokens))
-    return [0.0 if value is None else float(value) for value in list(values)[1:]]
+    values = list(await client.compute_logprobs_async(tinker.types.ModelInput.from_ints(tokens)))
+    if len(values) == len(tokens):
+        values = values[1:]
+    return [0.0 if value is None else float(value) for value in values]
 
 
 async def penalise(client: tinker.SamplingClient, samples: list[TokenData], coef: float) -> dict[str, float]:
