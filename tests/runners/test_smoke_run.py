@@ -43,6 +43,9 @@ VALIDATION = "data.validation={domain: airline, split: train, max_tasks: 1}"
 DYNAMIC_SAMPLING = ["algorithm.zero_variance_filter=true", "algorithm.dynamic_sampling={type: filter, max_sample_batches: 10}"]
 """The zero-variance filter and DAPO's dynamic sampling: ctu's loop samples more tasks until every group of the
 step has a spread."""
+KL_PENALTY = ["algorithm.use_kl_loss=true", "algorithm.kl_loss_coef=0.05", "algorithm.kl_estimator=k1"]
+"""A KL penalty to the LoRA's base model, whose log-probabilities the local Tinker server computes
+(`ctu.backends.tinker.kl`)."""
 
 
 def ctu_command(*args: str, timeout: float = 900, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -97,7 +100,7 @@ def processes_naming(path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def killed_run(tmp_path_factory, generated_tasks: Path) -> KilledAndResumed:
-    """`ctu run specs/smoke.yaml` with a validation set and dynamic sampling, killed with SIGKILL (as the
+    """`ctu run specs/smoke.yaml` with a validation set, dynamic sampling and a KL penalty, killed with SIGKILL (as the
     out-of-memory killer or a preempted job ends it) while its second step runs; then the same command again
     (refused: the run exists), then `--resume`, which replays that step from the first step's checkpoint. One
     run for every test of this module: a run costs a few minutes on two cores."""
@@ -105,7 +108,7 @@ def killed_run(tmp_path_factory, generated_tasks: Path) -> KilledAndResumed:
     run = out / "smoke"
     data = training_data(generated_tasks)
     first = subprocess.Popen([sys.executable, "-m", "ctu.cli", "run", "specs/smoke.yaml", f"experiment.output_dir={out}",
-                              data, VALIDATION, *DYNAMIC_SAMPLING, "--no-progress"],
+                              data, VALIDATION, *DYNAMIC_SAMPLING, *KL_PENALTY, "--no-progress"],
                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
     try:
         deadline = time.monotonic() + 1200
@@ -123,7 +126,7 @@ def killed_run(tmp_path_factory, generated_tasks: Path) -> KilledAndResumed:
     while processes_naming(run) and time.monotonic() < deadline:
         time.sleep(0.5)
     steps, left = [line["step"] for line in metrics(run)], processes_naming(run)
-    again = ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", data, VALIDATION, *DYNAMIC_SAMPLING)
+    again = ctu_run("specs/smoke.yaml", f"experiment.output_dir={out}", data, VALIDATION, *DYNAMIC_SAMPLING, *KL_PENALTY)
     resumed = ctu_run("--resume", str(run))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     return KilledAndResumed(run, steps, left, again, resumed)
@@ -226,6 +229,10 @@ def test_metrics_show_both_steps_nonzero_advantages_and_both_evaluations(smoke_r
     assert any(line["train/groups_with_nonzero_advantage"] > 0 for line in lines[1:])
     assert any(line["train/optimizer_steps"] == 1 for line in lines[1:])
     assert all("reward/parse_failure_rate" in line and "timing/generate" in line for line in lines[1:])
+    # the KL to the LoRA's base model, from the server's reference log-probabilities: none before the first update
+    # (the adapter starts at zero, so the first step's policy is its reference)
+    assert all(line["train/kl_penalty_coef"] == 0.05 for line in lines[1:])
+    assert abs(lines[1]["train/kl_to_reference"]) < 1e-4 and "train/kl_to_reference" in lines[2]
 
 
 def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(smoke_run: Path):
