@@ -75,7 +75,7 @@ class Algorithm(Section):
     1e-6): GRPO gives it zero advantages, and it would only dilute a `token_mean` loss (SkyRL, prime-rl and verl
     filter them alike). An episode ended by an infrastructure error adds no spread. Such groups are counted in
     `train/zero_variance_groups` either way. tinker: its loop never trains a zero-advantage trajectory, so this is
-    always in effect there."""
+    always in effect there (with a KL penalty, such a trajectory is fed with the penalty's term alone)."""
     dynamic_sampling: DynamicSampling | None = None
     """Sample more until the batch has enough groups with a spread (null: off); `train/sampling_rounds` counts the
     batches a step sampled. skyrl: the extra batches are the epoch's next ones (SkyRL's dynamic sampling); with
