@@ -55,17 +55,19 @@ class RecordingTraining:
 class FixedGenerator:
     """A rollout of groups of two: each `run_batch` call takes the next rewards and infrastructure errors."""
 
-    def __init__(self, *batches: tuple[list[float], list[str | None]], turns: bool = False) -> None:
+    def __init__(self, *batches: tuple[list[float], list[str | None]], turns: bool = False, logprobs: bool = True) -> None:
         self.batches = list(batches)
         self.calls: list[list[str]] = []
         self.turns = turns
         """Give each episode two policy turns as samples of their own (step-wise): [1, 2] -> [3], then [1, 2, 3, 9] -> [4]."""
+        self.logprobs = logprobs
+        """Give the sampled tokens the sampler's log-probabilities (else none, as a sampler that reports none)."""
 
     async def run_batch(self, requests, phase, step):
         rewards, errors = self.batches.pop(0)
         self.calls.append([request.task.task_id for request in requests])
         turns = [TurnSample([1, 2], [3], [-0.5], [1]), TurnSample([1, 2, 3, 9], [4], [-1.0], [1])] if self.turns else []
-        records = [TrajectoryRecord([1, 2], [3, 9, 4], [1, 0, 1], [-0.5, 0.0, -1.0], reward, "stop", EpisodeResult("retail", "1"),
+        records = [TrajectoryRecord([1, 2], [3, 9, 4], [1, 0, 1], [-0.5, 0.0, -1.0] if self.logprobs else [], reward, "stop", EpisodeResult("retail", "1"),
                                     infra_error=error, turn_samples=list(turns)) for reward, error in zip(rewards, errors)]
         return RolloutBatch(records, {})
 
@@ -93,7 +95,7 @@ class Reference:
 
 
 def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, target_logprobs=None, rollout=None,
-         reference=None, **trainer):
+         reference=None, logprobs=True, **trainer):
     """One step of two tasks x two samples (each a prompt of 2 tokens, then 2 sampled tokens the sampler gave
     log-probabilities -0.5 and -1.0 around an observation's token); `more` are the batches dynamic sampling draws
     next; `target_logprobs`, the trainer's of the 4 targets; `rollout`, more of the spec's section (step-wise
@@ -105,7 +107,8 @@ def step(minimal, tmp_path: Path, rewards, infra_errors, *more, algorithm=None, 
     runner = TinkerRunner(spec, spec.backend.params, RunDir(tmp_path), progress=False)
     training = RecordingTraining(target_logprobs)
     plan = StepPlan(ROWS, 2, 1, 0, shuffle=False, max_steps=None)
-    generator = FixedGenerator((rewards, infra_errors), *more, turns=minimal["rollout"].get("trajectory") == "step_wise")
+    generator = FixedGenerator((rewards, infra_errors), *more, turns=minimal["rollout"].get("trajectory") == "step_wise",
+                               logprobs=logprobs)
     metrics = asyncio.run(runner._train_step(generator, training, plan, 1, reference))
     return training, metrics, generator
 
@@ -174,6 +177,17 @@ def test_a_kl_penalty_moves_each_sampled_tokens_advantage_by_its_distance_from_t
     without, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
                                algorithm={"negative_advantage_weight": 0.0})
     assert len(without.advantages) == 1 and "train/kl_to_reference" not in metrics  # no reference: the success only
+
+
+def test_without_the_samplers_log_probabilities_no_kl_penalty_is_made_up(minimal, tmp_path, caplog):
+    """A sampler that reports no log-probabilities leaves nothing to set against the reference's: the step warns,
+    asks the reference nothing, and trains as without a penalty (the success only)."""
+    reference = Reference({2: -9.0, 3: -0.7, 9: -5.0, 4: -0.5})
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
+                                algorithm={"use_kl_loss": True, "kl_loss_coef": 0.1, "kl_estimator": "k1",
+                                           "negative_advantage_weight": 0.0}, reference=reference, logprobs=False)
+    assert reference.asked == [] and "train/kl_to_reference" not in metrics
+    assert len(training.advantages) == 1 and "step 1: no KL penalty" in caplog.text
 
 
 def test_a_step_over_the_infra_error_rate_is_skipped(minimal, tmp_path, caplog):

@@ -56,10 +56,11 @@ class TinkerBackend:
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """A KL loss with an estimator other than k1: the tinker backend penalises the k1 estimate in the advantages
         (`ctu.backends.tinker.kl`)."""
-        kl = spec.algorithm
-        if spec.data.sft is None and kl.use_kl_loss and kl.kl_loss_coef > 0 and kl.kl_estimator != "k1":
+        from ctu.backends.tinker.kl import penalty_coef
+
+        if penalty_coef(spec) > 0 and (estimator := spec.algorithm.kl_estimator) != "k1":
             yield SpecIssue("algorithm.kl_estimator", f"the tinker backend puts the KL to its reference into the "
-                                                      f"advantages as the k1 estimate, not {kl.kl_estimator}: set "
+                                                      f"advantages as the k1 estimate, not {estimator}: set "
                                                       "kl_estimator: k1 to say so")
 
     def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:

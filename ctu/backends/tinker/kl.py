@@ -24,6 +24,14 @@ if TYPE_CHECKING:
     import tinker
 
     from ctu.runners.grpo import TokenData
+    from ctu.spec import Spec
+
+
+def penalty_coef(spec: Spec) -> float:
+    """The KL penalty's coefficient of a tinker run of `spec`: `algorithm.kl_loss_coef` for a GRPO run with
+    `algorithm.use_kl_loss`, else 0.0 (none; an SFT run has no penalty)."""
+    algorithm = spec.algorithm
+    return algorithm.kl_loss_coef if spec.data.sft is None and algorithm.use_kl_loss else 0.0
 
 
 async def reference_logprobs(client: tinker.SamplingClient, data: TokenData) -> list[float]:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.backends.tinker.batch import SampledBatch, StepPlan
 from ctu.backends.tinker.export import export_policy
-from ctu.backends.tinker.kl import penalise
+from ctu.backends.tinker.kl import penalise, penalty_coef
 from ctu.backends.tinker.outputs import FedBatch, loss_sum, samples_of
 from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
@@ -165,10 +165,7 @@ class TinkerRunner:
     async def _reference(self, service: tinker.ServiceClient, model_path: str) -> tinker.SamplingClient | None:
         """A sampling client of the base model the LoRA adapter trains on, the KL penalty's reference
         (`ctu.backends.tinker.kl`), when the spec asks for one (a GRPO run with `algorithm.use_kl_loss`), else None."""
-        algorithm = self.spec.algorithm
-        if self.spec.data.sft is not None or not algorithm.use_kl_loss or algorithm.kl_loss_coef <= 0:
-            return None
-        return await service.create_sampling_client_async(base_model=model_path)
+        return await service.create_sampling_client_async(base_model=model_path) if penalty_coef(self.spec) > 0 else None
 
     def _evaluates(self, step: int, plan: StepPlan) -> bool:
         """Whether step `step` ends with an evaluation: the last step (unless `eval_after_train` is false), and every
@@ -266,14 +263,16 @@ class TinkerRunner:
         config = None
         if self.backend.loss == "ppo":
             config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
+        penalising = reference if batch.sampler_logprobs else None  # the penalty needs the sampler's logprobs
+        if reference is not None and penalising is None:
+            logger.warning("step %d: no KL penalty: the sampler gave no log-probabilities to set against the reference's", step)
+        # with the penalty, a zero-advantage episode carries its term; without it, nothing to train on
         episodes = [samples_of(record, whole_logprobs, advantage, spec.rollout.turn_discount)
                     for record, whole_logprobs, advantage, out in zip(records, output["rollout_logprobs"], advantages, excluded, strict=True)
-                    if not skipped and not out and (advantage != 0.0 or reference is not None)]
+                    if not skipped and not out and (advantage != 0.0 or penalising is not None)]
         penalty: dict[str, float] = {}
-        if reference is not None and batch.sampler_logprobs:
-            penalty = await penalise(reference, [data for episode in episodes for data in episode], spec.algorithm.kl_loss_coef)
-        elif reference is not None:
-            logger.warning("step %d: no KL penalty: the sampler gave no log-probabilities to set against the reference's", step)
+        if penalising is not None:
+            penalty = await penalise(penalising, [data for episode in episodes for data in episode], penalty_coef(spec))
         for episode in episodes:
             await fed.feed_data(training, episode, batch.sampler_logprobs, self.backend.loss, config)
         trained = fed.trajectories
