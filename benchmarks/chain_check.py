@@ -35,7 +35,8 @@ SFT and control - SFT, each with a paired bootstrap 95% interval over the held-o
 (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome and
 by template, with how many SFT tasks each template has; the held-out episodes GRPO changed (paired with SFT's by
 task and sample); GRPO's and the control's training success and policy entropy per step; each stage's wall time
-and this machine's reference loop (`machine.py`) read around it, the total normalised stage by stage. The report's arithmetic is `chain_report.py`.
+and this machine's reference loop (`machine.py`) read around it, the total normalised stage by stage. The report's
+arithmetic is `chain_report.py`.
 
 The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
 control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
@@ -319,7 +320,8 @@ def report_chain(seed: int | None, grpo_backend: str, stages: dict[str, Timed], 
     """The report of the chain with `seed` and GRPO on `grpo_backend`, from its folders under `OUTPUT`: written to
     `chain[_<backend>][_seed<S>].json` and its plot, printed, and returned. `stages` are its stages' wall times and
     the machine's speed around each: the total is normalised stage by stage, and ``reference_loop_seconds`` is the
-    loop that normalises the total alike (`normalised_stages`; a reading now when no stage ran). With `report_only`, the times and speeds are read from the report an earlier run wrote, where there is one."""
+    loop that normalises the total alike (`normalised_stages`; a reading now when no stage ran). With `report_only`,
+    the times and speeds are read from the report an earlier run wrote, where there is one."""
     output = OUTPUT
     evals = eval_folders(output, grpo_backend)
     walls = {stage.removeprefix(f"{grpo_backend}: "): timed.seconds for stage, timed in stages.items()}

@@ -25,9 +25,9 @@ SCHEDSTAT = Path("/proc/thread-self/schedstat")
 
 BUSY_WARNING = 0.8
 """A loop busy this share of a batch or more is saturated: more episodes on it only wait longer. On
-`benchmarks/rollout_concurrency.py` (2026-11-26, CPU time alone, on an otherwise idle machine) one loop was busy 59-74% of its 256-episode chat batches
-(0.76-0.87 x ideal), 83-88% of its 256-episode token-in/token-out ones (0.58-0.64) and 88-93% at 1024 episodes
-(0.46-0.75)."""
+`benchmarks/rollout_concurrency.py` (2026-11-26, CPU time alone, on an otherwise idle machine) one loop was busy
+59-74% of its 256-episode chat batches (0.76-0.87 x ideal), 83-88% of its 256-episode token-in/token-out ones
+(0.58-0.64) and 88-93% at 1024 episodes (0.46-0.75)."""
 
 
 @dataclass(frozen=True)
