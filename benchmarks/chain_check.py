@@ -43,8 +43,8 @@ control's contains zero (for every seed asked); else exit 1. With `--seed`, the 
 `benchmarks/results/chain_check_<backend>.json`, from which the README's and docs/learning-checks.md's per-seed tables
 are generated. A seed takes over an hour on a slow CPU, so seeds can be measured in separate runs: `--add` keeps the
 seeds already recorded that this run does not repeat, each with its own commit and date in the table, and refuses
-when the chain's inputs differ between their commit and this one (`chain_inputs.changed_inputs`: the specs its
-stages read, as parsed YAML, and the locked versions).
+when the chain's inputs differ between their commit and this one (`chain_inputs.changed_inputs`: each stage's spec
+merged with what it extends, the files those name, and the locked versions).
 """
 
 from __future__ import annotations

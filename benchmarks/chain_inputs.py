@@ -2,16 +2,19 @@
 
 A recorded seed of `chain_check.py` may be kept beside seeds measured later (`--add`) only when the two commits
 ran the same chain: the same specs, as the stages of its backend read them, and the same locked dependencies. The
-comparison is of what the files say, not of their bytes: a spec compares as parsed YAML (a comment or a line
-break changes nothing), the lock as the versions it pins (a package added for the tests changes nothing; one that
-changed or left does). A spec another backend's stages alone read is not compared.
+comparison is of what the stages run, not of the files' bytes: a stage's spec compares merged with what it extends
+(a comment, a line break or a base's value the stage's own spec overrides changes nothing), the lock as the
+versions it pins (a package added for the tests changes nothing; one that changed or left does). A spec another
+backend's stages alone read is not compared.
 """
 
 from __future__ import annotations
 
+import io
 import subprocess
+import tarfile
+import tempfile
 import tomllib
-from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
@@ -29,46 +32,66 @@ GRPO_SPECS = {"tinker": SPECS / "grpo.yaml", "skyrl": SPECS / "grpo_skyrl.yaml"}
 LOCK = "uv.lock"
 
 
-def stage_specs(grpo_backend: str) -> list[Path]:
-    """The spec files the chain with GRPO on `grpo_backend` starts its stages from (not those they extend)."""
-    return [TASKS_SPEC, TRAIN_SPEC, SFT_SPEC, CPU_BACKEND, GRPO_SPECS[grpo_backend]]
+def stage_specs(grpo_backend: str) -> list[str]:
+    """The spec files the chain with GRPO on `grpo_backend` starts its stages from (not those they extend), relative
+    to the repository's root."""
+    return [str(path.relative_to(REPO)) for path in (TASKS_SPEC, TRAIN_SPEC, SFT_SPEC, CPU_BACKEND, GRPO_SPECS[grpo_backend])]
 
 
-def referenced(path: Path) -> list[Path]:
-    """The YAML files `path` (a YAML file) names anywhere in its values, by a path relative to its own folder (as
-    `extends:` does) or to the repository's root (as a task generator's `templates:` does), that exist."""
-
-    def strings(value: object) -> Iterable[str]:
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            for item in value.values():
-                yield from strings(item)
-        elif isinstance(value, list):
-            for item in value:
-                yield from strings(item)
-
-    found = []
-    for text in strings(yaml.safe_load(path.read_text())):
-        if text.endswith((".yaml", ".yml")):
-            for candidate in (path.parent / text, REPO / text):
+def yaml_named(data: object, folder: Path, root: Path) -> list[Path]:
+    """The YAML files that exist and that `data` (parsed YAML) names anywhere in its values, by a path relative to
+    `folder` (the naming file's) or to `root` (the repository's, as a task generator's `templates:` does)."""
+    if isinstance(data, str):
+        if data.endswith((".yaml", ".yml")):
+            for candidate in (folder / data, root / data):
                 if candidate.is_file():
-                    found.append(candidate.resolve())
-                    break
+                    return [candidate.resolve()]
+        return []
+    values = data.values() if isinstance(data, dict) else data if isinstance(data, list) else []
+    return [path for value in values for path in yaml_named(value, folder, root)]
+
+
+def resolved_inputs(root: Path, grpo_backend: str) -> dict[str, object]:
+    """What the chain's stages with GRPO on `grpo_backend` read from the tree at `root` (a checkout, or the spec
+    folders of one): ``{path relative to root: data}``, each stage spec (`stage_specs`) merged with the files it
+    extends (`ctu.spec.loading.load_file`: what the stage runs, whichever file of its `extends` chain says it), and
+    each other YAML file a merged spec names (a task generator's templates), parsed, followed through. A stage spec
+    missing at `root` is left out; one that cannot be loaded maps to its problems."""
+    from ctu.spec.loading import load_file
+
+    root = root.resolve()
+    found: dict[str, object] = {}
+    for name in stage_specs(grpo_backend):
+        if (root / name).is_file():
+            issues: list = []
+            data, _ = load_file(root / name, issues)
+            found[name] = {"problems": [str(issue) for issue in issues]} if issues else data
+    todo = [path for name, data in found.items() for path in yaml_named(data, (root / name).parent, root)]
+    while todo:
+        path = todo.pop()
+        name = str(path.relative_to(root))
+        if name not in found:
+            found[name] = yaml.safe_load(path.read_text())
+            todo.extend(yaml_named(found[name], path.parent, root))
     return found
 
 
-def spec_files(grpo_backend: str) -> list[str]:
-    """Every YAML file the chain's stages with GRPO on `grpo_backend` read at this checkout (`stage_specs` and the
-    files they name, followed through), as paths relative to the repository's root, sorted."""
-    seen: set[Path] = set()
-    todo = [path.resolve() for path in stage_specs(grpo_backend)]
-    while todo:
-        path = todo.pop()
-        if path not in seen:
-            seen.add(path)
-            todo.extend(referenced(path))
-    return sorted(str(path.relative_to(REPO)) for path in seen)
+def differing_keys(before: object, after: object, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two parsed YAML values (``""`` for the values themselves when
+    they are not both mappings and differ)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [key for name in sorted(set(before) | set(after), key=str)
+                for key in differing_keys(before.get(name), after.get(name), f"{prefix}{name}.")]
+    return [] if before == after else [prefix.rstrip(".")]
+
+
+def tree_at(commit: str, root: Path) -> None:
+    """Write the folders the chain's specs live in (`specs/`, the CPU backend section's) as they were at `commit` (one
+    this clone has) under `root`."""
+    folders = ["specs", str(CPU_BACKEND.parent.relative_to(REPO))]
+    archive = subprocess.run(["git", "archive", "--format=tar", commit, "--", *folders], cwd=REPO, capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(root, filter="data")
 
 
 def at(commit: str, path: str) -> str | None:
@@ -97,24 +120,28 @@ def lock_changes(before: str, after: str) -> list[str]:
 
 
 def changed_inputs(commit: str, grpo_backend: str, head: str = "HEAD") -> list[str]:
-    """What differs in the chain's inputs with GRPO on `grpo_backend` between `commit` and `head`: each spec file
-    (`spec_files` at this checkout) whose parsed YAML differs or that `commit` lacks, then each changed lock entry
-    (`lock_changes`). Empty when the two ran the same chain.
+    """What differs in the chain's inputs with GRPO on `grpo_backend` between `commit` and `head`: each of
+    `resolved_inputs` that differs, as ``"path: key, key"`` (the dotted keys whose values differ), or that one of the
+    two lacks, then each changed lock entry (`lock_changes`). Empty when the two ran the same chain: a change to a
+    file that every stage reading it overrides (a base's learning rate that a GRPO spec sets) is none.
 
     Raises:
-        SystemExit: this clone does not have `commit`.
+        SystemExit: this clone does not have `commit` or `head`.
     """
+    trees = []
     for name in (commit, head):
         if subprocess.run(["git", "cat-file", "-e", name], cwd=REPO, capture_output=True).returncode != 0:
             raise SystemExit(f"--add: cannot compare with commit {name}: this clone does not have it")
+        with tempfile.TemporaryDirectory() as root:
+            tree_at(name, Path(root))
+            trees.append(resolved_inputs(Path(root), grpo_backend))
+    before, after = trees
     changed = []
-    for path in spec_files(grpo_backend):
-        before, after = at(commit, path), at(head, path)
-        if before is None or after is None:
-            if before != after:
-                changed.append(path + (" (added since)" if before is None else " (removed since)"))
-        elif yaml.safe_load(before) != yaml.safe_load(after):
-            changed.append(path)
+    for path in sorted(set(before) | set(after)):
+        if path not in before or path not in after:
+            changed.append(path + (" (added since)" if path not in before else " (removed since)"))
+        elif keys := differing_keys(before[path], after[path]):
+            changed.append(f"{path}: {', '.join(keys)}")
     before_lock, after_lock = at(commit, LOCK), at(head, LOCK)
     if before_lock is None or after_lock is None:
         return [*changed, f"{LOCK} (missing)"]

@@ -219,10 +219,18 @@ def test_a_chain_record_keeps_earlier_seeds_only_on_the_same_chain_inputs(tmp_pa
     # 8cf1c9f changed a comment of the CPU backend section and nothing else; be77dfc its FSDP dtype
     inputs = benchmark("chain_inputs")
     assert inputs.changed_inputs("8cf1c9f^", "skyrl", head="8cf1c9f") == []
-    assert inputs.changed_inputs("be77dfc^", "skyrl", head="be77dfc") == ["tests/skyrl_cpu/backend_cpu.yaml"]
+    dtype = "backend.skyrl_overrides.trainer.{}.fsdp_config.mixed_precision.param_dtype"
+    assert inputs.changed_inputs("be77dfc^", "skyrl", head="be77dfc") == [
+        f"tests/skyrl_cpu/backend_cpu.yaml: {dtype.format('policy')}, {dtype.format('ref')}"]
     # a spec only the other backend's GRPO reads is not compared (acee8ed changed grpo_skyrl.yaml alone)
     assert inputs.changed_inputs("acee8ed^", "tinker", head="acee8ed") == []
-    assert inputs.changed_inputs("acee8ed^", "skyrl", head="acee8ed") == ["specs/learning_chain/grpo_skyrl.yaml"]
+    assert inputs.changed_inputs("acee8ed^", "skyrl", head="acee8ed") == [
+        "specs/learning_chain/grpo_skyrl.yaml: algorithm.kl_loss_coef, algorithm.use_kl_loss, model.reference_path"]
+    # a stage compares as it runs, merged with what it extends: fe9fd1c set grpo.yaml's learning rate, which
+    # grpo_skyrl.yaml (extending it) sets for itself; ebb43b6 changed sft.yaml, which sft_skyrl.yaml extends
+    assert inputs.changed_inputs("fe9fd1c^", "tinker", head="fe9fd1c") == ["specs/learning_chain/grpo.yaml: trainer.optimizer.lr"]
+    assert inputs.changed_inputs("fe9fd1c^", "skyrl", head="fe9fd1c") == []
+    assert inputs.changed_inputs("ebb43b6^", "skyrl", head="ebb43b6") == ["specs/learning_chain/sft_skyrl.yaml: trainer.optimizer.scheduler"]
 
 
 def test_a_locked_package_added_is_no_change_of_the_chains_inputs_and_one_changed_or_removed_is():
