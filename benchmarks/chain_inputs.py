@@ -56,7 +56,7 @@ def resolved_inputs(root: Path, grpo_backend: str) -> dict[str, object]:
     folders of one): ``{path relative to root: data}``, each stage spec (`stage_specs`) merged with the files it
     extends (`ctu.spec.loading.load_file`: what the stage runs, whichever file of its `extends` chain says it), and
     each other YAML file a merged spec names (a task generator's templates), parsed, followed through. A stage spec
-    missing at `root` is left out; one that cannot be loaded maps to its problems."""
+    missing at `root` is left out; one that cannot be loaded maps to its problems (paths relative to `root`)."""
     from ctu.spec.loading import load_file
 
     root = root.resolve()
@@ -65,7 +65,7 @@ def resolved_inputs(root: Path, grpo_backend: str) -> dict[str, object]:
         if (root / name).is_file():
             issues: list = []
             data, _ = load_file(root / name, issues)
-            found[name] = {"problems": [str(issue) for issue in issues]} if issues else data
+            found[name] = {"problems": [str(issue).replace(f"{root}/", "") for issue in issues]} if issues else data
     todo = [path for name, data in found.items() for path in yaml_named(data, (root / name).parent, root)]
     while todo:
         path = todo.pop()
