@@ -76,20 +76,12 @@ def resolved_inputs(root: Path, grpo_backend: str) -> dict[str, object]:
     return found
 
 
-def differing_keys(before: object, after: object, prefix: str = "") -> list[str]:
-    """The dotted keys whose values differ between two parsed YAML values (``""`` for the values themselves when
-    they are not both mappings and differ)."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        return [key for name in sorted(set(before) | set(after), key=str)
-                for key in differing_keys(before.get(name), after.get(name), f"{prefix}{name}.")]
-    return [] if before == after else [prefix.rstrip(".")]
-
-
 def tree_at(commit: str, root: Path) -> None:
     """Write the folders the chain's specs live in (`specs/`, the CPU backend section's) as they were at `commit` (one
     this clone has) under `root`."""
     folders = ["specs", str(CPU_BACKEND.parent.relative_to(REPO))]
-    archive = subprocess.run(["git", "archive", "--format=tar", commit, "--", *folders], cwd=REPO, capture_output=True, check=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit, "--", *folders], cwd=REPO, capture_output=True,
+                             check=True)
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(root, filter="data")
 
@@ -121,13 +113,16 @@ def lock_changes(before: str, after: str) -> list[str]:
 
 def changed_inputs(commit: str, grpo_backend: str, head: str = "HEAD") -> list[str]:
     """What differs in the chain's inputs with GRPO on `grpo_backend` between `commit` and `head`: each of
-    `resolved_inputs` that differs, as ``"path: key, key"`` (the dotted keys whose values differ), or that one of the
-    two lacks, then each changed lock entry (`lock_changes`). Empty when the two ran the same chain: a change to a
-    file that every stage reading it overrides (a base's learning rate that a GRPO spec sets) is none.
+    `resolved_inputs` that differs, as ``"path: key, key"`` (the dotted keys whose values differ, as a resumed run
+    names its spec's changes: `ctu.runners.launch.spec_changes`), or that one of the two lacks, then each changed
+    lock entry (`lock_changes`). Empty when the two ran the same chain: a change to a file that every stage reading
+    it overrides (a base's learning rate that a GRPO spec sets) is none.
 
     Raises:
         SystemExit: this clone does not have `commit` or `head`.
     """
+    from ctu.runners.launch import spec_changes
+
     trees = []
     for name in (commit, head):
         if subprocess.run(["git", "cat-file", "-e", name], cwd=REPO, capture_output=True).returncode != 0:
@@ -140,7 +135,7 @@ def changed_inputs(commit: str, grpo_backend: str, head: str = "HEAD") -> list[s
     for path in sorted(set(before) | set(after)):
         if path not in before or path not in after:
             changed.append(path + (" (added since)" if path not in before else " (removed since)"))
-        elif keys := differing_keys(before[path], after[path]):
+        elif keys := spec_changes(before[path], after[path]):
             changed.append(f"{path}: {', '.join(keys)}")
     before_lock, after_lock = at(commit, LOCK), at(head, LOCK)
     if before_lock is None or after_lock is None:
