@@ -93,7 +93,9 @@ def test_a_token_sampler_that_returns_no_logprobs_trains_nothing(minimal, tokeni
 def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, tokenizer, caplog):
     """A policy that answers after a wait leaves the loop idle; one whose turns cost ctu's loop CPU (here the
     sampler itself burns 20 ms a turn) saturates it, and the log says what to do about it, once (not for a first
-    batch, which also loads the domain: one-off work)."""
+    batch, which also loads the domain: one-off work). The wait is 300 ms a turn: a turn's own CPU work (tokenising,
+    the environment's step) plus its wait for a core beside another pytest worker read 0.63 of a batch whose turns
+    waited 50 ms (CI, 2026-12-01)."""
     import time
 
     def burning(script):
@@ -108,7 +110,7 @@ def test_the_loops_load_is_measured_and_a_saturated_loop_is_named_once(minimal, 
     sample = waiting.sample
 
     async def after_a_wait(prompt_ids, params, session=None):
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
         return await sample(prompt_ids, params, session)
 
     waiting.sample = after_a_wait
