@@ -266,7 +266,9 @@ class Episode:
                 self.empty_turns += 1
                 problem = "your message was empty"
             self.conversation.append({"role": "assistant", "content": raw if raw is not None else turn.content})
-            if raw is not None and turn.is_parse_failure:
+            # text mode: the parser's reasons beside the text, also for a turn parsed before it came (the token limit
+            # cut it off: `ctu.rollout.generator.unfinished`, whose content is the raw text)
+            if turn.is_parse_failure and (raw is not None or not self.config.native_tool_calling):
                 self.parsed_turns[len(self.conversation) - 1] = {"tool_calls": [], "parse_errors": list(turn.parse_errors)}
             error_id = f"error_{self.turns}"
             return [{"role": "tool", "tool_call_id": error_id, "content": f"Error: {problem}. Nothing was sent."}]

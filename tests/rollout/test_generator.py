@@ -342,6 +342,13 @@ def test_a_tool_call_cut_off_by_the_token_limit_is_a_parse_failure_and_never_run
     assert record.stop_reason == "length" and record.result.parse_failures == 1
     assert record.result.tool_errors == 0
     assert not any(m["role"] == "tool" and "cancelled" in m["content"] for m in record.result.conversation)
+    # the trajectory line keeps the cut text and says why its call did not run (what `ctu view` shows)
+    from ctu.rollout.generator import CUT_OFF
+    from ctu.rollout.trajectories import logged_messages
+
+    [turn] = [m for m in logged_messages(record.result.conversation, record.result.parsed_turns) if m["role"] == "assistant"
+              and "<tool_call>" in m["content"]]
+    assert turn["parsed"] == {"tool_calls": [], "parse_errors": [CUT_OFF]}
 
 
 def test_a_chat_servers_reasoning_is_recorded_apart_and_a_turn_cut_off_while_reasoning_is_the_policys(minimal, tokenizer):
