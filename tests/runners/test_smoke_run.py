@@ -1,5 +1,6 @@
 """The main job on CPU: `ctu run specs/smoke.yaml` end to end, killed by SIGKILL mid-step and resumed from its
-checkpoint, then evaluated and exported; half its training tasks are mock tasks `ctu tasks generate` wrote.
+checkpoint, then evaluated (on retail's test tasks and an airline one) and exported; it trains on tau2's mock tasks
+and mock tasks `ctu tasks generate` wrote.
 
 The run starts SkyRL's Tinker API server with its JAX backend on 127.0.0.1 and trains the built-in tiny model for
 real; it takes a few minutes on two cores, so every test here reads the one run (a module fixture).
@@ -68,10 +69,16 @@ def generated_tasks(tmp_path_factory) -> Path:
     return folder / "tasks"
 
 
-def training_data(generated: Path, split: str = "train") -> str:
-    """The override training the main job on two retail tasks and two generated mock tasks."""
+def training_data(generated: Path, split: str = "train", first: str = "{domain: retail, split: train, max_tasks: 2}") -> str:
+    """The override training the main job on two retail tasks (or the source `first`) and two generated mock tasks."""
     mock = f"{{type: mock, tasks_file: {generated / 'tasks.json'}, split_file: {generated / 'split_tasks.json'}}}"
-    return f"data.train=[{{domain: retail, split: train, max_tasks: 2}}, {{domain: {mock}, split: {split}, max_tasks: 2}}]"
+    return f"data.train=[{first}, {{domain: {mock}, split: {split}, max_tasks: 2}}]"
+
+
+TAU2_MOCK = "{domain: mock, split: base, max_tasks: 2}"
+"""Two of tau2's own mock tasks: the killed run trains on these and two generated ones, not on retail's, whose
+prompts (its policy and 15 tools, ~4.9k tokens) made each of its three trained steps cost the local Tinker server
+most of a step (JAX on two cores); retail and airline episodes run in its evaluations."""
 
 
 @dataclass(frozen=True)
@@ -100,13 +107,13 @@ def processes_naming(path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def killed_run(tmp_path_factory, generated_tasks: Path) -> KilledAndResumed:
-    """`ctu run specs/smoke.yaml` with a validation set, dynamic sampling and a KL penalty, killed with SIGKILL (as the
-    out-of-memory killer or a preempted job ends it) while its second step runs; then the same command again
-    (refused: the run exists), then `--resume`, which replays that step from the first step's checkpoint. One
-    run for every test of this module: a run costs a few minutes on two cores."""
+    """`ctu run specs/smoke.yaml` on mock tasks (`TAU2_MOCK` and generated) with a validation set, dynamic sampling
+    and a KL penalty, killed with SIGKILL (as the out-of-memory killer or a preempted job ends it) while its second
+    step runs; then the same command again (refused: the run exists), then `--resume`, which replays that step from
+    the first step's checkpoint. One run for every test of this module: a run costs a few minutes on two cores."""
     out = tmp_path_factory.mktemp("runs")
     run = out / "smoke"
-    data = training_data(generated_tasks)
+    data = training_data(generated_tasks, first=TAU2_MOCK)
     first = subprocess.Popen([sys.executable, "-m", "ctu.cli", "run", "specs/smoke.yaml", f"experiment.output_dir={out}",
                               data, VALIDATION, *DYNAMIC_SAMPLING, *KL_PENALTY, "--no-progress"],
                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
@@ -242,7 +249,7 @@ def test_trajectories_are_full_conversations_with_real_tool_calls_and_results(sm
     for name in ("eval_step000000.jsonl", "eval_step000002.jsonl"):  # every evaluation batch: validation, then the test set
         assert [(line["domain"], line["test_set"]) for line in trajectories(smoke_run, name)] == [
             ("airline", "validation"), ("retail", "retail"), ("retail", "retail")]
-    assert {line["domain"] for line in lines} == {"retail", "airline", "mock"}  # mock: the generated tasks
+    assert {line["domain"] for line in lines} == {"retail", "airline", "mock"}  # mock: training's (tau2's and generated)
     assert all(line["messages"][0]["role"] == "system" and line["messages"][1]["role"] == "assistant" for line in lines)
     tool_results = [m for line in lines for m in line["messages"] if m["role"] == "tool" and PARSE_ERROR not in m["content"]]
     assert tool_results, "no tool call of the policy reached a tau2 tool"
