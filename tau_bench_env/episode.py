@@ -22,6 +22,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from tau_bench_env.evaluation_faults import describe, outside_fault, unevaluated_basis
 from tau_bench_env.interfaces import ParsedTurn, Parser, UserSimulator, UserSimulatorError
 from tau_bench_env.messages import conversation_to_openai, to_openai
 from tau_bench_env.outcome import (
@@ -89,6 +90,7 @@ class Episode:
         self.reward = 0.0
         self.reward_info: RewardInfo | None = None
         self.evaluation_error: str | None = None
+        self.evaluator_fault: str | None = None
         self.reward_path: str | None = None
         self._env: Environment | None = None
         self._session: Any = None
@@ -318,6 +320,10 @@ class Episode:
             return
         self.termination = termination
         if termination in SCORED_ENDINGS:
+            self.evaluator_fault = unevaluated_basis(self.task, self.config.evaluate_nl_assertions)
+            if self.evaluator_fault is not None:
+                self.reward = 0.0
+                return
             try:
                 if self._fast_reward:
                     from tau_bench_env.fast_eval import fast_reward
@@ -333,8 +339,9 @@ class Episode:
                     )
                 self.reward_info = info
                 self.reward = float(info.reward)
-            except Exception as exc:  # an evaluator failure must not crash a training step
-                self.evaluation_error = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # scored 0 as tau2 scores it; an infrastructure error only when not the policy's
+                self.evaluation_error = describe(exc)
+                self.evaluator_fault = outside_fault(exc)
                 self.reward = 0.0
         else:
             self.reward = 0.0
@@ -378,6 +385,7 @@ class Episode:
             empty_turns=self.empty_turns,
             user_error=self.user_error,
             evaluation_error=self.evaluation_error,
+            evaluator_fault=self.evaluator_fault,
             conversation=list(self.conversation),
             parsed_turns=dict(self.parsed_turns),
             tools=list(self.tools),

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tau_bench_env.evaluation_faults import GoldOutcomeError
 from tau_bench_env.runtime import prepare
 
 if TYPE_CHECKING:
@@ -75,11 +76,14 @@ class GoldOutcomes:
         with self._lock:
             if key in self._states:
                 return self._states[key]
-        environment = self._gold_environment(domain, task, overlay)
-        if overlay:
-            result: Any = environment.tools.db.state()
-        else:
-            result = (environment.get_db_hash(), environment.get_user_db_hash())
+        try:
+            environment = self._gold_environment(domain, task, overlay)
+            if overlay:
+                result: Any = environment.tools.db.state()
+            else:
+                result = (environment.get_db_hash(), environment.get_user_db_hash())
+        except Exception as exc:  # the task's or the domain's fault, never an episode's
+            raise GoldOutcomeError(f"task {task.id!r}: its gold final state could not be computed") from exc
         with self._lock:
             self._states[key] = result
         return result
@@ -89,7 +93,7 @@ class GoldOutcomes:
         no-op when the task has no database criteria or the state is known). Called at an episode's reset,
         while its first requests are in flight: a batch's last wave (every episode's reward at once) then does
         not also pay for the gold states of its new tasks (~1 ms each on retail). A failure here is left for
-        `matches` to raise at the end, where the episode records it as an evaluation error."""
+        `matches` to raise at the end, where the episode records it as an infrastructure error (`GoldOutcomeError`)."""
         if not checks_database(task):
             return
         try:

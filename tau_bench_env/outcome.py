@@ -89,7 +89,11 @@ class EpisodeResult:
         parse_failures: policy turns whose tool call could not be parsed.
         empty_turns: policy turns with neither text nor tool calls.
         user_error: why the user simulator failed, else None.
-        evaluation_error: why tau2's evaluator raised, else None.
+        evaluation_error: why tau2's evaluator raised, else None. Scored 0 and counted, as tau2 scores it: the
+            episode's own state made it raise (`tau_bench_env.evaluation_faults`), unless `evaluator_fault` says why not.
+        evaluator_fault: why the episode could not be scored for a reason outside it (tau2's NL-assertion judge
+            failed, the task's gold outcome could not be computed, a reward basis the run does not evaluate), else
+            None: an infrastructure error, never counted against the policy.
         conversation: the episode in OpenAI format as the policy saw and wrote it (system prompt, greeting,
             turns, tool results): in text mode an assistant turn is its raw text, tool calls included.
         parsed_turns: text mode only: what the parser read in each assistant turn of `conversation` that held a tool
@@ -117,6 +121,7 @@ class EpisodeResult:
     empty_turns: int = 0
     user_error: str | None = None
     evaluation_error: str | None = None
+    evaluator_fault: str | None = None
     conversation: list[dict[str, object]] = field(default_factory=list)
     parsed_turns: dict[int, dict[str, object]] = field(default_factory=dict)
     tools: list[dict[str, object]] = field(default_factory=list)

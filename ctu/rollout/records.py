@@ -143,15 +143,17 @@ def infrastructure_error(result: EpisodeResult, judge_error: str | None = None) 
     """Why a finished episode is an infrastructure error, or None when it measures the policy.
 
     An episode is one when its user simulator failed (an endpoint that stayed down, a reply that is no valid
-    message, a user stuck in tool calls), when tau2's evaluator raised, or when a judge the spec marks fatal
-    failed (`judge_error`). tau2 likewise marks a simulation that raised as skipped instead of scoring it
-    (`tau2.run.run_task`, ``skip_failed_samples``). An episode the generator could not run at all (its
+    message, a user stuck in tool calls), when scoring it failed for a reason outside it (`EpisodeResult.
+    evaluator_fault`: tau2's NL-assertion judge, the task's gold outcome), or when a judge the spec marks fatal
+    failed (`judge_error`). An exception tau2's evaluator raised on the episode's own state is not one: tau2 scores
+    such a simulation 0 and keeps it in every average and pass^k (`tau2.run.run_task` with
+    ``skip_failed_samples``; `tau_bench_env.evaluation_faults`). An episode the generator could not run at all (its
     `TrajectoryRecord.error`) is one as well; `TauGenerator.run_episode` marks it.
     """
     if result.user_error:
         return f"user simulator: {result.user_error}"
-    if result.evaluation_error:
-        return f"evaluator: {result.evaluation_error}"
+    if result.evaluator_fault:
+        return f"evaluator: {result.evaluator_fault}"
     if judge_error:
         return f"judge: {judge_error}"
     return None

@@ -50,6 +50,7 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "judge": record.verdict,
         "user_error": result.user_error,
         "evaluation_error": result.evaluation_error,
+        "evaluator_fault": result.evaluator_fault,
         "error": record.error,
         "infra_error": record.infra_error,
         "user_fault": None if record.user_fault is None else str(record.user_fault),

@@ -140,7 +140,7 @@ class Trainer(Section):
     """Checkpoints kept on disk (-1: all)."""
     max_infra_error_rate: float = Field(0.5, ge=0.0, le=1.0)
     """A step where more than this fraction of the episodes ended by an infrastructure error (user simulator,
-    evaluator or fatal judge failure) is skipped with a warning: no update (`train/skipped_steps`). Below it,
+    a scoring fault outside the episode such as tau2's NL-assertion judge, or fatal judge failure) is skipped with a warning: no update (`train/skipped_steps`). Below it,
     such episodes are only left out of their groups and the loss."""
     optimizer: Optimizer = Field(default_factory=Optimizer)
     """Policy optimizer."""

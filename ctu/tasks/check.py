@@ -115,8 +115,10 @@ async def replay_reward(domain: Domain, task: Task, max_turns: int, max_errors: 
     episode = Episode(domain, task, ScriptedUserSimulator(), HermesParser(), EpisodeConfig(max_turns=max_turns, max_errors=max_errors))
     result = await play(episode, GoldReplayAgent(task))
     ended = result.termination or "none"
-    if result.evaluation_error:
-        ended += f"; evaluator: {result.evaluation_error}"
+    if result.evaluator_fault:
+        ended += f"; evaluator: {result.evaluator_fault}"
+    elif result.evaluation_error:
+        ended += f"; evaluator raised: {result.evaluation_error}"
     if result.user_error:
         ended += f"; user simulator: {result.user_error}"
     return float(result.reward), ended

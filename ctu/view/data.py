@@ -214,7 +214,7 @@ def episode_row(number: int, column: str, line: dict[str, object], prompts: list
             if text:
                 message["reasoning"] = text
     keys = ("step", "phase", "domain", "task_id", "test_set", "reward", "raw_reward", "termination", "reward_breakdown",
-            "reward_components", "checks", "failed_actions", "user_fault", "user_fault_kind", "infra_error", "judge", "error", "tool_errors", "parse_failures")
+            "reward_components", "checks", "failed_actions", "user_fault", "user_fault_kind", "infra_error", "evaluation_error", "judge", "error", "tool_errors", "parse_failures")
     row: dict[str, object] = {key: line.get(key) for key in keys}
     raw = line.get("raw_reward")
     success = isinstance(raw, int | float) and is_success(float(raw))
@@ -225,11 +225,14 @@ def episode_row(number: int, column: str, line: dict[str, object], prompts: list
 
 def failure(line: dict[str, object]) -> str:
     """Why a failed episode failed, in tau2's evaluator's terms: ``infrastructure error`` (the sampler failed; not
-    the policy's), ``terminated prematurely: <termination>`` (tau2 scores it 0 without checking anything:
-    `tau_bench_env.outcome.SCORED_ENDINGS`), ``failed check: DB, ACTION`` (the kinds of tau2's checks it did not pass, by reward basis:
+    the policy's), ``evaluator raised: <exception>`` (tau2's evaluator raised on the episode's own state, scored 0
+    as tau2 scores it: `tau_bench_env.evaluation_faults`), ``terminated prematurely: <termination>`` (tau2 scores it
+    0 without checking anything: `tau_bench_env.outcome.SCORED_ENDINGS`), ``failed check: DB, ACTION`` (the kinds of tau2's checks it did not pass, by reward basis:
     `tau_bench_env.outcome.CHECK_BASIS`), or ``reward below success`` (checks passed, or not recorded: e.g. a partial reward)."""
     if line.get("infra_error"):
         return "infrastructure error"
+    if line.get("evaluation_error"):
+        return f"evaluator raised: {line['evaluation_error']}"
     termination = line.get("termination")
     if termination is not None and termination not in SCORED_ENDINGS:
         return f"terminated prematurely: {termination}"

@@ -205,9 +205,10 @@ def test_sync_interface_works_inside_a_running_event_loop():
     assert asyncio.run(inside())[-1]["role"] == "user"
 
 
-def test_the_gold_state_is_computed_at_reset_and_a_failure_there_is_an_evaluation_error_at_the_end(monkeypatch):
+def test_the_gold_state_is_computed_at_reset_and_a_failure_there_is_an_evaluator_fault_at_the_end(monkeypatch):
     """The fast reward's gold state is ready before the episode ends (its reset computes it); if computing it
-    fails, the reset still succeeds and the episode's end records the failure, as before."""
+    fails, the reset still succeeds and the episode's end records the failure, as the task's (an infrastructure
+    error: tests/env/test_evaluation_faults.py)."""
     from tau_bench_env.fast_eval import GoldOutcomes
 
     env = make({"domain": "retail", "task_id": "1"})
@@ -222,7 +223,7 @@ def test_the_gold_state_is_computed_at_reset_and_a_failure_there_is_an_evaluatio
     failing.init([])  # does not raise
     out = failing.step("I cannot help further. ###STOP###")
     assert out.done and out.reward == 0.0 and len(computed) == 2
-    assert out.metadata["evaluation_error"] == "ZeroDivisionError: division by zero"
+    assert out.metadata["evaluator_fault"] == "gold outcome: ZeroDivisionError: division by zero"
 
 
 class RecordingUser:

@@ -338,3 +338,24 @@ def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path
     edited = subprocess.run([sys.executable, "-m", "ctu.cli", "eval", str(spec_file), "--out", str(out), "--regrade",
                              str(tasks_file)], capture_output=True, text=True, timeout=600)
     assert edited.returncode == 2 and "line 1, has no valid test set, task id or sample index" in " ".join(edited.stderr.split())
+
+
+def test_an_evaluator_exception_the_policy_caused_counts_against_it(tmp_path: Path):
+    """mock's `create_task_1_with_env_assertions` asserts on the task the policy should have created: a policy that
+    says goodbye at once makes tau2's evaluator raise, which tau2 scores 0 and keeps in every average and pass^k."""
+    data = json.loads(json.dumps(MINIMAL_SPEC))
+    data["model"] = {"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}
+    data["data"]["test_sets"] = {"mock": {"domain": "mock", "split": "base", "max_tasks": 2}}
+    data["rollout"] = {"eval_n_samples_per_prompt": 2}
+    spec = spec_from_dict(data).spec
+    from ..support.openai_server import Answer
+
+    with ScriptedOpenAIServer(default=Answer.text("I cannot do that. Goodbye. ###STOP###")) as server:
+        result = run_evaluation(spec, PolicyChoice(endpoint=server.base_url, model="quitter", api_key_env=None), tmp_path,
+                                concurrency=2, progress=False)
+    overall = result.report["overall"]
+    assert overall["episodes"] == 4 and overall["infra_errors"] == 0 and overall["success_rate"] == 0.0
+    assert overall["pass^k"] == {"1": 0.0, "2": 0.0}
+    raised = [line for line in by_key(tmp_path).values() if line["task_id"] == "create_task_1_with_env_assertions"]
+    assert len(raised) == 2 and all(line["evaluation_error"] == "ValueError: Task task_2 not found" for line in raised)
+    assert all(line["infra_error"] is None and line["evaluator_fault"] is None for line in raised)

@@ -370,3 +370,26 @@ def test_a_chat_servers_reasoning_is_recorded_apart_and_a_turn_cut_off_while_rea
     assert record.reasoning[:2] == ["Name and zip given: look the user up.", "The user id is yusuf"]
     assert not any("look the user up" in str(m.get("content")) for m in record.result.conversation)
     assert len(server.requests) == len(record.reasoning)  # the empty turn was not asked again
+
+
+def test_an_evaluator_exception_the_policy_caused_is_scored_and_counted_a_user_outage_is_not(minimal, tokenizer):
+    """tau2's mock task `create_task_1_with_env_assertions` asserts on the task the policy should create; a policy
+    that creates nothing makes tau2's evaluator raise. tau2 scores that 0 and counts it, so ctu trains on it and
+    counts it in success rates; a customer whose endpoint stays down is an infrastructure error, as before."""
+    stop = scripted_sampler(tokenizer, lambda ids, n: "I cannot help with that. Goodbye. ###STOP###")
+    minimal["data"] = {"train": [{"domain": "mock", "split": "base"}], "test_sets": {}}
+    generator = build_generator(components(minimal), tokenizer, stop)
+    for phase in ("train", "eval"):
+        output = run(generator, batch(["create_task_1_with_env_assertions"], phase=phase, domain="mock"))
+        assert [r.reward for r in output.records] == [0.0, 0.0]
+        assert [r.infra_error for r in output.records] == [None, None]
+        assert all(r.result.evaluation_error == "ValueError: Task task_2 not found" for r in output.records)
+        assert output.metrics["environment/evaluation_errors"] == 2.0 and output.metrics["environment/infra_errors"] == 0.0
+        assert output.metrics["generation/success_rate"] == 0.0 and output.metrics["generation/num_trajectories"] == 2.0
+    with ScriptedOpenAIServer(default=Answer.error(503)) as customer:
+        user = {"type": "llm", "model": "customer", "base_url": customer.base_url, "api_key_env": None,
+                "max_retries": 0, "backoff_s": 0.01}
+        down = build_generator(components(minimal, environment={"user_simulator": user}), tokenizer, stop)
+        output = run(down, batch(["create_task_1_with_env_assertions"], samples=1, domain="mock"))
+    assert output.records[0].infra_error.startswith("user simulator: ")
+    assert output.metrics["environment/infra_errors"] == 1.0
