@@ -172,7 +172,7 @@ async def _endpoint_policy(spec: Spec, base_url: str, model: str, api_key_env: s
     from transformers import AutoTokenizer
 
     from ctu.components.endpoint import ChatEndpoint, OpenAIEndpointParams
-    from ctu.models.tiny_qwen3 import resolve
+    from ctu.models.builtin import resolve
     from ctu.rollout.sampling import OpenAIChatSampler
 
     model_path = await asyncio.to_thread(resolve, spec.model.path)

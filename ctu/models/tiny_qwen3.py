@@ -16,32 +16,24 @@ Qwen3's ``enable_thinking`` switch), so every code path that a real Qwen model t
 tool it is about to call, or that it answers), so that a thinking policy's path (reasoning sampled, kept in its turn's
 training sample, left out of every later prompt) runs on a real model on CPU. For tests only too.
 
-The build is cached in ``$CTU_CACHE_DIR`` (default ``~/.cache/ctu``) under a versioned folder; a changed
-recipe gets a new version, never a silently different model. It runs from any calling context (a plain
-process, inside a running event loop, a Ray worker), and processes that ask for it at once wait for one build
-(a file lock next to the folder) instead of each building their own.
+The build is cached as every built-in model is (`ctu.models.cache`: a versioned folder in ctu's cache, built once
+among processes that ask at the same time, from any calling context).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctu.models.cache import Progress, build_atomically, cache_dir
 from ctu.models.tiny_qwen3_format import CHAT_TEMPLATE
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, Qwen3Config
 
-Progress = Callable[[str, int, int], None]
-"""A build's progress callback: ``(phase description, steps done, steps in the phase)``."""
-
-BUILTIN_PREFIX = "builtin:"
 NAME = "tiny-qwen3"
 VERSION = "v8"
 """v8: 2 attention heads of size 32 and 1 key/value head (v7: 4 of 16 and 2): the same parameters and
@@ -53,19 +45,6 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 """Qwen's control tokens: special (dropped when decoding for a parser)."""
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 """Qwen's markup tokens: one token each but not special, so decoded text keeps them (as Qwen's tokenizer does)."""
-
-
-def cache_dir() -> Path:
-    """``$CTU_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctu``, else ``~/.cache/ctu``; absolute."""
-    if os.environ.get("CTU_CACHE_DIR"):
-        return Path(os.environ["CTU_CACHE_DIR"]).absolute()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return (base / "ctu").absolute()
-
-
-def is_builtin(model_path: str) -> bool:
-    """Whether `model_path` names a built-in model (``builtin:...``)."""
-    return model_path.startswith(BUILTIN_PREFIX)
 
 
 def build_tokenizer(path: Path) -> None:
@@ -221,7 +200,7 @@ def train_in_context(model: PreTrainedModel, optimizer: torch.optim.Optimizer, t
 
 
 def build(path: Path, with_model: bool = True, progress: Progress | None = None) -> Path:
-    """Build the tokenizer (and the model) into `path` atomically (`_build_atomically`); returns `path`."""
+    """Build the tokenizer (and the model) into `path` atomically (`ctu.models.cache.build_atomically`); returns `path`."""
 
     def fill(staging: Path) -> None:
         if progress is not None:
@@ -230,28 +209,7 @@ def build(path: Path, with_model: bool = True, progress: Progress | None = None)
         if with_model:
             build_model(staging, progress=progress)
 
-    return _build_atomically(path, with_model, fill)
-
-
-def _build_atomically(path: Path, with_model: bool, fill: Callable[[Path], None]) -> Path:
-    """`fill` a staging folder beside `path`, then rename it to `path`; returns `path`. Processes building the same
-    `path` at once take turns on a file lock (``<path>.lock``); one that finds the folder built (`_complete`) once it
-    holds the lock builds nothing. A failed build leaves nothing behind."""
-    from filelock import FileLock
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
-        if _complete(path, with_model):
-            return path
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
-        try:
-            fill(staging)
-            shutil.rmtree(path, ignore_errors=True)  # an incomplete folder from an older ctu
-            staging.rename(path)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return path
+    return build_atomically(path, lambda folder: _complete(folder, with_model), fill)
 
 
 def _complete(path: Path, with_model: bool) -> bool:
@@ -280,49 +238,8 @@ def is_built() -> bool:
     return _complete(model_folder(), with_model=True)
 
 
-def local_path(model: str) -> str:
-    """Where a model is read from, without building anything: a ``builtin:`` model's cache folder (built there
-    by `resolve`), a local folder as an absolute path (a worker started elsewhere finds it too), or the name
-    unchanged (a hub id).
-
-    Raises:
-        ValueError: an unknown ``builtin:`` name.
-    """
-    if is_builtin(model):
-        name = model.removeprefix(BUILTIN_PREFIX)
-        if name not in BUILTIN_NAMES:
-            raise ValueError(f"unknown built-in model {model!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in BUILTIN_NAMES)}")
-        return str(thinking_folder() if name == THINKING_NAME else model_folder())
-    return str(Path(model).absolute()) if Path(model).exists() else model
-
-
 THINKING_NAME = "tiny-qwen3-thinking"
-BUILTIN_NAMES = (NAME, THINKING_NAME)
-"""The built-in models: this one, and its thinking variant (`build_thinking`)."""
-
-
-def is_model_built(model: str) -> bool:
-    """Whether `model`, a ``builtin:`` name, is in the cache already (so `resolve` returns at once).
-
-    Raises:
-        ValueError: an unknown ``builtin:`` name.
-    """
-    return Path(local_path(model), "model.safetensors").exists()
-
-
-def resolve(model: str, progress: Progress | None = None) -> str:
-    """A model path for loaders: ``builtin:tiny-qwen3`` (or ``builtin:tiny-qwen3-thinking``) becomes its cached
-    folder (built first if need be, telling `progress`); other models as `local_path` gives them.
-
-    Raises:
-        ValueError: an unknown ``builtin:`` name.
-    """
-    path = local_path(model)
-    if not is_builtin(model):
-        return path
-    return str(model_path(progress) if model.removeprefix(BUILTIN_PREFIX) == NAME else build_thinking(progress))
-
-
+"""The thinking variant's built-in name (`build_thinking`)."""
 THINKING_VERSION = "t1"
 """t1: `THINKING_STEPS` steps at `THINKING_LR` from the base build."""
 THINKING_STEPS = 300
@@ -338,14 +255,14 @@ def thinking_folder() -> Path:
 def build_thinking(progress: Progress | None = None) -> Path:
     """The cached thinking variant, built first if need be (the base model too): the base build taught
     `THINKING_STEPS` steps on its gold turns in context, thinking on, each turn opened by its reasoning line
-    (`train_in_context`); atomically and once among processes asking at the same time (`_build_atomically`)."""
+    (`train_in_context`); atomically and once among processes asking at the same time (`ctu.models.cache.build_atomically`)."""
     base = model_path(progress)
 
     def fill(staging: Path) -> None:
         shutil.copytree(base, staging, dirs_exist_ok=True)
         _teach_thinking(staging, progress or (lambda phase, done, total: None))
 
-    return _build_atomically(thinking_folder(), True, fill)
+    return build_atomically(thinking_folder(), lambda folder: _complete(folder, True), fill)
 
 
 def _teach_thinking(path: Path, report: Progress, seed: int = 0) -> None:

@@ -195,7 +195,8 @@ class TauGenerator:
         chat completions if `chat_mode`, else tokens.
 
         Token mode: each turn is sampled after the ids of the one before, its sampled ids and the observations'
-        (one growing sequence, what a whole trajectory trains on), except under a thinking template
+        (one growing sequence, what a whole trajectory trains on; a turn whose ids differ from the template's
+        rendering of the conversation so far is counted, `TrajectoryRecord.off_template_turns`), except under a thinking template
         (`split_reasoning`): its turns' reasoning never reaches the conversation, so each prompt is the
         conversation rendered anew, without earlier reasoning. A training episode with `setup.step_wise` records
         each turn's prompt, sampled ids and logprobs as a `TurnSample`."""
@@ -214,12 +215,11 @@ class TauGenerator:
         stop_reason = "stop"
         sampled = True  # every policy token and logprob came from the sampler (False once a turn is re-rendered)
         rerendered = 0  # turns whose ids the chat template rendered, the sampler having returned none
+        off_template: list[int] = []  # turns sampled after ids the template would not render for the conversation
         turns = 0
         done = bool(metadata["done"])
         while not done:
-            context = tokens.context
-            if split is not None and turns:  # earlier reasoning left out: the conversation as the template renders it
-                context = account.prompt_ids(env.conversation, template_tools)
+            context = self._context(env, tokens.context, turns, template_tools, chat_mode, off_template)
             budget = setup.max_model_len - len(context)
             if budget <= 0:
                 await env.end(Termination.CONTEXT_OVERFLOW)
@@ -246,9 +246,22 @@ class TauGenerator:
                 break
             tokens.add(observation)
         record = TrajectoryRecord(prompt_ids, *tokens.trained(sampled, account.eos_id), 0.0, stop_reason, env.result(),
-                                  extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered,
+                                  extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered, off_template_turns=off_template,
                                   reasoning=reasoning if split is not None or any(reasoning) else [], turn_samples=turn_samples or [])
         return await self._score(record, env, phase)
+
+    def _context(self, env: TauBenchEnv, grown: list[int], turns: int, tools: list[dict[str, object]] | None,
+                 chat_mode: bool, off_template: list[int]) -> list[int]:
+        """The ids the next policy turn (turn ``turns + 1``) is sampled after: the grown sequence `grown`, or under a
+        thinking template the conversation as the template renders it (earlier reasoning left out). A grown sequence
+        that differs from the template's rendering of the conversation so far has its turn noted in `off_template`."""
+        if not turns:
+            return grown
+        if self.split_reasoning is not None:
+            return self.account.prompt_ids(env.conversation, tools)
+        if not chat_mode and self.account.prompt_ids(env.conversation, tools) != grown:
+            off_template.append(turns + 1)
+        return grown
 
     def _seeds(self, phase: Phase, task: str, repetition: int, replay: int) -> tuple[SamplingParams, int | None]:
         """The sampling params of repetition `repetition` of the task `task` (``domain/task_id``) in `phase` (a phase

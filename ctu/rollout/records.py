@@ -70,6 +70,14 @@ class TrajectoryRecord:
     rerendered_turns: int = 0
     """Policy turns whose ids are the chat template's rendering of the answer, not ids the sampler returned (a
     chat-only sampler that returns none; such an episode has no rollout logprobs). 0 on token samplers."""
+    off_template_turns: list[int] = field(default_factory=list)
+    """The policy turns (numbered from 1) sampled after ids that differ from what the chat template renders for the
+    conversation so far (`ctu.rollout.generator`): an earlier turn's sampled ids are not the template's tokenisation
+    of its text (a tokenizer samples a word in pieces it would not encode it in; decoding cleaned its spaces), the
+    template renders a past turn otherwise than it was sampled (Qwen3's empty thinking block, dropped from past
+    turns; structured tool calls rendered in another layout than the policy wrote them), or a turn cut by the token
+    limit. The policy trains on what it was sampled after; these are the turns a fresh rendering would show it
+    differently. Empty under a thinking template (each prompt is rendered anew) and for a chat sampler."""
     reasoning: list[str] = field(default_factory=list)
     """What each policy turn reasoned before its answer, in order ("" for a turn that did not), under a thinking
     template (`qwen3_thinking`) or when a chat server returned reasoning apart (`SampleResult.reasoning`); empty
@@ -226,7 +234,7 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
         metric(GENERATION, "avg_response_length"): mean(float(sum(r.loss_mask)) for r in records),
         metric(GENERATION, "episode_errors"): float(sum(r.error is not None for r in records)),
         metric(GENERATION, "length_stops"): float(sum(r.stop_reason == "length" for r in records)),
-        metric(GENERATION, "rerendered_turns"): float(sum(r.rerendered_turns for r in records)),
+        **template_metrics(records),
         **sample_metrics(records),
         metric(REWARD, "parse_failure_rate"): failures / turns if turns else 0.0,
         metric(ENVIRONMENT, "avg_turns"): mean(float(r.result.turns) for r in records),
@@ -270,6 +278,16 @@ def rollout_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
     metrics.update(counts)
     metrics.update({name: mean(v) for name, v in values.items()})
     return metrics
+
+
+def template_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:
+    """How the ids trained on relate to the chat template's rendering: ``generation/rerendered_turns`` (turns trained
+    on the template's ids, the sampler having returned none) and ``generation/off_template_turns`` (turns sampled
+    after ids the template would render otherwise, `TrajectoryRecord.off_template_turns`), over the batch."""
+    return {
+        metric(GENERATION, "rerendered_turns"): float(sum(r.rerendered_turns for r in records)),
+        metric(GENERATION, "off_template_turns"): float(sum(len(r.off_template_turns) for r in records)),
+    }
 
 
 def sample_metrics(records: list[TrajectoryRecord]) -> dict[str, float]:

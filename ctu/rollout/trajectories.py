@@ -57,6 +57,7 @@ def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str
         "user_fault_kind": None if record.user_fault is None else record.user_fault.kind,
         "user_fault_retries": record.user_fault_retries,
         "reasoning": record.reasoning,
+        "off_template_turns": record.off_template_turns,
         "turn_samples": [[len(sample.prompt_ids), len(sample.response_ids)] for sample in record.turn_samples],
         "messages": logged_messages(result.conversation, result.parsed_turns),
     }

@@ -173,11 +173,11 @@ def _record_spec_change(run_dir: RunDir, spec: Spec, changes: list[str]) -> None
 def build_builtin_model(model: str, console: Console, progress: bool = True) -> None:
     """Build a ``builtin:`` model that is not cached yet, saying so first and showing the build's progress (a
     rich bar, or a line per phase without `progress`); nothing for other models or a cached build."""
-    from ctu.models.tiny_qwen3 import BUILD_MINUTES, is_builtin, is_model_built, resolve
+    from ctu.models.builtin import builtin_model, is_builtin, resolve
 
-    if not is_builtin(model) or is_model_built(model):
+    if not is_builtin(model) or builtin_model(model).is_built():
         return
-    console.print(f"building {model}: first run only, about {BUILD_MINUTES} min on 2 cores (cached afterwards)")
+    console.print(f"building {model}: first run only, about {builtin_model(model).build_minutes} min on 2 cores (cached afterwards)")
     if not progress:
         phases: list[str] = []
 

@@ -200,7 +200,7 @@ def count_tokens(components: Components, rows: list[dict[str, Any]]) -> int:
     """Tokens of every row as the spec's chat template renders it for the spec's tokenizer."""
     from transformers import AutoTokenizer
 
-    from ctu.models.tiny_qwen3 import resolve
+    from ctu.models.builtin import resolve
 
     tokenizer = AutoTokenizer.from_pretrained(resolve(components.spec.model.path))
     template = components.chat_template

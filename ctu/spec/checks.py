@@ -57,10 +57,10 @@ def check_output_dir(spec: Spec) -> Iterator[SpecIssue]:
 
 def check_builtin_model(spec: Spec) -> Iterator[SpecIssue]:
     """A ``builtin:`` model path must name a built-in model."""
-    from ctu.models.tiny_qwen3 import BUILTIN_NAMES, BUILTIN_PREFIX
+    from ctu.models.builtin import BUILTIN_PREFIX, builtin_models
 
     path = spec.model.path
-    names = [BUILTIN_PREFIX + name for name in BUILTIN_NAMES]
+    names = [BUILTIN_PREFIX + name for name in builtin_models()]
     if path.startswith(BUILTIN_PREFIX) and path not in names:
         yield SpecIssue("model.path", f"unknown built-in model {path!r}{did_you_mean(path, names)}; built-in: {', '.join(names)}")
 

@@ -57,7 +57,9 @@ class Model(Section):
     """The policy model and how conversations become tokens."""
 
     path: str = Field(min_length=1)
-    """Hugging Face id or local path of the policy, or `builtin:tiny-qwen3` for the CPU smoke model."""
+    """Hugging Face id or local path of the policy, or a built-in model built offline into ctu's cache:
+    `builtin:tiny-qwen3` (the CPU smoke model, for tests), `builtin:smollm2-135m-instruct` (a real pretrained
+    instruct model; the `smollm2` extra)."""
     reference_path: str | None = Field(None, min_length=1)
     """The reference model of the KL loss, when it is not the policy's starting weights: e.g. the base Instruct
     model while `path` is an SFT checkpoint of it (CTU-Agent-v0's `run_retail_3b_grpo*.sh`). null: `path`."""

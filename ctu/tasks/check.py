@@ -207,7 +207,7 @@ def spec_task_file_issues(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]
     import hashlib
     import json
 
-    from ctu.models.tiny_qwen3 import cache_dir
+    from ctu.models.cache import cache_dir
     from ctu.spec import SpecIssue
 
     sources = [(f"data.train.{i}", source) for i, source in enumerate(spec.data.train)]

@@ -214,7 +214,8 @@ def episode_row(number: int, column: str, line: dict[str, object], prompts: list
             if text:
                 message["reasoning"] = text
     keys = ("step", "phase", "domain", "task_id", "test_set", "reward", "raw_reward", "termination", "reward_breakdown",
-            "reward_components", "checks", "failed_actions", "user_fault", "user_fault_kind", "infra_error", "evaluation_error", "judge", "error", "tool_errors", "parse_failures")
+            "reward_components", "checks", "failed_actions", "user_fault", "user_fault_kind", "infra_error", "evaluation_error", "judge", "error", "tool_errors", "parse_failures",
+            "off_template_turns")
     row: dict[str, object] = {key: line.get(key) for key in keys}
     raw = line.get("raw_reward")
     success = isinstance(raw, int | float) and is_success(float(raw))

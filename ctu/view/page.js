@@ -173,13 +173,20 @@ function verdict(judge) {
   return parts.length ? parts.join("; ") : JSON.stringify(judge);
 }
 
+function offTemplate(turns) {
+  // a line's off_template_turns (policy turns, from 1; absent from older lines): sampled after ids a fresh rendering
+  // of the conversation by the chat template would not give (TrajectoryRecord.off_template_turns)
+  if (!Array.isArray(turns) || !turns.length) return null;
+  return `policy turn${turns.length > 1 ? "s" : ""} ${turns.join(", ")}: sampled after ids the template would render otherwise`;
+}
+
 function facts(episode) {
   const items = [["task", episode.task], ["evaluation", episode.column], ["outcome", outcome(episode)],
     ["failure", episode.failure], ["reward", episode.reward], ["reward components", pairs(episode.reward_components)],
     ["tau2 reward", episode.raw_reward], ["termination", episode.termination],
     ["tau2 reward breakdown", pairs(episode.reward_breakdown)], ["tau2 checks passed", pairs(episode.checks, DATA.check_names)], ["gold actions missed", missed(episode.failed_actions)],
     ["user fault", episode.user_fault], ["infrastructure error", episode.infra_error], ["judge", verdict(episode.judge)],
-    ["error", episode.error]];
+    ["error", episode.error], ["sampled off the chat template", offTemplate(episode.off_template_turns)]];
   return el("dl", {}, items.filter(([, v]) => v !== null && v !== undefined && v !== "").map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
 }
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctu.models import tiny_qwen3, tiny_qwen3_data
+from ctu.models import builtin, cache, tiny_qwen3, tiny_qwen3_data
 
 
 def test_gold_examples_replay_from_inside_a_running_event_loop():
@@ -64,15 +64,15 @@ def test_the_model_builds_inside_a_running_event_loop_and_samples_agent_turns(tm
 
     if tiny_qwen3.is_built():
         monkeypatch.setenv("CTU_CACHE_DIR", str(tmp_path))
-    cache = tiny_qwen3.cache_dir()
+    folder = cache.cache_dir()
     assert not tiny_qwen3.is_built()
     phases: list[str] = []
 
     async def inside_a_loop() -> str:
-        return tiny_qwen3.resolve("builtin:tiny-qwen3", progress=lambda phase, done, total: phases.append(phase))
+        return builtin.resolve("builtin:tiny-qwen3", progress=lambda phase, done, total: phases.append(phase))
 
     path = Path(asyncio.run(inside_a_loop()))
-    assert path == cache / f"tiny-qwen3-{tiny_qwen3.VERSION}" and tiny_qwen3.is_built()
+    assert path == folder / f"tiny-qwen3-{tiny_qwen3.VERSION}" and tiny_qwen3.is_built()
     assert list(dict.fromkeys(phases)) == ["training the tokenizer", "warm-up on gold agent turns",
                                            "replaying gold episodes", "gold turns in their context"]
     tokenizer = AutoTokenizer.from_pretrained(str(path))

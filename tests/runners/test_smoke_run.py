@@ -157,7 +157,7 @@ def test_run_directory_holds_spec_hash_versions_and_results(smoke_run: Path):
     assert (smoke_run / "plots" / "reward.png").stat().st_size > 1000
     assert list((smoke_run / "tensorboard").glob("events.out.tfevents.*"))
     assert list((smoke_run / "wandb").glob("offline-run-*"))
-    from ctu.models.tiny_qwen3 import cache_dir
+    from ctu.models.cache import cache_dir
 
     # the local server's JAX engine kept its compiled programs for the next server on this model (the resume's)
     assert any((cache_dir() / "jax").iterdir())
@@ -184,11 +184,11 @@ def test_the_trained_policy_is_exported_as_a_hugging_face_model_that_computes_wh
 
     from ctu.backends.tinker.server import LocalTinkerServer
     from ctu.backends.tinker.service import tinker_service
-    from ctu.models import tiny_qwen3
+    from ctu.models import builtin
 
     assert [p.relative_to(smoke_run).as_posix() for p in (smoke_run / "exports").glob("*/policy")] == ["exports/global_step_2/policy"]
     export = smoke_run / "exports" / "global_step_2" / "policy"
-    base = tiny_qwen3.resolve("builtin:tiny-qwen3")
+    base = builtin.resolve("builtin:tiny-qwen3")
     episode = trajectories(smoke_run, "train_step000002.jsonl")[0]
     tokenizer = AutoTokenizer.from_pretrained(export)
     ids = tokenizer.encode(tokenizer.apply_chat_template(episode["messages"][:4], tokenize=False), add_special_tokens=False)[:400]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctu.backends.tinker.export import ExportError, merge_adapter
-from ctu.models import tiny_qwen3
+from ctu.models import builtin
 
 MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -41,7 +41,7 @@ def test_the_merged_model_computes_what_the_adapted_one_does(tmp_path: Path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base = tiny_qwen3.resolve("builtin:tiny-qwen3")
+    base = builtin.resolve("builtin:tiny-qwen3")
     adapted = write_adapter(base, tmp_path / "adapter")
     merge_adapter(base, tmp_path / "adapter", tmp_path / "merged")
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
@@ -56,7 +56,7 @@ def test_the_merged_model_computes_what_the_adapted_one_does(tmp_path: Path):
 
 
 def test_an_adapter_that_does_not_fit_the_base_model_is_an_export_error(tmp_path: Path):
-    base = tiny_qwen3.resolve("builtin:tiny-qwen3")
+    base = builtin.resolve("builtin:tiny-qwen3")
     write_adapter(base, tmp_path / "adapter", rename=(".layers.0.", ".layers.99."))
     with pytest.raises(ExportError, match="does not fit"):
         merge_adapter(base, tmp_path / "adapter", tmp_path / "merged")

@@ -65,7 +65,7 @@ def skyrl_overrides(components: Components, backend: SkyRLParams, data_dir: Path
 
 def _models_and_placement(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
     """The policy and reference models (a ``builtin:`` one by its cache folder), their offload, and where they run."""
-    from ctu.models.tiny_qwen3 import local_path
+    from ctu.models.builtin import local_path
 
     return {
         "trainer.policy.model.path": local_path(spec.model.path),

@@ -84,7 +84,7 @@ def sft_overrides(spec: Spec, backend: SkyRLParams, tokens_file: Path, run_dir: 
     folders (an export after the last step, as GRPO's), and ``resume_from: latest`` when `resume`. Every path is
     absolute (see `ctu.backends.skyrl.config.skyrl_overrides`)."""
     from ctu.backends.skyrl.config import NEVER, SCHEDULERS
-    from ctu.models.tiny_qwen3 import local_path
+    from ctu.models.builtin import local_path
 
     trainer, optimizer = spec.trainer, spec.trainer.optimizer
     run = RunDir(Path(run_dir).absolute())
@@ -192,7 +192,7 @@ def run_skyrl_sft(spec: Spec, backend: SkyRLParams, run_dir: Path, resume: bool 
     from ctu.backends.skyrl.preflight import check_skyrl_run
     from ctu.composition import build_components
     from ctu.errors import CtuError
-    from ctu.models.tiny_qwen3 import local_path
+    from ctu.models.builtin import local_path
 
     run, log_file, resume_step = open_launch(run_dir, resume, verbose)
     tokens_file = run.path / "data" / TOKENS_FILE

@@ -49,7 +49,7 @@ async def serve_policy(spec: Spec, params: TinkerParams | None, policy: str | No
 
     from ctu.backends.tinker.sampler import TinkerSampler
     from ctu.backends.tinker.service import tinker_service
-    from ctu.models.tiny_qwen3 import resolve
+    from ctu.models.builtin import resolve
 
     checkpoint = policy if policy is not None and policy.startswith(TINKER_PREFIX) else None
     model_path = policy if policy is not None and checkpoint is None else await asyncio.to_thread(resolve, spec.model.path)

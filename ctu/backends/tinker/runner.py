@@ -40,7 +40,7 @@ from ctu.backends.tinker.outputs import FedBatch, loss_sum, samples_of
 from ctu.backends.tinker.params import TinkerParams
 from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
-from ctu.models.tiny_qwen3 import resolve
+from ctu.models.builtin import resolve
 from ctu.rollout.requests import requests_for
 from ctu.runners.grpo import (
     group_advantages,

@@ -34,14 +34,14 @@ class TinkerServerError(CtuError, RuntimeError):
 
 JAX_CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 """JAX's persistent compilation cache (https://docs.jax.dev/en/latest/persistent_compilation_cache.html): the server
-process gets ``<ctu's cache folder>/jax`` (`ctu.models.tiny_qwen3.cache_dir`) unless the environment names a folder
+process gets ``<ctu's cache folder>/jax`` (`ctu.models.cache.cache_dir`) unless the environment names a folder
 itself; ``JAX_ENABLE_COMPILATION_CACHE=false`` turns it off. JAX keys an entry by the program, the compile options,
 its own version and the device, so a changed model, shape or JAX compiles anew."""
 
 
 def jax_cache_env(environ: dict[str, str]) -> dict[str, str]:
     """`environ` with `JAX_CACHE_ENV` set to ctu's JAX cache folder where it is not set."""
-    from ctu.models.tiny_qwen3 import cache_dir
+    from ctu.models.cache import cache_dir
 
     return {JAX_CACHE_ENV: str(cache_dir() / "jax"), **environ}
 

