@@ -139,7 +139,7 @@ def lookup(spec: Any, path: str) -> Any:
 
 
 def test_the_table_covers_every_shipped_experiment_spec():
-    experiments = {p.stem for p in (REPO / "specs").glob("*.yaml")} - {"smoke", "learning_check"}
+    experiments = {p.stem for p in (REPO / "specs").glob("*.yaml")} - {"smoke", "smollm2", "learning_check"}  # ctu's CPU runs
     assert experiments == set(SCRIPTS)
 
 
