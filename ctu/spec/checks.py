@@ -56,13 +56,19 @@ def check_output_dir(spec: Spec) -> Iterator[SpecIssue]:
 
 
 def check_builtin_model(spec: Spec) -> Iterator[SpecIssue]:
-    """A ``builtin:`` model path must name a built-in model."""
+    """A ``builtin:`` model path must name a built-in model that is built, or can be built here."""
     from ctu.models.builtin import BUILTIN_PREFIX, builtin_models
 
     path = spec.model.path
-    names = [BUILTIN_PREFIX + name for name in builtin_models()]
+    models = builtin_models()
+    names = [BUILTIN_PREFIX + name for name in models]
     if path.startswith(BUILTIN_PREFIX) and path not in names:
         yield SpecIssue("model.path", f"unknown built-in model {path!r}{did_you_mean(path, names)}; built-in: {', '.join(names)}")
+    elif path.startswith(BUILTIN_PREFIX):
+        model = models[path.removeprefix(BUILTIN_PREFIX)]
+        why = None if model.is_built() else model.unbuildable()
+        if why is not None:
+            yield SpecIssue("model.path", why)
 
 
 def check_grpo_group(spec: Spec) -> Iterator[SpecIssue]:

