@@ -7,7 +7,9 @@ their own, as in telecom). It ends as tau2 ends episodes: the user's ###STOP###,
 ###OUT-OF-SCOPE###, the agent's ###STOP###, `max_turns` policy turns, `max_errors` errors, or a user simulator
 that failed (`user_error`). The reward is tau2's: for tau2's domains by the fast path (`fast_eval`: the
 episode's own final state against each task's cached gold state, tau2's action and communication evaluators),
-otherwise tau2's `evaluate_simulation` of the recorded trajectory; an episode that did not finish scores 0.
+otherwise tau2's `evaluate_simulation` of the recorded trajectory; an episode that did not finish scores 0, and so
+does one whose own state made tau2's evaluator raise, as tau2 scores it (`evaluation_faults` says when such an
+exception is not the policy's).
 
 Two records are kept: `trajectory`, tau2 messages exactly as tau2 would record them (what the evaluator
 replays), and `conversation`, the OpenAI-format messages the policy saw and wrote (what is trained on and

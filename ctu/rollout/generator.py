@@ -246,7 +246,8 @@ class TauGenerator:
                 break
             tokens.add(observation)
         record = TrajectoryRecord(prompt_ids, *tokens.trained(sampled, account.eos_id), 0.0, stop_reason, env.result(),
-                                  extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered, off_template_turns=off_template,
+                                  extras=request.task.extras, policy_turns=turns, rerendered_turns=rerendered,
+                                  off_template_turns=off_template,
                                   reasoning=reasoning if split is not None or any(reasoning) else [], turn_samples=turn_samples or [])
         return await self._score(record, env, phase)
 

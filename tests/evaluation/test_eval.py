@@ -359,3 +359,7 @@ def test_an_evaluator_exception_the_policy_caused_counts_against_it(tmp_path: Pa
     raised = [line for line in by_key(tmp_path).values() if line["task_id"] == "create_task_1_with_env_assertions"]
     assert len(raised) == 2 and all(line["evaluation_error"] == "ValueError: Task task_2 not found" for line in raised)
     assert all(line["infra_error"] is None and line["evaluator_fault"] is None for line in raised)
+    from ctu.view.data import page_data
+
+    shown = [episode for episode in page_data([tmp_path])["episodes"] if episode["task_id"] == "create_task_1_with_env_assertions"]
+    assert [episode["failure"] for episode in shown] == ["evaluator raised: ValueError: Task task_2 not found"] * 2
