@@ -41,8 +41,7 @@ def test_two_grpo_steps_of_smollm2_on_skyrls_trainer_keep_its_embeddings_tied_an
                      {"RAY_ADDRESS": ray_head.address})
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     console = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
-    assert "building builtin:smollm2-135m-instruct" in console or "smollm2-135m-instruct" in console
-    assert "it/s]" not in console  # no library's progress bar on ctu's console
+    assert "done step 2" in console and "it/s]" not in console  # no library's progress bar on ctu's console
     run = tmp_path / "run"
     lines = [line for line in RunDir(run).metric_lines() if "timing/generate" in line]
     assert [line["step"] for line in lines] == [1, 2]
@@ -55,7 +54,8 @@ def test_two_grpo_steps_of_smollm2_on_skyrls_trainer_keep_its_embeddings_tied_an
         assert line["generation/off_template_turns"] == 0.0  # its ChatML template renders what was sampled after
     calls = "".join(log.read_text(errors="replace") for log in (run / "logs").glob("infra-*.log"))
     assert "tied embeddings kept tied" in calls and "tied embeddings still tied after an optimizer step" in calls
-    assert calls.count("Reloading and processing weights took") == 2  # vLLM served each step's trained weights
+    # vLLM reloaded the starting weights, then served each step's trained weights
+    assert calls.count("Reloading and processing weights took") == 3
     [record, *_] = [json.loads(text) for text in (run / "trajectories" / "train_step000001.jsonl").read_text().splitlines()]
     system = record["messages"][0]["content"]
     assert "<tools>" in system and "create_task" in system  # text mode: the hermes parser rendered the tools
