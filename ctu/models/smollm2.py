@@ -21,7 +21,10 @@ results reach it as ``tool`` turns of its ChatML template.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ctu.models.cache import Progress, build_atomically, cache_dir
@@ -89,13 +92,35 @@ def model_path(progress: Progress | None = None) -> Path:
     return build_atomically(folder, lambda path: (path / "model.safetensors").exists(), fill)
 
 
-def _convert(source: Path, out: Path, report: Progress) -> None:
-    """Read the GGUF file `source` as a Hugging Face model and tokenizer and save them into `out` (weights last)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+@contextmanager
+def _no_library_progress_bars() -> Iterator[None]:
+    """Within: no progress bar of transformers' on the console (its loaders' bars, and the GGUF de-quantisation's own
+    tqdm bar, which transformers' switch does not reach); ctu's progress is shown instead. Restored afterwards."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_loader
     from transformers.utils import logging as transformers_logging
 
-    transformers_logging.disable_progress_bar()  # ctu's own progress is shown instead
+    enabled = transformers_logging.is_progress_bar_enabled()
+    bar = gguf_loader.tqdm
+    transformers_logging.disable_progress_bar()
+    gguf_loader.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_loader.tqdm = bar
+        if enabled:
+            transformers_logging.enable_progress_bar()
+
+
+def _convert(source: Path, out: Path, report: Progress) -> None:
+    """Read the GGUF file `source` as a Hugging Face model and tokenizer and save them into `out` (weights last)."""
+    with _no_library_progress_bars():
+        _read_and_save(source, out, report)
+
+
+def _read_and_save(source: Path, out: Path, report: Progress) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     report("reading SmolLM2-135M-Instruct's tokenizer from its GGUF file", 0, 2)
     tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
     tokenizer.eos_token = END_OF_TURN

@@ -16,6 +16,22 @@ def folder() -> Path:
     return Path(builtin.resolve("builtin:smollm2-135m-instruct"))
 
 
+def test_a_build_from_an_empty_cache_reports_its_phases_and_prints_no_librarys_progress_bar(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]):
+    from transformers.utils import logging as transformers_logging
+
+    monkeypatch.setenv("CTU_CACHE_DIR", str(tmp_path))
+    phases: list[str] = []
+    path = builtin.resolve("builtin:smollm2-135m-instruct", progress=lambda phase, done, total: phases.append(phase))
+    assert Path(path) == tmp_path / f"smollm2-135m-instruct-{smollm2.VERSION}" and (Path(path) / "model.safetensors").exists()
+    assert list(dict.fromkeys(phases)) == ["reading SmolLM2-135M-Instruct's tokenizer from its GGUF file",
+                                           "de-quantising SmolLM2-135M-Instruct's weights to float32"]
+    printed = capfd.readouterr()
+    assert "it/s" not in printed.out + printed.err and "de-quantizing GGUF tensors" not in printed.err
+    assert transformers_logging.is_progress_bar_enabled()  # the switch is as it was
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == [Path(path).name]  # no staging folder left
+
+
 def test_the_model_is_a_hugging_face_folder_in_the_cache(folder: Path):
     assert folder == cache.cache_dir() / f"smollm2-135m-instruct-{smollm2.VERSION}"
     assert builtin.is_model_built("builtin:smollm2-135m-instruct")
