@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from ctu.models import tiny_qwen3
+from ctu.models import builtin
 from ctu.runners.launch import build_builtin_model
 
 
@@ -20,8 +20,8 @@ def test_the_first_run_says_it_builds_the_model_and_shows_each_phase(monkeypatch
         built.append(model)
         return "/cache/tiny-qwen3"
 
-    monkeypatch.setattr(tiny_qwen3, "is_model_built", lambda model: False)
-    monkeypatch.setattr(tiny_qwen3, "resolve", fake_resolve)
+    monkeypatch.setattr(builtin.BuiltinModel, "is_built", lambda self: False)
+    monkeypatch.setattr(builtin, "resolve", fake_resolve)
     console = Console(record=True, width=120, force_terminal=False)
     build_builtin_model("builtin:tiny-qwen3", console, progress=progress)
     text = console.export_text()
@@ -31,10 +31,10 @@ def test_the_first_run_says_it_builds_the_model_and_shows_each_phase(monkeypatch
 
 
 def test_nothing_is_built_for_a_hub_model_or_a_cached_one(monkeypatch):
-    monkeypatch.setattr(tiny_qwen3, "resolve", lambda *args, **kwargs: pytest.fail("nothing to build"))
+    monkeypatch.setattr(builtin, "resolve", lambda *args, **kwargs: pytest.fail("nothing to build"))
     console = Console(record=True)
     build_builtin_model("Qwen/Qwen3-8B", console)
-    monkeypatch.setattr(tiny_qwen3, "is_model_built", lambda model: True)
+    monkeypatch.setattr(builtin.BuiltinModel, "is_built", lambda self: True)
     build_builtin_model("builtin:tiny-qwen3", console)
     assert console.export_text() == ""
 
