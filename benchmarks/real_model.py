@@ -19,6 +19,7 @@ the step's time normalised to the loop of the goals' day. Recorded in `benchmark
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -86,30 +87,24 @@ def main() -> None:
 
     loop_before = reference_loop_seconds()
     runs: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="ctu-real-model-") as folder:
+    with tempfile.TemporaryDirectory(prefix="ctu-real-model-") as folder, contextlib.ExitStack() as stack:
         cache = Path(folder) / "cache"
-        cluster_context = None
         cluster = None
         if args.backend == "skyrl":
             from tests.skyrl_cpu.cluster import RayCluster
 
-            cluster_context = RayCluster(Path(folder) / "ray.log")
-            cluster = cluster_context.__enter__().address
-        try:
-            for index in range(1 + warm_runs):
-                wall, lines = run(args.backend, cache, Path(folder) / f"run{index}", cluster)
-                kind = "empty cache" if index == 0 else "cache warm"
-                steps = [step_figures(line) for line in lines]
-                runs.append({"kind": kind, "wall_s": wall, "steps": steps})
-                for number, step in enumerate(steps, 1):
-                    print(f"{kind}, step {number}: {step['step_s']:.1f} s (generate {step['generate_s']:.1f} s, train "
-                          f"{step['train_s']:.1f} s); {step['tokens']:.0f} policy tokens at {step['tokens_per_s']:.1f} tokens/s, "
-                          f"{step['turns_per_s']:.2f} turns/s; logprob gap mean {step['gap_mean']:.2e}, max {step['gap_max']:.2e}",
-                          flush=True)
-                print(f"{kind}: whole run {wall:.1f} s", flush=True)
-        finally:
-            if cluster_context is not None:
-                cluster_context.__exit__(None, None, None)
+            cluster = stack.enter_context(RayCluster(Path(folder) / "ray.log")).address
+        for index in range(1 + warm_runs):
+            wall, lines = run(args.backend, cache, Path(folder) / f"run{index}", cluster)
+            kind = "empty cache" if index == 0 else "cache warm"
+            steps = [step_figures(line) for line in lines]
+            runs.append({"kind": kind, "wall_s": wall, "steps": steps})
+            for number, step in enumerate(steps, 1):
+                print(f"{kind}, step {number}: {step['step_s']:.1f} s (generate {step['generate_s']:.1f} s, train "
+                      f"{step['train_s']:.1f} s); {step['tokens']:.0f} policy tokens at {step['tokens_per_s']:.1f} tokens/s, "
+                      f"{step['turns_per_s']:.2f} turns/s; logprob gap mean {step['gap_mean']:.2e}, max {step['gap_max']:.2e}",
+                      flush=True)
+            print(f"{kind}: whole run {wall:.1f} s", flush=True)
     loop_after = reference_loop_seconds()
     loop = statistics.mean([loop_before, loop_after])
     print(f"reference loop (10M additions): {loop_before:.2f} s before, {loop_after:.2f} s after")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctu.models.cache import Progress
+from ctu.models.cache import Progress, has_weights
 
 BUILTIN_PREFIX = "builtin:"
 
@@ -43,7 +43,7 @@ class BuiltinModel:
 
     def is_built(self) -> bool:
         """Whether the model is in the cache already (its weights are written last)."""
-        return (self.folder() / "model.safetensors").exists()
+        return has_weights(self.folder())
 
 
 def builtin_models() -> dict[str, BuiltinModel]:

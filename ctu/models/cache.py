@@ -21,6 +21,11 @@ def cache_dir() -> Path:
     return (base / "ctu").absolute()
 
 
+def has_weights(folder: Path) -> bool:
+    """Whether `folder` holds a finished model build: its weights (``model.safetensors``) are written last."""
+    return (folder / "model.safetensors").exists()
+
+
 def build_atomically(path: Path, complete: Callable[[Path], bool], fill: Callable[[Path], None]) -> Path:
     """`fill` a staging folder beside `path`, then rename it to `path`; returns `path`. Processes building the same
     `path` at once take turns on a file lock (``<path>.lock``); one that finds the folder built (`complete`) once it

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ctu.models.cache import Progress, build_atomically, cache_dir
+from ctu.models.cache import Progress, build_atomically, cache_dir, has_weights
 
 NAME = "smollm2-135m-instruct"
 VERSION = "s1"
@@ -82,14 +82,14 @@ def model_path(progress: Progress | None = None) -> Path:
         RuntimeError: the ``smollm2`` extra is not installed.
     """
     folder = model_folder()
-    if (folder / "model.safetensors").exists():
+    if has_weights(folder):
         return folder
     source = gguf_path()  # before the lock: a missing package is said at once
 
     def fill(staging: Path) -> None:
         _convert(source, staging, progress or (lambda phase, done, total: None))
 
-    return build_atomically(folder, lambda path: (path / "model.safetensors").exists(), fill)
+    return build_atomically(folder, has_weights, fill)
 
 
 @contextmanager

@@ -27,7 +27,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctu.models.cache import Progress, build_atomically, cache_dir
+from ctu.models.cache import Progress, build_atomically, cache_dir, has_weights
 from ctu.models.tiny_qwen3_format import CHAT_TEMPLATE
 
 if TYPE_CHECKING:
@@ -213,8 +213,8 @@ def build(path: Path, with_model: bool = True, progress: Progress | None = None)
 
 
 def _complete(path: Path, with_model: bool) -> bool:
-    """Whether `path` holds a finished build (the model's weights are written last)."""
-    return (path / ("model.safetensors" if with_model else "tokenizer.json")).exists()
+    """Whether `path` holds a finished build: the model's weights (`has_weights`), or the tokenizer without a model."""
+    return has_weights(path) if with_model else (path / "tokenizer.json").exists()
 
 
 def tokenizer_path() -> Path:
