@@ -6,18 +6,24 @@ loop's per-token training data and learning rate.
 Advantages follow GRPO (Shao et al. 2024, arXiv:2402.03300): each trajectory's reward minus its group's mean,
 divided by the group's standard deviation (plus 1e-6) when `norm_by_std` (Dr. GRPO, Liu et al. 2025,
 arXiv:2503.20783, leaves the division out). A group is the `n_samples_per_prompt` trajectories of one task.
-Negative advantages can then be weighed down (`weigh_negative`), toward reinforcing successes only.
+Negative advantages can then be weighed down (`weigh_negative`), toward reinforcing successes only. The
+shuffled-reward control (`shuffle_group_rewards`) trains on each group's rewards dealt out at random among its
+trajectories.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctu.metrics import TRAIN, metric
+
+if TYPE_CHECKING:
+    from ctu.rollout.records import TrajectoryRecord
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +97,65 @@ def groups_without_spread(rewards: Sequence[float], groups: Sequence[str], exclu
         if not out:
             kept[group].append(float(reward))
     return {group for group, values in kept.items() if len(values) < 2 or max(values) - min(values) <= SPREAD_TOLERANCE}
+
+
+SHUFFLED_REWARDS = metric(TRAIN, "shuffled_rewards")
+"""The share of a step's kept trajectories (0-1) trained with another trajectory's reward than their own, under
+``algorithm.shuffle_rewards``."""
+
+
+def shuffle_group_rewards(rewards: Sequence[float], groups: Sequence[str], excluded: Sequence[bool],
+                          seed: str) -> list[float]:
+    """The shuffled-reward control: `rewards` with each group's kept rewards (those not `excluded`) dealt out among
+    the group's kept trajectories in a random order; an excluded trajectory keeps its own.
+
+    Everything GRPO sees of a group but which trajectory earned which reward stays: the group's rewards as a
+    multiset, hence its mean, spread and advantage magnitudes, so the same groups train (or are filtered out) with
+    the same step sizes; a gain the policy still shows over this control comes from the reward's information, not
+    from the pipeline, the learning rate or sharpening toward the policy's own samples (random rewards have raised
+    held-out scores: Shao et al. 2025, "Spurious rewards: rethinking training signals in RLVR",
+    arXiv:2506.10947).
+
+    Args:
+        rewards: one reward per trajectory.
+        groups: each trajectory's group (its task), aligned with `rewards`; a group's members need not be adjacent.
+        excluded: each trajectory's flag: an infrastructure error, out of its group.
+        seed: the permutation's seed (e.g. the experiment's seed and the step), so a resumed step deals the same.
+
+    Returns:
+        The rewards to train on, aligned with `rewards`.
+    """
+    dealt = [float(reward) for reward in rewards]
+    members: dict[str, list[int]] = {}
+    for index, (group, out) in enumerate(zip(groups, excluded, strict=True)):
+        if not out:
+            members.setdefault(group, []).append(index)
+    generator = random.Random(seed)
+    for group in sorted(members):
+        indices = members[group]
+        values = [dealt[i] for i in indices]
+        generator.shuffle(values)
+        for index, value in zip(indices, values, strict=True):
+            dealt[index] = value
+    return dealt
+
+
+def shuffle_record_rewards(records: Sequence[TrajectoryRecord], seed: str) -> dict[str, float]:
+    """`shuffle_group_rewards` on a batch's records, in place: each record's ``reward`` becomes the one it trains
+    with; a group is a task (its domain and id). What was logged of the episodes before (trajectory lines, rollout
+    metrics: means over groups, which a shuffle leaves alike) keeps each episode's own reward.
+
+    Returns:
+        `SHUFFLED_REWARDS` over the batch's kept records (empty when none is kept).
+    """
+    excluded = [record.infra_error is not None for record in records]
+    groups = [f"{record.result.domain}/{record.result.task_id}" for record in records]
+    dealt = shuffle_group_rewards([record.reward for record in records], groups, excluded, seed)
+    moved = [abs(record.reward - reward) > SPREAD_TOLERANCE for record, reward, out in zip(records, dealt, excluded, strict=True)
+             if not out]
+    for record, reward in zip(records, dealt, strict=True):
+        record.reward = reward
+    return {SHUFFLED_REWARDS: sum(moved) / len(moved)} if moved else {}
 
 
 def skip_step(excluded: Sequence[bool], max_infra_error_rate: float) -> bool:

@@ -52,6 +52,12 @@ class Algorithm(Section):
     sample reinforcement, Zhu et al. 2025, arXiv:2506.01347). Below 1 when the policy rarely succeeds and GRPO's
     many negative samples raise its entropy until its outputs break (`policy/policy_entropy`, parse failures):
     `ctu.runners.grpo.weigh_negative`."""
+    shuffle_rewards: bool = False
+    """A negative control, not a way to train: each GRPO group's rewards are dealt out at random among its episodes
+    before advantages are computed (same tasks, samples, steps and advantage magnitudes; only which episode earned
+    which reward is lost). A policy's gain over this control's is the reward's doing. Both backends; the episodes'
+    own rewards stay in their trajectory lines and metrics, and ``train/shuffled_rewards`` is the share trained
+    with another's (`ctu.runners.grpo.shuffle_group_rewards`)."""
     eps_clip_low: float = Field(0.1, gt=0.0)
     """PPO clip range below 1 for the probability ratio."""
     eps_clip_high: float = Field(0.1, gt=0.0)

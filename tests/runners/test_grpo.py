@@ -8,7 +8,18 @@ import pytest
 
 from ctu.backends.tinker.batch import StepPlan
 from ctu.metrics import evaluation_metrics
-from ctu.runners.grpo import group_advantages, learning_rate, skip_step, token_data, weigh_negative
+from ctu.runners.grpo import (
+    SHUFFLED_REWARDS,
+    group_advantages,
+    learning_rate,
+    shuffle_group_rewards,
+    shuffle_record_rewards,
+    skip_step,
+    token_data,
+    weigh_negative,
+)
+from ctu.rollout.records import TrajectoryRecord
+from tau_bench_env.outcome import EpisodeResult
 from ctu.runners.task_rows import TaskRow
 
 
@@ -48,6 +59,40 @@ def test_negative_advantages_are_weighed_and_positive_ones_kept_for_lists_and_te
     assert weighed[1].tolist() == pytest.approx([advantages[1] / 4] * 3)
     with pytest.raises(ValueError, match=r"in \[0, 1\], not 1.5"):
         weigh_negative(advantages, 1.5)
+
+
+def test_shuffled_rewards_keep_each_groups_rewards_and_deal_them_out_at_random():
+    # two groups interleaved (a group's members need not be adjacent), one infrastructure error
+    rewards = [1.0, 0.0, 0.5, 0.0, 0.25, 1.0, 0.0]
+    groups = ["a", "b", "a", "b", "a", "b", "a"]
+    excluded = [False, False, False, False, False, False, True]
+    deals = {seed: shuffle_group_rewards(rewards, groups, excluded, f"7/1/{seed}") for seed in range(400)}
+    for dealt in deals.values():
+        for group in "ab":  # the group's rewards as a multiset: its mean, spread and advantage magnitudes
+            assert sorted(r for r, g, out in zip(dealt, groups, excluded) if g == group and not out) == \
+                sorted(r for r, g, out in zip(rewards, groups, excluded) if g == group and not out)
+        assert dealt[6] == 0.0  # the excluded trajectory keeps its own
+        assert sorted(abs(a) for a in group_advantages(dealt, 1, True, excluded)) == sorted(abs(a) for a in group_advantages(rewards, 1, True, excluded))
+    assert deals[3] == shuffle_group_rewards(rewards, groups, excluded, "7/1/3")  # seeded: a resumed step deals alike
+    # each of group a's rewards reaches each of its 3 places about a third of the time
+    for place in (0, 2, 4):
+        shares = [sum(dealt[place] == value for dealt in deals.values()) / len(deals) for value in (1.0, 0.5, 0.25)]
+        assert all(0.25 < share < 0.42 for share in shares), shares
+    assert shuffle_group_rewards([], [], [], "x") == []
+
+
+def test_shuffled_record_rewards_move_between_a_tasks_episodes_only():
+    def record(task: str, reward: float, infra_error: str | None = None) -> TrajectoryRecord:
+        return TrajectoryRecord([1], [2], [1], [-0.1], reward, "stop", EpisodeResult("retail", task, reward=reward), infra_error=infra_error)
+
+    records = [record("1", 1.0), record("1", 0.0), record("2", 0.0), record("2", 0.0), record("3", 1.0, "user simulator: 503"), record("3", 0.0)]
+    moved = [shuffle_record_rewards(records, f"0/1/{seed}") for seed in range(50)]
+    assert sorted(r.reward for r in records[:2]) == [0.0, 1.0]
+    assert [r.reward for r in records[2:]] == [0.0, 0.0, 1.0, 0.0]  # alike rewards, and a group of one kept trajectory
+    assert [r.result.reward for r in records] == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]  # tau2's own, for every figure
+    # task 1's two episodes swap (2 of the 5 kept records) or stay, from one deal to the next
+    assert {m[SHUFFLED_REWARDS] for m in moved} == {0.0, 0.4}
+    assert shuffle_record_rewards([record("1", 1.0, "judge: down")], "0") == {}
 
 
 def test_a_step_is_skipped_only_above_the_infra_error_rate():

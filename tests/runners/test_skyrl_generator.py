@@ -119,3 +119,41 @@ def test_step_wise_rows_are_each_episodes_turns_in_order_as_skyrls_step_wise_tra
     assert output["rewards"] == [1.0, 1.0, 0.0, 0.0]  # SkyRL reads the last step's; every step carries the episode's
     assert output["rollout_logprobs"] == [[-0.5], [-1.0], [-0.5], [-0.5, 0.0]]
     assert [row["infra_error"] for row in output["env_metrics"]] == [None, None, None, "user simulator: 503"]
+
+
+class Dealt:
+    """A rollout whose episodes score `rewards`, in order (two samples of each task asked for)."""
+
+    def __init__(self, rewards: list[float]) -> None:
+        self.rewards = rewards
+
+    async def run_batch(self, requests, phase, step):
+        records = [record(request.task.task_id, reward, [-0.5, 0.0]) for request, reward in zip(requests, self.rewards, strict=True)]
+        return RolloutBatch(records, rollout_metrics(records))
+
+    async def run_episode(self, request, phase):
+        raise AssertionError("SkyRL's adapter runs batches")
+
+
+def test_the_shuffled_reward_control_hands_skyrl_each_groups_rewards_dealt_out_anew():
+    """`algorithm.shuffle_rewards` on SkyRL's trainer: a training batch's rewards reach SkyRL shuffled within each
+    task's group (seeded by the experiment's seed, the step and the batch), with ``train/shuffled_rewards``;
+    evaluation batches and the episodes' own tau2 rewards are left alone."""
+    rewards, tasks = [1.0, 0.0, 0.0, 1.0], ["1", "1", "2", "2"]
+    deals = set()
+    for seed in range(8):
+        generator = SkyRLGenerator(Dealt(rewards), shuffle_rewards_seed=seed)
+        output = asyncio.run(generator.generate(skyrl_input(tasks, "train")))
+        dealt = output["rewards"]
+        assert sorted(dealt[:2]) == sorted(dealt[2:]) == [0.0, 1.0]
+        assert output["rollout_metrics"]["train/shuffled_rewards"] == sum(d != r for d, r in zip(dealt, rewards)) / 4
+        assert output["rollout_metrics"]["generation/avg_reward"] == 0.5  # a group's mean is what it was
+        assert [row["raw_reward"] for row in output["env_metrics"]] == rewards  # tau2's own, for ctu's figures
+        again = asyncio.run(SkyRLGenerator(Dealt(rewards), shuffle_rewards_seed=seed).generate(skyrl_input(tasks, "train")))
+        assert again["rewards"] == dealt
+        deals.add(tuple(dealt))
+        evaluation = asyncio.run(generator.generate(skyrl_input(tasks, "eval")))
+        assert evaluation["rewards"] == rewards and "train/shuffled_rewards" not in evaluation["rollout_metrics"]
+    assert len(deals) > 1
+    plain = asyncio.run(SkyRLGenerator(Dealt(rewards)).generate(skyrl_input(tasks, "train")))
+    assert plain["rewards"] == rewards and "train/shuffled_rewards" not in plain["rollout_metrics"]

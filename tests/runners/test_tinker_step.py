@@ -67,8 +67,10 @@ class FixedGenerator:
         rewards, errors = self.batches.pop(0)
         self.calls.append([request.task.task_id for request in requests])
         turns = [TurnSample([1, 2], [3], [-0.5], [1]), TurnSample([1, 2, 3, 9], [4], [-1.0], [1])] if self.turns else []
-        records = [TrajectoryRecord([1, 2], [3, 9, 4], [1, 0, 1], [-0.5, 0.0, -1.0] if self.logprobs else [], reward, "stop", EpisodeResult("retail", "1"),
-                                    infra_error=error, turn_samples=list(turns)) for reward, error in zip(rewards, errors)]
+        records = [TrajectoryRecord([1, 2], [3, 9, 4], [1, 0, 1], [-0.5, 0.0, -1.0] if self.logprobs else [], reward, "stop",
+                                    EpisodeResult("retail", request.task.task_id, reward=reward),
+                                    infra_error=error, turn_samples=list(turns)) for reward, error, request in zip(rewards, errors, requests)]
+        self.records = records
         return RolloutBatch(records, {})
 
     async def run_episode(self, request, phase):
@@ -188,6 +190,29 @@ def test_without_the_samplers_log_probabilities_no_kl_penalty_is_made_up(minimal
                                            "negative_advantage_weight": 0.0}, reference=reference, logprobs=False)
     assert reference.asked == [] and "train/kl_to_reference" not in metrics
     assert len(training.advantages) == 1 and "step 1: no KL penalty" in caplog.text
+
+
+def test_the_shuffled_reward_control_trains_each_group_on_its_rewards_dealt_out_anew(minimal, tmp_path):
+    """`algorithm.shuffle_rewards`: the step's advantages come from each group's rewards shuffled among its episodes
+    (seeded by the experiment's seed and the step), the same magnitudes, and ``train/shuffled_rewards`` says how
+    many episodes trained with another's; the episodes keep tau2's reward for every figure."""
+    plain, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 0.0, 1.0], [None] * 4)
+    assert [a[-1] for a in plain.advantages] == pytest.approx([0.7071, -0.7071, -0.7071, 0.7071], abs=1e-3)
+    assert "train/shuffled_rewards" not in metrics
+    deals = set()
+    for seed in range(8):
+        minimal["experiment"] = {**minimal.get("experiment", {}), "seed": seed}
+        training, metrics, generator = step(minimal, tmp_path, [1.0, 0.0, 0.0, 1.0], [None] * 4, algorithm={"shuffle_rewards": True})
+        fed = [round(a[-1], 3) for a in training.advantages]
+        trained = [record.reward for record in generator.records]
+        assert [r.result.reward for r in generator.records] == [1.0, 0.0, 0.0, 1.0]
+        assert sorted(trained[:2]) == sorted(trained[2:]) == [0.0, 1.0]  # each group's own rewards
+        assert fed == [0.707 if reward else -0.707 for reward in trained]  # the advantages follow the dealt rewards
+        assert metrics["train/shuffled_rewards"] == sum(t != r for t, r in zip(trained, [1.0, 0.0, 0.0, 1.0])) / 4
+        deals.add(tuple(trained))
+        again, _, _ = step(minimal, tmp_path, [1.0, 0.0, 0.0, 1.0], [None] * 4, algorithm={"shuffle_rewards": True})
+        assert [round(a[-1], 3) for a in again.advantages] == fed  # seeded: a resumed step deals alike
+    assert len(deals) > 1 and (1.0, 0.0, 0.0, 1.0) in deals and any(d[0] == 0.0 for d in deals)
 
 
 def test_a_step_over_the_infra_error_rate_is_skipped(minimal, tmp_path, caplog):

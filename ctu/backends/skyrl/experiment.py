@@ -160,7 +160,8 @@ class CtuPPOExp(BasePPOExp):
         trajectories = self.spec.tracking.trajectories
         logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
         return SkyRLGenerator(build_generator(self.components, tokenizer, sampler, on_records=logger),
-                              step_wise=self.spec.rollout.trajectory == "step_wise")
+                              step_wise=self.spec.rollout.trajectory == "step_wise",
+                              shuffle_rewards_seed=self.spec.experiment.seed if self.spec.algorithm.shuffle_rewards else None)
 
     def get_tracker(self) -> CtuTracking:
         combined = self.components.trackers

@@ -19,6 +19,7 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 from ctu.components.rewards.base import Phase
 from ctu.rollout.records import Rollout, RolloutBatch, TrajectoryRecord
 from ctu.rollout.requests import EpisodeRequest, TaskRow
+from ctu.runners.grpo import shuffle_record_rewards
 
 logger = logging.getLogger(__name__)
 
@@ -30,11 +31,15 @@ class SkyRLGenerator(GeneratorInterface):
         rollout: the rollout every batch runs through.
     """
 
-    def __init__(self, rollout: Rollout, step_wise: bool = False) -> None:
+    def __init__(self, rollout: Rollout, step_wise: bool = False, shuffle_rewards_seed: int | None = None) -> None:
         self.rollout = rollout
         self.step_wise = step_wise
         """Give SkyRL each training episode's policy turns as rows of their own (``rollout.trajectory:
         step_wise``, SkyRL's `generator.step_wise_trajectories`; `step_rows`)."""
+        self.shuffle_rewards_seed = shuffle_rewards_seed
+        """The experiment's seed under ``algorithm.shuffle_rewards`` (the shuffled-reward control: each training
+        batch's rewards dealt out within their groups, `ctu.runners.grpo.shuffle_record_rewards`), else None."""
+        self._train_batches: dict[int, int] = {}
         self._eval_records: list[TrajectoryRecord] = []
         self._warned_no_phase = False
 
@@ -60,6 +65,9 @@ class SkyRLGenerator(GeneratorInterface):
         batch = await self.rollout.run_batch(episode_requests(input_batch), phase, step)
         if phase == "eval":
             self._eval_records += batch.records
+        elif self.shuffle_rewards_seed is not None:
+            batch_index = self._train_batches[step] = self._train_batches.get(step, 0) + 1
+            batch.metrics.update(shuffle_record_rewards(batch.records, f"{self.shuffle_rewards_seed}/{step}/{batch_index}"))
         if self.step_wise:
             return step_rows(batch, input_batch.get("trajectory_ids"))
         return generator_output(batch, input_batch.get("trajectory_ids"))

@@ -62,6 +62,7 @@ class SampledBatch:
         dropped: groups without a reward spread seen (``train/zero_variance_groups``).
         generate_seconds: time in the generator, over every round.
         sampler_logprobs: whether every trajectory's logprobs are the sampler's (else some are the 0s put in).
+        shuffled: ``train/shuffled_rewards`` of the last round, under ``algorithm.shuffle_rewards`` (else empty).
     """
 
     output: dict[str, list[Any]] = field(default_factory=lambda: {key: [] for key in TRAINED_KEYS})
@@ -71,6 +72,7 @@ class SampledBatch:
     dropped: int = 0
     generate_seconds: float = 0.0
     sampler_logprobs: bool = True
+    shuffled: dict[str, float] = field(default_factory=dict)
 
     def add(self, batch: RolloutBatch) -> None:
         """Append one `Rollout.run_batch` call's trajectories; their logprobs are 0 unless every one of the
@@ -106,4 +108,5 @@ class SampledBatch:
         metrics[metric(TIMING, "generate")] = self.generate_seconds
         metrics[metric(TRAIN, "zero_variance_groups")] = float(self.dropped)
         metrics[metric(TRAIN, "sampling_rounds")] = float(self.rounds)
+        metrics.update(self.shuffled)
         return metrics

@@ -45,6 +45,7 @@ from ctu.rollout.requests import requests_for
 from ctu.runners.grpo import (
     group_advantages,
     learning_rate,
+    shuffle_record_rewards,
     skip_step,
     skipped_step_message,
     step_logprob_gap,
@@ -362,7 +363,10 @@ class TinkerRunner:
         while True:
             batch.rounds += 1
             first = len(batch.records)
-            batch.add(await generator.run_batch(requests_for(rows, samples), "train", step))
+            sampled = await generator.run_batch(requests_for(rows, samples), "train", step)
+            if spec.algorithm.shuffle_rewards:
+                batch.shuffled.update(shuffle_record_rewards(sampled.records, f"{spec.experiment.seed}/{step}/{batch.rounds}"))
+            batch.add(sampled)
             for group in range(first, len(batch.records), samples):
                 spread = not batch.zero_variance(group, samples)
                 batch.dropped += not spread
