@@ -23,7 +23,12 @@ the repository's root), then a negative control:
    (`algorithm.negative_advantage_weight: 0`): on the tinker backend (the local Tinker server, LoRA; `grpo.yaml`) or,
    with `--grpo-backend skyrl`, on SkyRL's trainer on CPU (full fine-tuning; `grpo_skyrl.yaml`);
 7. `ctu eval --run-dir` of the GRPO run;
-8. the negative control: step 6 at a learning rate of 1e-12, and its evaluation.
+8. the pipeline's control: step 6 at a learning rate of 1e-12, and its evaluation (the pipeline adds nothing by
+   itself: its interval over SFT holds zero by construction);
+9. the shuffled-reward control: step 6 with each group's rewards shuffled among its episodes
+   (`algorithm.shuffle_rewards=true`: same tasks, samples, steps, learning rate and advantage magnitudes, only the
+   reward's information gone), and its evaluation. This control can fail: training on the group's better-scored
+   episodes could sharpen the policy whatever the reward says.
 
 With both backends (`--grpo-backend tinker skyrl`) stages 1-5 run once and serve both, and each backend's report
 counts their time with its own stages' (what a run on that backend alone takes); each backend's GRPO and control
@@ -31,15 +36,15 @@ runs have folders of their own (`GRPO_RUNS`), as their evaluations do.
 
 It prints, and writes to `runs/learning_chain/chain[_<backend>].json` and its plot (without `--seed`, the tinker
 backend's table to `benchmarks/results/chain_check.json`): the held-out success rate of each policy; the differences SFT - base, GRPO -
-SFT and control - SFT, each with a paired bootstrap 95% interval over the held-out tasks
-(`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome and
+SFT, control - SFT, shuffled - SFT, each with a paired bootstrap 95% interval over the held-out tasks
+and GRPO - shuffled (`ctu.evaluation.comparison.paired_bootstrap`, as `ctu compare` computes it); the held-out episodes by outcome and
 by template, with how many SFT tasks each template has; the held-out episodes GRPO changed (paired with SFT's by
-task and sample); GRPO's and the control's training success and policy entropy per step; each stage's wall time
+task and sample); GRPO's and the controls' training success and policy entropy per step; each stage's wall time
 and this machine's reference loop (`machine.py`) read around it, the total normalised stage by stage. The report's
 arithmetic is `chain_report.py`.
 
-The check passes, exit 0, when SFT's interval over the base model and GRPO's over SFT lie above zero and the
-control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
+The check passes, exit 0, when SFT's interval over the base model, GRPO's over SFT and GRPO's over the
+shuffled-reward control lie above zero and the lr control's contains zero (for every seed asked); else exit 1. With `--seed`, the seeds' figures are recorded together in
 `benchmarks/results/chain_check_<backend>.json`, from which the README's and docs/learning-checks.md's per-seed tables
 are generated. A seed takes over an hour on a slow CPU, so seeds can be measured in separate runs: `--add` keeps the
 seeds already recorded that this run does not repeat, each with its own commit and date in the table, and refuses
@@ -63,6 +68,7 @@ from typing import NamedTuple
 import numpy as np
 from chain_inputs import CPU_BACKEND, GRPO_SPECS, SFT_SPEC, TASKS_SPEC, TRAIN_SPEC, changed_files, changed_inputs
 from chain_report import (
+    GRPO_STAGES,
     POLICIES,
     TEST_SET,
     changed_episodes,
@@ -105,7 +111,7 @@ def ctu(*args: str) -> None:
 
 
 def grpo_on_skyrl(output: Path, run_dir: Path, overrides: list[str]) -> None:
-    """Stage 6 (or the control) on SkyRL's trainer with the CPU stand-ins, launched as the SFT stage is
+    """Stage 6 (or a control) on SkyRL's trainer with the CPU stand-ins, launched as the SFT stage is
     (`specs/learning_chain/grpo_skyrl.yaml` with `tests/skyrl_cpu/backend_cpu.yaml`).
 
     Raises:
@@ -150,7 +156,7 @@ def main() -> None:
     parser.add_argument("--add", action="store_true",
                         help="keep the record's seeds this run does not repeat (refused when the chain's inputs changed since)")
     parser.add_argument("--grpo-backend", choices=tuple(GRPO_RUNS), nargs="+", default=["tinker"],
-                        help="GRPO and its control on the tinker backend (grpo.yaml) and/or on SkyRL's trainer on CPU "
+                        help="GRPO and its controls on the tinker backend (grpo.yaml) and/or on SkyRL's trainer on CPU "
                              "(grpo_skyrl.yaml); both: one SFT stage serves the two")
     args = parser.parse_args()
     seeds: list[int | None] = list(args.seed) if args.seed else [None]
@@ -169,7 +175,7 @@ def main() -> None:
             commits = list(dict.fromkeys([*(short(report["commit"]) for report in kept[backend]), checkout()]))
             record(f"chain_check_{backend}", {"seeds": recorded}, seeds_table(recorded), loop, commit=", ".join(commits),
                    note=f"{held_out(recorded)} held-out tasks x {ran[0]['samples_per_task']} samples; GRPO and the "
-                        f"control {len(ran[0]['grpo_steps'])} steps each on the RL tasks, on the {backend} backend; each "
+                        f"controls {len(ran[0]['grpo_steps'])} steps each on the RL tasks, on the {backend} backend; each "
                         "seed sets the tasks, their splits, sampling and training." + mixed_note(kept[backend]))
     raise SystemExit(0 if all(report["passed"] for report in reports) else 1)
 
@@ -222,19 +228,21 @@ def mixed_note(kept: list[dict]) -> str:
     return (" Kept from earlier runs (--add): " + "; ".join(parts) + ".") if parts else ""
 
 
-GRPO_RUNS = {"tinker": ("grpo", "grpo_control"), "skyrl": ("grpo_skyrl", "grpo_skyrl_control")}
-"""Each backend's GRPO and control run folders under `OUTPUT` (the tinker backend's are the names `grpo.yaml` writes),
-apart so that one SFT stage serves both backends' GRPO in one run."""
+GRPO_RUNS = {"tinker": {"GRPO": "grpo", "control": "grpo_control", "shuffled": "grpo_shuffled"},
+             "skyrl": {"GRPO": "grpo_skyrl", "control": "grpo_skyrl_control", "shuffled": "grpo_skyrl_shuffled"}}
+"""Each backend's GRPO and control run folders under `OUTPUT` (the tinker backend's GRPO is the name `grpo.yaml`
+writes), by policy (`chain_report.GRPO_STAGES`), apart so that one SFT stage serves both backends' GRPO in one run."""
+GRPO_OVERRIDES = {"GRPO": [], "control": [f"trainer.optimizer.lr={CONTROL_LR}"], "shuffled": ["algorithm.shuffle_rewards=true"]}
+"""What each GRPO-stage policy changes of the GRPO stage's spec."""
 SHARED = ("tasks", "sft data", "eval base", "SFT", "eval SFT")
 """The stages every backend's chain shares: one run of them serves each `--grpo-backend`."""
 
 
 def eval_folders(output: Path, grpo_backend: str) -> dict[str, Path]:
     """Each policy's evaluation folder (`POLICIES`) for the chain with GRPO on `grpo_backend`: the base and SFT
-    policies' shared, GRPO's and the control's named after their runs (`GRPO_RUNS`)."""
-    grpo, control = GRPO_RUNS[grpo_backend]
-    return {"base": output / "eval_base", "SFT": output / "eval_sft", "GRPO": output / f"eval_{grpo}",
-            "control": output / f"eval_{control}"}
+    policies' shared, GRPO's and the controls' named after their runs (`GRPO_RUNS`)."""
+    return {"base": output / "eval_base", "SFT": output / "eval_sft",
+            **{policy: output / f"eval_{run}" for policy, run in GRPO_RUNS[grpo_backend].items()}}
 
 
 class Timed(NamedTuple):
@@ -250,7 +258,7 @@ class Timed(NamedTuple):
 
 def run_stages(seed: int | None, grpo_backends: list[str], output: Path = OUTPUT) -> dict[str, Timed]:
     """Run the chain's stages with `seed` (None: the specs' own seeds): the shared ones once (`SHARED`), then GRPO, the
-    control and their evaluations on each of `grpo_backends`; returns each stage's `Timed` (the reference loop read
+    controls and their evaluations on each of `grpo_backends`; returns each stage's `Timed` (the reference loop read
     between stages, outside their wall times), a backend's own stages named ``"<backend>: GRPO"`` and so on.
 
     Raises:
@@ -284,8 +292,8 @@ def run_stages(seed: int | None, grpo_backends: list[str], output: Path = OUTPUT
     policy = [f"model.path={export}/global_step_{last}/policy"]
     for backend in grpo_backends:
         evals = eval_folders(output, backend)
-        for name, run, extra in (("GRPO", GRPO_RUNS[backend][0], []), ("control", GRPO_RUNS[backend][1], [f"trainer.optimizer.lr={CONTROL_LR}"])):
-            run_dir = output / run
+        for name in GRPO_STAGES:
+            run_dir, extra = output / GRPO_RUNS[backend][name], GRPO_OVERRIDES[name]
             if backend == "skyrl":
                 stage(f"{backend}: {name}", lambda extra=extra, run_dir=run_dir: grpo_on_skyrl(output, run_dir, [*policy, *extra, *seeded]))
             else:
@@ -327,7 +335,7 @@ def report_chain(seed: int | None, grpo_backend: str, stages: dict[str, Timed], 
     walls = {stage.removeprefix(f"{grpo_backend}: "): timed.seconds for stage, timed in stages.items()}
     total, (total_normalised, loop) = sum(walls.values()), normalised_stages(stages)
     reports = {name: report_of(evals[name]) for name in POLICIES}
-    grpo_run, control_run = (output / run for run in GRPO_RUNS[grpo_backend])
+    grpo_run, control_run, shuffled_run = (output / GRPO_RUNS[grpo_backend][name] for name in GRPO_STAGES)
     report = {
         "seed": seed,
         "grpo_backend": grpo_backend,
@@ -341,12 +349,15 @@ def report_chain(seed: int | None, grpo_backend: str, stages: dict[str, Timed], 
         "sft_minus_base": difference(reports["base"], reports["SFT"]),
         "grpo_minus_sft": difference(reports["SFT"], reports["GRPO"]),
         "control_minus_sft": difference(reports["SFT"], reports["control"]),
+        "shuffled_minus_sft": difference(reports["SFT"], reports["shuffled"]),
+        "grpo_minus_shuffled": difference(reports["shuffled"], reports["GRPO"]),
         "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": 0, "unit": "held-out tasks, paired"},
         "outcomes": {name: failure_kinds(evals[name], output / "tasks" / "tasks.json") for name in POLICIES},
         "success_by_template": {name: success_by_template(evals[name], output / "tasks") for name in POLICIES},
         "grpo_changed": changed_episodes(evals["SFT"], evals["GRPO"]),
         "grpo_steps": steps_of(grpo_run, step_rewards(grpo_run)),
         "control_steps": steps_of(control_run, step_rewards(control_run)),
+        "shuffled_steps": steps_of(shuffled_run, step_rewards(shuffled_run)),
         "wall_seconds": walls,
         "stage_loop_seconds": {stage.removeprefix(f"{grpo_backend}: "): timed.loop for stage, timed in stages.items()},
         "wall_seconds_total": total,
@@ -366,7 +377,7 @@ def report_chain(seed: int | None, grpo_backend: str, stages: dict[str, Timed], 
     plot(report, output / name.replace(".json", ".png"))
     if not report_only and seed is None and grpo_backend == "tinker":
         record("chain_check", report, table(report), loop, note=f"{report['held_out_tasks']} held-out tasks x "
-               f"{report['samples_per_task']} samples; GRPO and the control {len(report['grpo_steps'])} steps each on the RL tasks.")
+               f"{report['samples_per_task']} samples; GRPO and the controls {len(report['grpo_steps'])} steps each on the RL tasks.")
 
     print()
     print(summary(report))

@@ -22,8 +22,12 @@ TEST_SET = "heldout"
 """The chain's test set: the held-out tasks (split `validation`), never in the SFT data, never trained on."""
 GOAL_S = 30 * 60
 """The check's goal for one chain's wall time, normalised to the goals' day's machine (`machine.normalised`)."""
-POLICIES = ("base", "SFT", "GRPO", "control")
-"""The policies each chain evaluates, in the order its stages make them."""
+POLICIES = ("base", "SFT", "GRPO", "control", "shuffled")
+"""The policies each chain evaluates, in the order its stages make them: the control is GRPO at a learning rate of
+`CONTROL_LR` (the pipeline adds nothing by itself), shuffled is GRPO with each group's rewards shuffled among its
+episodes (`algorithm.shuffle_rewards`: the gain is the reward's doing)."""
+GRPO_STAGES = ("GRPO", "control", "shuffled")
+"""The policies trained by GRPO from the SFT policy, each a run of its own."""
 
 
 def report_of(folder: Path) -> dict:
@@ -141,8 +145,11 @@ def success_by_template(folder: Path, tasks_dir: Path) -> dict[str, dict]:
 
 
 def interval(report: dict, key: str) -> str:
-    """A difference of `report` (``sft_minus_base``, ``grpo_minus_sft``, ``control_minus_sft``) with its 95%
-    interval, as the tables write it: ``+0.023 [+0.010, +0.038]``."""
+    """A difference of `report` (``sft_minus_base``, ``grpo_minus_sft``, ``control_minus_sft``,
+    ``shuffled_minus_sft``, ``grpo_minus_shuffled``) with its 95% interval, as the tables write it:
+    ``+0.023 [+0.010, +0.038]``; "not measured" for a seed recorded before the shuffled-reward control."""
+    if key not in report:
+        return "not measured"
     low, high = report[key]["ci95"]
     return f"{report[key]['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
 
@@ -158,10 +165,16 @@ def control_held(report: dict) -> bool:
     return bool(low <= 0 <= high)
 
 
+def reward_did_it(report: dict) -> bool:
+    """Whether GRPO's held-out success over the shuffled-reward control's has its interval above zero (False for a
+    seed recorded before that control)."""
+    return "grpo_minus_shuffled" in report and bool(report["grpo_minus_shuffled"]["ci95"][0] > 0)
+
+
 def passed(report: dict) -> bool:
-    """The check's verdict: SFT's interval over the base model and GRPO's over SFT lie above zero, and the control's
-    interval over SFT holds zero."""
-    return report["sft_minus_base"]["ci95"][0] > 0 and grpo_added(report) and control_held(report)
+    """The check's verdict: SFT's interval over the base model, GRPO's over SFT and GRPO's over the shuffled-reward
+    control lie above zero, and the lr control's interval over SFT holds zero."""
+    return report["sft_minus_base"]["ci95"][0] > 0 and grpo_added(report) and control_held(report) and reward_did_it(report)
 
 
 def table(report: dict) -> dict[str, list]:
@@ -169,12 +182,13 @@ def table(report: dict) -> dict[str, list]:
     their intervals, the wall times."""
     success = report["success"]
     total, normal = report["wall_seconds_total"] / 60, report["wall_seconds_total_normalised"] / 60
-    table = {"columns": ["", "base", "SFT", "GRPO after SFT", f"control (GRPO at lr {CONTROL_LR:g})"],
+    table = {"columns": ["", "base", "SFT", "GRPO after SFT", f"control (GRPO at lr {CONTROL_LR:g})", "shuffled-reward control"],
              "rows": [["held-out tau2 success", *(f"{success[name]:.3f}" for name in POLICIES)],
                       ["difference, paired bootstrap 95% interval", "", f"{interval(report, 'sft_minus_base')} vs base",
-                       f"{interval(report, 'grpo_minus_sft')} vs SFT", f"{interval(report, 'control_minus_sft')} vs SFT"],
+                       f"{interval(report, 'grpo_minus_sft')} vs SFT; {interval(report, 'grpo_minus_shuffled')} vs shuffled",
+                       f"{interval(report, 'control_minus_sft')} vs SFT", f"{interval(report, 'shuffled_minus_sft')} vs SFT"],
                       ["held-out episodes by outcome", *(outcomes(report, name) for name in POLICIES)],
-                      ["wall time of the check (normalised)", f"{total:.1f} min ({normal:.1f} min)", "", "", ""]]}
+                      ["wall time of the check (normalised)", f"{total:.1f} min ({normal:.1f} min)", "", "", "", ""]]}
     if report["wall_seconds_total_normalised"] > GOAL_S:
         missing(table, 3, 1)
     return table
@@ -191,17 +205,19 @@ def seeds_table(reports: list[dict]) -> dict[str, list]:
     control's difference from SFT with their intervals and verdicts, its wall time, and the commit it ran (seeds
     recorded by separate runs: `chain_check.py --add`)."""
     rows: list[list[str]] = []
-    table: dict[str, list] = {"columns": ["seed", "base", "SFT", "GRPO", "control", "GRPO - SFT, paired 95% interval",
-                                          "control - SFT", "wall time (normalised)", "commit"], "rows": rows}
+    table: dict[str, list] = {"columns": ["seed", "base", "SFT", "GRPO", "control", "shuffled",
+                                          "GRPO - SFT, paired 95% interval", "GRPO - shuffled", "control - SFT",
+                                          "wall time (normalised)", "commit"], "rows": rows}
     for report in reports:
         success = report["success"]
-        rows.append([str(report["seed"]), *(f"{success[name]:.3f}" for name in POLICIES),
+        rows.append([str(report["seed"]), *(f"{success[name]:.3f}" if name in success else "-" for name in POLICIES),
                      interval(report, "grpo_minus_sft") + (": above zero" if grpo_added(report) else ""),
+                     interval(report, "grpo_minus_shuffled") + (": above zero" if reward_did_it(report) else ""),
                      interval(report, "control_minus_sft") + (": holds zero" if control_held(report) else ""),
                      f"{report['wall_seconds_total'] / 60:.1f} min ({report['wall_seconds_total_normalised'] / 60:.1f} min)",
                      (report.get("commit") or "?")[:7] + (UNCOMMITTED if report.get("uncommitted_changes") else "")])
-        for column, missed in ((5, not grpo_added(report)), (6, not control_held(report)),
-                               (7, report["wall_seconds_total_normalised"] > GOAL_S)):
+        for column, missed in ((6, not grpo_added(report)), (7, not reward_did_it(report)), (8, not control_held(report)),
+                               (9, report["wall_seconds_total_normalised"] > GOAL_S)):
             if missed:
                 missing(table, len(rows) - 1, column)
     return table
@@ -217,13 +233,14 @@ def plot(report: dict, path: Path) -> None:
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     values = [report["success"][name] for name in POLICIES]
-    left.bar(POLICIES, values, color=["#999999", "#4c72b0", "#55a868", "#c44e52"])
+    left.bar(POLICIES, values, color=["#999999", "#4c72b0", "#55a868", "#c44e52", "#8172b2"])
     for x, value in enumerate(values):
         left.text(x, value + 0.01, f"{value:.3f}", ha="center", va="bottom", fontsize=9)
     left.set_ylim(0, max(1.0, max(values) + 0.1))
     left.set_ylabel("tau2 success, held-out tasks")
     left.set_title("Held-out success after each stage")
-    for label, key, color in (("GRPO", "grpo_steps", "#55a868"), (f"control (lr {CONTROL_LR:g})", "control_steps", "#c44e52")):
+    for label, key, color in (("GRPO", "grpo_steps", "#55a868"), (f"control (lr {CONTROL_LR:g})", "control_steps", "#c44e52"),
+                              ("shuffled rewards", "shuffled_steps", "#8172b2")):
         steps = report[key]
         right.plot([s["step"] for s in steps], [s["mean_success"] for s in steps], marker="o", markersize=3, color=color, label=label)
     right.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -244,9 +261,10 @@ def summary(report: dict) -> str:
     lines = [f"the chain's learning check: {report['output']}  ({report['held_out_tasks']} held-out tasks; seed "
              f"{'of the specs' if report['seed'] is None else report['seed']})",
              "held-out tau2 success: " + ", ".join(f"{name} {report['success'][name]:.3f}" for name in POLICIES)]
-    for key, label in (("sft_minus_base", "SFT - base"), ("grpo_minus_sft", "GRPO - SFT"), ("control_minus_sft", "control - SFT")):
+    for key, label in (("sft_minus_base", "SFT - base"), ("grpo_minus_sft", "GRPO - SFT"), ("control_minus_sft", "control - SFT"),
+                       ("shuffled_minus_sft", "shuffled - SFT"), ("grpo_minus_shuffled", "GRPO - shuffled")):
         low, high = report[key]["ci95"]
-        lines.append(f"{label:14} {report[key]['difference']:+.3f}, paired bootstrap 95% interval [{low:+.3f}, {high:+.3f}]")
+        lines.append(f"{label:15} {report[key]['difference']:+.3f}, paired bootstrap 95% interval [{low:+.3f}, {high:+.3f}]")
     lines.append("held-out episodes by outcome: " + "; ".join(f"{name} {outcomes(report, name)}" for name in POLICIES))
     templates = report["success_by_template"][POLICIES[0]]
     if len(templates) > 1:
@@ -262,11 +280,15 @@ def summary(report: dict) -> str:
     if report["grpo_steps"] and "entropy" in report["grpo_steps"][0]:
         lines.append("GRPO policy entropy per step: " + " ".join(f"{s['entropy']:.3f}" for s in report["grpo_steps"]))
     lines.append("control training success per step: " + " ".join(f"{s['mean_success']:.2f}" for s in report["control_steps"]))
+    lines.append("shuffled-reward control's training success per step (its episodes' own rewards): "
+                 + " ".join(f"{s['mean_success']:.2f}" for s in report["shuffled_steps"]))
     if report["wall_seconds"]:
         lines.append("wall: " + ", ".join(f"{name} {seconds / 60:.1f} min" for name, seconds in report["wall_seconds"].items()))
     lines.append(f"total {report['wall_seconds_total'] / 60:.1f} min; reference loop {report['reference_loop_seconds']:.2f} s, "
                  f"normalised to {REFERENCE_LOOP_S:.2f} s: {report['wall_seconds_total_normalised'] / 60:.1f} min "
                  f"(goal <= {GOAL_S / 60:.0f} min)")
-    lines.append("PASSED: SFT's and GRPO's intervals lie above zero and the control's holds zero" if report["passed"] else
-                 "FAILED: SFT's or GRPO's interval does not lie above zero, or the control's excludes zero")
+    lines.append("PASSED: SFT's interval over the base model and GRPO's over SFT and over the shuffled-reward control lie "
+                 "above zero, and the lr control's holds zero" if report["passed"] else
+                 "FAILED: SFT's interval over the base model or GRPO's over SFT or over the shuffled-reward control does not "
+                 "lie above zero, or the lr control's excludes zero")
     return "\n".join(lines)

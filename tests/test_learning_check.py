@@ -69,30 +69,46 @@ def test_test_rewards_are_the_first_and_last_evaluations(check, tmp_path: Path):
 
 def test_the_chains_verdict_and_table_come_from_paired_differences_over_held_out_tasks(chain):
     """benchmarks/chain_check.py on evaluation results written here: SFT that solves held-out tasks the base model
-    did not, and GRPO that solves more than SFT, pass with intervals above zero; a control that moved nothing holds
-    zero; a control that moved, an SFT or a GRPO that did not, fails the check."""
+    did not, and GRPO that solves more than SFT and more than the shuffled-reward control, pass with intervals above
+    zero; an lr control that moved nothing holds zero; an lr control that moved, an SFT or a GRPO that did not, or a
+    shuffled-reward control that gained as much as GRPO, fails the check."""
 
     def evaluation(solved: int, of: int = 40) -> dict:  # tasks 0..solved-1 solved in both samples, the rest in none
         by_task = {str(n): [2 if n < solved else 0, 2] for n in range(of)}
         return {"by_test_set": {chain.TEST_SET: {"by_task": by_task, "success_rate": solved / of}}}
 
     base, sft, still = evaluation(0), evaluation(10), evaluation(10)
-    report = {"sft_minus_base": chain.difference(base, sft), "grpo_minus_sft": chain.difference(sft, evaluation(20)),
-              "control_minus_sft": chain.difference(sft, still)}
+    grpo, shuffled = evaluation(20), evaluation(12)
+    report = {"sft_minus_base": chain.difference(base, sft), "grpo_minus_sft": chain.difference(sft, grpo),
+              "control_minus_sft": chain.difference(sft, still), "shuffled_minus_sft": chain.difference(sft, shuffled),
+              "grpo_minus_shuffled": chain.difference(shuffled, grpo)}
     assert report["sft_minus_base"]["difference"] == pytest.approx(0.25) and report["sft_minus_base"]["ci95"][0] > 0
     assert report["control_minus_sft"]["ci95"] == [0.0, 0.0]
     assert chain.passed(report)
     assert not chain.passed({**report, "control_minus_sft": chain.difference(sft, evaluation(20))})  # the control moved
     assert not chain.passed({**report, "sft_minus_base": chain.difference(base, evaluation(0))})  # SFT changed nothing
     assert not chain.passed({**report, "grpo_minus_sft": chain.difference(sft, still)})  # GRPO added nothing
+    # shuffled rewards did as well as GRPO: the gain is not the reward's
+    assert not chain.passed({**report, "grpo_minus_shuffled": chain.difference(evaluation(20), grpo)})
+    # a seed recorded before the shuffled-reward control passes nothing it did not measure
+    earlier = {key: value for key, value in report.items() if "shuffled" not in key}
+    assert not chain.passed(earlier) and chain.interval(earlier, "grpo_minus_shuffled") == "not measured"
     outcomes = {name: dict.fromkeys(chain.FAILURE_KINDS, 0) for name in chain.POLICIES}
     outcomes["SFT"].update({"success": 20, "wrong id": 60})
     table = chain.table({**report, "grpo_minus_sft": chain.difference(sft, evaluation(14)), "outcomes": outcomes,
-                         "success": {"base": 0.0, "SFT": 0.25, "GRPO": 0.35, "control": 0.25},
+                         "success": {"base": 0.0, "SFT": 0.25, "GRPO": 0.35, "control": 0.25, "shuffled": 0.3},
                          "wall_seconds_total": 1200.0, "wall_seconds_total_normalised": 900.0})
-    assert table["rows"][0] == ["held-out tau2 success", "0.000", "0.250", "0.350", "0.250"]
+    assert table["rows"][0] == ["held-out tau2 success", "0.000", "0.250", "0.350", "0.250", "0.300"]
     assert table["rows"][1][2].startswith("+0.250 [") and table["rows"][1][3].startswith("+0.100 [")
-    assert table["rows"][2] == ["held-out episodes by outcome", "", "wrong id 60, success 20", "", ""]
+    assert "+0.200 [" in table["rows"][1][3] and table["rows"][1][5].startswith("+0.050 [")  # GRPO - shuffled; shuffled - SFT
+    assert table["rows"][2] == ["held-out episodes by outcome", "", "wrong id 60, success 20", "", "", ""]
+    rows = chain.seeds_table([{**report, "seed": 1, "success": {"base": 0.0, "SFT": 0.25, "GRPO": 0.5, "control": 0.25, "shuffled": 0.3},
+                               "wall_seconds_total": 60.0, "wall_seconds_total_normalised": 60.0, "commit": "abcdef0"},
+                              {**earlier, "seed": 2, "success": {"base": 0.0, "SFT": 0.25, "GRPO": 0.5, "control": 0.25},
+                               "wall_seconds_total": 60.0, "wall_seconds_total_normalised": 60.0, "commit": "abcdef0"}])
+    assert rows["rows"][0][5:8] == ["0.300", chain.interval(report, "grpo_minus_sft") + ": above zero",
+                                    chain.interval(report, "grpo_minus_shuffled") + ": above zero"]
+    assert rows["rows"][1][5] == "-" and rows["rows"][1][7] == "not measured" and [1, 7] in rows["misses"]
 
 
 def test_the_chains_held_out_episodes_are_counted_by_what_became_of_their_write(chain, tmp_path: Path):
@@ -143,13 +159,16 @@ def test_the_chains_held_out_success_is_split_by_template_with_its_count_of_sft_
     interval = {"difference": 0.0, "ci95": [0.0, 0.0]}
     report = {"output": "runs/x", "seed": 2, "held_out_tasks": 3, "success": dict.fromkeys(chain.POLICIES, 0.5),
               "sft_minus_base": interval, "grpo_minus_sft": interval, "control_minus_sft": interval,
+              "shuffled_minus_sft": interval, "grpo_minus_shuffled": interval,
               "outcomes": {name: {"success": 3, "wrong id": 3} for name in chain.POLICIES},
               "success_by_template": dict.fromkeys(chain.POLICIES, by_template), "grpo_steps": [], "control_steps": [],
+              "shuffled_steps": [],
               "wall_seconds": {}, "wall_seconds_total": 60.0, "reference_loop_seconds": 0.3,
               "wall_seconds_total_normalised": 66.0, "passed": False}
     text = chain.summary(report)
-    assert "  plain (1, 2): base 0.500, SFT 0.500, GRPO 0.500, control 0.500" in text
-    assert "  new (0, 3): base 0.333" in text and text.endswith("the control's excludes zero")
+    assert "  plain (1, 2): base 0.500, SFT 0.500, GRPO 0.500, control 0.500, shuffled 0.500" in text
+    assert "GRPO - shuffled +0.000, paired bootstrap 95% interval [+0.000, +0.000]" in text
+    assert "  new (0, 3): base 0.333" in text and text.endswith("the lr control's excludes zero")
     one = {name: {"plain": by_template["plain"]} for name in chain.POLICIES}
     assert "by template" not in chain.summary({**report, "success_by_template": one})  # one template: no split
     text = chain.summary({**report, "grpo_changed": {"episodes": 4, "changed": 3, "to_success": 1, "from_success": 1},
@@ -268,22 +287,25 @@ def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_
     walls = check.run_stages(3, ["tinker", "skyrl"], tmp_path)
 
     assert [call[:3] for call in calls if call[0] == "ctu" and call[1] != "eval"] == [
-        ("ctu", "tasks", "generate"), ("ctu", "data", "sft"), ("ctu", "run", str(check.GRPO_SPECS["tinker"])),
-        ("ctu", "run", str(check.GRPO_SPECS["tinker"]))]
+        ("ctu", "tasks", "generate"), ("ctu", "data", "sft"), *[("ctu", "run", str(check.GRPO_SPECS["tinker"]))] * 3]
     assert [call for call in calls if call[0] == "sft"] == [("sft", "experiment.seed=3")]
     export = f"model.path={tmp_path}/sft/exports/global_step_1000/policy"
     tinker_runs = [call for call in calls if call[:2] == ("ctu", "run")]
     assert all(export in call and "experiment.seed=3" in call for call in tinker_runs)
     assert [next(arg for arg in call if arg.startswith("experiment.name=")) for call in tinker_runs] == [
-        "experiment.name=grpo", "experiment.name=grpo_control"]
-    assert f"trainer.optimizer.lr={check.CONTROL_LR}" in tinker_runs[1] and not any("lr=" in arg for arg in tinker_runs[0])
+        "experiment.name=grpo", "experiment.name=grpo_control", "experiment.name=grpo_shuffled"]
+    assert f"trainer.optimizer.lr={check.CONTROL_LR}" in tinker_runs[1] and not any("lr=" in arg for arg in tinker_runs[0] + tinker_runs[2])
+    # the shuffled-reward control: the GRPO stage with only its rewards' assignment changed
+    assert "algorithm.shuffle_rewards=true" in tinker_runs[2] and not any("shuffle" in arg for arg in tinker_runs[0] + tinker_runs[1])
     skyrl_runs = [call for call in calls if call[0] == "skyrl"]
-    assert [call[1] for call in skyrl_runs] == ["grpo_skyrl", "grpo_skyrl_control"] and all(export in call for call in skyrl_runs)
+    assert [call[1] for call in skyrl_runs] == ["grpo_skyrl", "grpo_skyrl_control", "grpo_skyrl_shuffled"]
+    assert all(export in call for call in skyrl_runs) and "algorithm.shuffle_rewards=true" in skyrl_runs[2]
     evaluated = [call[call.index("--out") + 1] for call in calls if call[:2] == ("ctu", "eval")]
-    assert evaluated == [str(tmp_path / name) for name in ("eval_base", "eval_sft", "eval_grpo", "eval_grpo_control",
-                                                            "eval_grpo_skyrl", "eval_grpo_skyrl_control")]
-    assert list(walls) == [*check.SHARED, "tinker: GRPO", "tinker: eval GRPO", "tinker: control", "tinker: eval control",
-                           "skyrl: GRPO", "skyrl: eval GRPO", "skyrl: control", "skyrl: eval control"]
+    assert evaluated == [str(tmp_path / name) for name in ("eval_base", "eval_sft", "eval_grpo", "eval_grpo_control", "eval_grpo_shuffled",
+                                                            "eval_grpo_skyrl", "eval_grpo_skyrl_control", "eval_grpo_skyrl_shuffled")]
+    own = [f"{name}{kind}" for name in ("GRPO", "control", "shuffled") for kind in ("", "_eval")]
+    own = [name if not name.endswith("_eval") else f"eval {name.removesuffix('_eval')}" for name in own]
+    assert list(walls) == [*check.SHARED, *(f"tinker: {name}" for name in own), *(f"skyrl: {name}" for name in own)]
     assert check.eval_folders(tmp_path, "skyrl")["SFT"] == check.eval_folders(tmp_path, "tinker")["SFT"] == tmp_path / "eval_sft"
     assert [timed.loop for timed in walls.values()] == [n + 0.5 for n in range(1, len(walls) + 1)]  # read around each
     # a slow hour and a fast one: each stage normalised at its own speed, the total's loop their weighted harmonic mean
@@ -293,8 +315,8 @@ def test_one_sft_stage_serves_both_backends_grpo_each_in_folders_of_its_own(tmp_
     monkeypatch.setattr(check, "run_stages", lambda seed, backends: {stage: check.Timed(1.0, 0.5) for stage in walls})
     monkeypatch.setattr(check, "report_chain", lambda seed, backend, own, report_only: reported.setdefault(backend, own))
     check.chain(3, False, ["tinker", "skyrl"])
-    assert list(reported["skyrl"]) == [*check.SHARED, "skyrl: GRPO", "skyrl: eval GRPO", "skyrl: control", "skyrl: eval control"]
-    assert len(reported["tinker"]) == len(check.SHARED) + 4 and not any(stage.startswith("skyrl") for stage in reported["tinker"])
+    assert list(reported["skyrl"]) == [*check.SHARED, *(f"skyrl: {name}" for name in own)]
+    assert len(reported["tinker"]) == len(check.SHARED) + 6 and not any(stage.startswith("skyrl") for stage in reported["tinker"])
 
 
 def test_a_record_written_by_the_same_run_is_no_uncommitted_change_of_its_checkout(tmp_path, monkeypatch):
