@@ -25,12 +25,18 @@ trainer:
 algorithm:
   policy_loss: rollout_is
   off_policy_correction: {tis_ratio_type: sequence}
+  entropy_coef: 0.05
+  loss_reduction: sequence_mean
+  value_clip: 0.3
 """
 OLD_PLACES = {  # the old place -> its line in SPEC
     "trainer.micro_train_batch_size_per_gpu": 10,
     "trainer.fully_async": 11,
     "algorithm.policy_loss": 13,
     "algorithm.off_policy_correction": 14,
+    "algorithm.entropy_coef": 15,
+    "algorithm.loss_reduction": 16,
+    "algorithm.value_clip": 17,
 }
 
 
@@ -49,6 +55,7 @@ def test_an_entry_at_its_old_place_is_read_into_the_backend_section_with_a_warni
     assert params.fully_async is not None and params.fully_async.max_staleness_steps == 2
     assert params.policy_loss == "rollout_is"
     assert params.off_policy_correction is not None and params.off_policy_correction.tis_ratio_type == "sequence"
+    assert (params.entropy_coef, params.loss_reduction, params.value_clip) == (0.05, "sequence_mean", 0.3)
     deprecations = {issue.path: issue for issue in loaded.warnings if "deprecated" in issue.message}
     assert set(deprecations) == set(OLD_PLACES)
     for old, line in OLD_PLACES.items():
@@ -113,7 +120,8 @@ def test_a_run_written_before_the_move_loads_on_a_backend_without_the_entries(tm
     """A tinker run's ``spec.resolved.yaml`` of before the move writes every entry at its old place, set to its
     default (off): it loads as it did, each entry dropped with a warning."""
     defaults = {"trainer.micro_train_batch_size_per_gpu=1", "trainer.fully_async=null", "algorithm.policy_loss=regular",
-                "algorithm.off_policy_correction=null"}
+                "algorithm.off_policy_correction=null", "algorithm.entropy_coef=0.0", "algorithm.loss_reduction=token_mean",
+                "algorithm.value_clip=0.1"}
     path = write(tmp_path, SPEC.split("trainer:")[0] + "backend: {type: tinker}\nalgorithm: {use_kl_loss: false}\n")
     loaded = load_spec(path, sorted(defaults))
     assert loaded.spec.backend.type == "tinker"

@@ -22,10 +22,13 @@ MOVED_TO_BACKEND: dict[PathKey, str] = {
     ("trainer", "fully_async"): "fully_async",
     ("algorithm", "policy_loss"): "policy_loss",
     ("algorithm", "off_policy_correction"): "off_policy_correction",
+    ("algorithm", "entropy_coef"): "entropy_coef",
+    ("algorithm", "loss_reduction"): "loss_reduction",
+    ("algorithm", "value_clip"): "value_clip",
 }
-"""Old place -> the entry's name in the backend's section (moved 2026-11-29; the old place is read until the next
-release). Each is SkyRL's alone: the tinker backend's loop has neither micro-batches, nor asynchronous training, nor
-a loss other than its `loss`."""
+"""Old place -> the entry's name in the backend's section (moved 2026-11-29, the last three 2026-12-07; the old place
+is read until the next release). Each is SkyRL's alone: the tinker backend's loop has neither micro-batches, nor
+asynchronous training, nor a loss other than its `loss` (no entropy term, Tinker's own reduction, no critic)."""
 
 DEFAULT_BACKEND = "skyrl"
 """The backend of a spec that names none (`Spec.backend`'s default)."""

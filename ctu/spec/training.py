@@ -62,8 +62,6 @@ class Algorithm(Section):
     """PPO clip range below 1 for the probability ratio."""
     eps_clip_high: float = Field(0.1, gt=0.0)
     """PPO clip range above 1 for the probability ratio."""
-    value_clip: float = Field(0.1, gt=0.0)
-    """Value clip (used only by critic-based estimators; kept for parity with SkyRL's config)."""
     use_kl_loss: bool = True
     """Penalise the policy's KL to a reference policy. skyrl: SkyRL's KL loss to `model.reference_path`, with
     `kl_estimator`. tinker: the k1 estimate put into each sampled token's advantage, to the base model the LoRA
@@ -72,10 +70,6 @@ class Algorithm(Section):
     """Coefficient of the KL loss (tinker: of the penalty in the advantages)."""
     kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
     """KL estimator (Schulman's k1/k2/k3; tinker: k1, and it warns on another)."""
-    entropy_coef: float = Field(0.0, ge=0.0)
-    """Entropy bonus coefficient (0 is off)."""
-    loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = "token_mean"
-    """How token losses are averaged into the batch loss."""
     zero_variance_filter: bool = False
     """Leave out of the loss every group without a reward spread (fewer than two of its rewards differ by more than
     1e-6): GRPO gives it zero advantages, and it would only dilute a `token_mean` loss (SkyRL, prime-rl and verl

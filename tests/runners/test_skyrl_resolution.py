@@ -41,6 +41,21 @@ def test_raw_overrides_are_applied_last(tmp_path: Path):
     assert config.trainer.policy.sequence_parallel_size == 2
 
 
+@pytest.mark.parametrize("place", ["backend", "algorithm"])
+def test_skyrls_own_loss_settings_and_mini_batches_reach_its_config(tmp_path: Path, place: str):
+    """The settings only SkyRL's trainer applies (an entropy term, the loss's reduction, a critic's value clip: the
+    skyrl backend's section; `algorithm.` their place before, still read with a warning) and mini-batches reach
+    SkyRL's config; on the tinker backend each is refused (tests/invalid_specs/tinker_skyrl_only_training.yaml)."""
+    settings = [f"{place}.entropy_coef=0.05", f"{place}.loss_reduction=sequence_mean", f"{place}.value_clip=0.3"]
+    loaded = load_spec(REPO / "tests" / "skyrl_cpu" / "smoke_skyrl.yaml", [*settings, "trainer.policy_mini_batch_size=2"])
+    assert len([issue for issue in loaded.warnings if "deprecated" in issue.message]) == (3 if place == "algorithm" else 0)
+    config = resolve_skyrl_config(loaded.spec, loaded.spec.backend.params, tmp_path, tmp_path)
+    algorithm = config.trainer.algorithm
+    assert algorithm.use_entropy_loss and algorithm.entropy_loss_coef == 0.05
+    assert algorithm.loss_reduction == "sequence_mean" and algorithm.value_clip == 0.3
+    assert config.trainer.policy_mini_batch_size == 2  # the spec says 4
+
+
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_every_spec_has_a_valid_smoke_version(path: Path):
     original = load_spec(path).spec

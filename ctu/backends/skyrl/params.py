@@ -91,6 +91,14 @@ class SkyRLParams(ComponentParams):
     (recomputed by the trainer). `rollout_is` (GLM-5 report, arXiv:2602.15763, section 4.1.2) and `dppo`
     (arXiv:2602.04879) weigh against the sampler's own logprobs, as asynchronous training needs (`fully_async`).
     Was `algorithm.`; the tinker backend's loss is its `loss`."""
+    entropy_coef: float = Field(0.0, ge=0.0)
+    """Entropy bonus coefficient in the loss (0 is off; SkyRL's `entropy_loss_coef`). Was `algorithm.`."""
+    loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = "token_mean"
+    """How token losses are averaged into the batch loss (SkyRL's `loss_reduction`). Was `algorithm.`; the tinker
+    backend's loss is Tinker's sum over the tokens of each datum."""
+    value_clip: float = Field(0.1, gt=0.0)
+    """Value clip of a critic's loss (SkyRL's `value_clip`; GRPO has no critic, so it changes nothing there). Was
+    `algorithm.`."""
     off_policy_correction: OffPolicyCorrection | None = None
     """Correct for the sampler's probabilities differing from the trainer's (null: off). Needs the sampler's
     logprobs of the sampled ids after temperature, which ctu's SkyRL sampler always returns. Was `algorithm.`."""

@@ -34,8 +34,9 @@ class TinkerBackend:
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """What the Tinker path cannot honour: a reference model other than the LoRA's base (`model.path`), sampling
-        penalties, no server, rollout worker processes, and dynamic sampling other than `filter` (SkyRL's own training
-        features are entries of its backend section, which this backend's lacks)."""
+        penalties, no server, rollout worker processes, mini-batches (one optimizer step a step: a
+        `policy_mini_batch_size` other than its default or `train_batch_size`), and dynamic sampling other than
+        `filter` (SkyRL's own training features are entries of its backend section, which this backend's lacks)."""
         for name, off in UNSUPPORTED_SAMPLING:
             if getattr(spec.rollout, name) != off:
                 yield SpecIssue(f"rollout.{name}", f"Tinker's sampling params have no {name}: set it to {off}, or "
@@ -49,6 +50,13 @@ class TinkerBackend:
         if not isinstance(processes := getattr(spec.rollout.generator.params, "processes", 1), str) and processes > 1:
             yield SpecIssue("rollout.generator.processes", "Tinker's sampling client lives in the training process "
                                                            "and cannot be sent to rollout worker processes: set 1 or auto")
+        trainer = spec.trainer
+        default = type(trainer).model_fields["policy_mini_batch_size"].default
+        if trainer.policy_mini_batch_size not in (default, trainer.train_batch_size):
+            yield SpecIssue("trainer.policy_mini_batch_size", f"the tinker backend takes one optimizer step a step, on "
+                                                              f"the whole batch: set it to train_batch_size "
+                                                              f"({trainer.train_batch_size}), or use the skyrl backend, "
+                                                              "which splits a step into mini-batches")
         if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
             yield SpecIssue("algorithm.dynamic_sampling.type", "the tinker loop re-samples with `filter` only, or use "
                                                                "the skyrl backend")
