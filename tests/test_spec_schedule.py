@@ -84,6 +84,28 @@ def test_explain_prints_the_schedule():
     assert cosine.describe().endswith("the first 100 warming up the learning rate, then decaying to 0 (cosine)")
 
 
+def test_explain_says_how_the_tinker_backend_applies_settings_otherwise():
+    """`ctu explain` on a tinker spec: after the schedule, how its loop applies what SkyRL's trainer applies otherwise
+    (the KL penalty in the advantages, one optimizer step a step, the clip only with its ppo loss); a skyrl spec has
+    no such line."""
+    def explained(spec: Path, *overrides: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-m", "ctu.cli", "explain", str(spec), *overrides], capture_output=True,
+                             text=True, cwd=REPO)
+        assert out.returncode == 0, out.stderr
+        return [line for line in out.stdout.splitlines() if line.startswith("# tinker backend: ")]
+
+    smoke = REPO / "specs" / "smoke.yaml"
+    plain = explained(smoke)
+    assert any("trainer.policy_mini_batch_size: one optimizer step a step" in line for line in plain)
+    assert any("no clip: Tinker's importance_sampling loss has none" in line for line in plain)
+    assert not any("use_kl_loss" in line for line in plain)  # smoke.yaml has no KL penalty
+    penalised = explained(smoke, "algorithm.use_kl_loss=true", "algorithm.kl_loss_coef=0.05", "algorithm.kl_estimator=k1",
+                          "backend.loss=ppo", "algorithm.eps_clip_high=0.2")
+    assert any("put into each sampled token's advantage at 0.05" in line for line in penalised)
+    assert any("clips the ratio to [0.9, 1.2]" in line for line in penalised)
+    assert explained(SPEC) == []
+
+
 def test_a_validation_set_on_training_tasks_is_an_error_and_on_a_test_sets_tasks_a_warning():
     with pytest.raises(SpecError, match=r"data.train.0.split: 5 held-out task\(s\) would train"):
         load_spec(SPEC, ["data.validation={domain: retail, split: train, max_tasks: 5}"])

@@ -71,8 +71,10 @@ def explain(
     backend_config: Annotated[bool, typer.Option("--backend-config", "--skyrl", help="Print the config the spec's backend resolves it into instead (skyrl: SkyRL's config; imports skyrl).")] = False,
 ) -> None:
     """Print the fully resolved spec (extends merged, overrides applied, defaults filled in) as YAML, then its
-    schedule as a YAML comment: steps per epoch, GRPO steps, optimizer steps and warm-up."""
+    schedule as a YAML comment: steps per epoch, GRPO steps, optimizer steps and warm-up; and how its backend applies
+    settings differently."""
     from ctu.spec import dump_spec
+    from ctu.spec.backend_rules import how_applied
     from ctu.spec.schedule import schedule
 
     loaded = load(spec, overrides or [])
@@ -80,6 +82,8 @@ def explain(
         typer.echo(dump_spec(loaded.spec), nl=False)
         plan = schedule(loaded.spec)
         typer.echo(f"# schedule: {plan.describe() if plan else 'unknown (a training domain whose tasks ctu counts only by loading it)'}")
+        for line in how_applied(loaded.spec):
+            typer.echo(f"# {loaded.spec.backend.type} backend: {line}")
         return
     from ctu.errors import CtuError
     from ctu.runners.backend import backend_of

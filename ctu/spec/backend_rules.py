@@ -39,6 +39,15 @@ class BackendRules(Protocol):
         ...
 
 
+def how_applied(spec: Spec) -> list[str]:
+    """How `spec`'s backend applies its settings where it differs from the generic sections' meaning (SkyRL's
+    trainer's), one line each: the backend's optional ``how_applied(spec)`` (a backend without one: none). `ctu
+    explain` prints them."""
+    rules = backend_rules(spec)
+    describe = getattr(rules, "how_applied", None)
+    return list(describe(spec)) if describe is not None else []
+
+
 def backend_rules(spec: Spec) -> BackendRules:
     """The rules of `spec`'s backend (the registered backend, built from the spec's `backend` params).
 

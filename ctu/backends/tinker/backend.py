@@ -50,6 +50,13 @@ class TinkerBackend:
         if not isinstance(processes := getattr(spec.rollout.generator.params, "processes", 1), str) and processes > 1:
             yield SpecIssue("rollout.generator.processes", "Tinker's sampling client lives in the training process "
                                                            "and cannot be sent to rollout worker processes: set 1 or auto")
+        if self.params.loss != "ppo":
+            fields = type(spec.algorithm).model_fields
+            for name in ("eps_clip_low", "eps_clip_high"):
+                if getattr(spec.algorithm, name) != fields[name].default:
+                    yield SpecIssue(f"algorithm.{name}", f"the tinker backend clips the probability ratio only with "
+                                                         f"`backend.loss: ppo` (this spec's loss is {self.params.loss}): "
+                                                         "set loss: ppo, or remove it")
         trainer = spec.trainer
         default = type(trainer).model_fields["policy_mini_batch_size"].default
         if trainer.policy_mini_batch_size not in (default, trainer.train_batch_size):
@@ -60,6 +67,23 @@ class TinkerBackend:
         if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
             yield SpecIssue("algorithm.dynamic_sampling.type", "the tinker loop re-samples with `filter` only, or use "
                                                                "the skyrl backend")
+
+    def how_applied(self, spec: Spec) -> Iterator[str]:
+        """How this backend applies the spec's settings where it differs from SkyRL's trainer (`ctu explain`)."""
+        from ctu.backends.tinker.kl import penalty_coef
+
+        if (coef := penalty_coef(spec)) > 0:
+            yield (f"algorithm.use_kl_loss: the k1 estimate of the KL to model.path (the base the LoRA trains on) is put "
+                   f"into each sampled token's advantage at {coef:g}, not added to the loss")
+        yield ("trainer.policy_mini_batch_size: one optimizer step a step, on the whole batch (Tinker's "
+               "forward_backward on every trained episode, then optim_step)")
+        if self.params.loss == "ppo":
+            yield (f"algorithm.eps_clip_low, eps_clip_high: Tinker's ppo loss clips the ratio to "
+                   f"[{1 - spec.algorithm.eps_clip_low:g}, {1 + spec.algorithm.eps_clip_high:g}]")
+        else:
+            yield f"algorithm.eps_clip_low, eps_clip_high: no clip: Tinker's {self.params.loss} loss has none"
+        yield ("algorithm.zero_variance_filter: an episode of zero advantage is never fed to the trainer (without a KL "
+               "penalty), filtered or not")
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
         """A KL loss with an estimator other than k1: the tinker backend penalises the k1 estimate in the advantages
