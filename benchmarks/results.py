@@ -137,7 +137,7 @@ def generated(text: str) -> str:
 
 def stale_docs() -> list[Path]:
     """The README and the docs whose generated blocks differ from their results."""
-    return [path for path in [REPO / "README.md", *sorted(DOCS.glob("*.md"))] if generated(path.read_text()) != path.read_text()]
+    return [path for path in [REPO / "README.md", *sorted(DOCS.rglob("*.md"))] if generated(path.read_text()) != path.read_text()]
 
 
 def main() -> None:

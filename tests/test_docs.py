@@ -9,7 +9,7 @@ from pathlib import Path
 from .conftest import REPO
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "tests").rglob("README.md"))]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted((REPO / "tests").rglob("README.md"))]
 
 
 def test_the_readme_is_short_and_indexes_every_guide():
@@ -39,7 +39,7 @@ def test_the_docs_generated_tables_match_the_benchmarks_results():
     checked = subprocess.run([sys.executable, str(REPO / "benchmarks" / "results.py"), "--check"], cwd=REPO,
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    blocks = re.findall(r"<!-- results: ([\w.-]+) -->", " ".join(p.read_text() for p in (REPO / "docs").glob("*.md")))
+    blocks = re.findall(r"<!-- results: ([\w.-]+) -->", " ".join(p.read_text() for p in (REPO / "docs").rglob("*.md")))
     assert "chain_check" in blocks
 
 
