@@ -38,8 +38,7 @@ MISSING = {
     "task_generators": ["no method async propose(context)"],
     "backends": ["no method spec_errors(spec)", "no method spec_warnings(spec)", "no method deep_check(spec, run_dir)",
                  "no method plan(spec, run_dir)", "no method run(spec, run_dir, resume=..., progress=..., verbose=...)",
-                 "no method policies(run_dir)", "no method open_policy(spec, policy, run_dir, work_dir, in_flight=...)",
-                 "no class attribute `skyrl_schedule` (bool)"],
+                 "no method policies(run_dir)", "no method open_policy(spec, policy, run_dir, work_dir, in_flight=...)"],
 }
 
 
@@ -66,7 +65,6 @@ from ctu.registry import ComponentParams, registry
 
 @registry.backends.register("half")
 class HalfBackend:  # what the spec layer calls, and nothing a run needs
-    skyrl_schedule = False
     Params = ComponentParams
 
     def __init__(self, params):

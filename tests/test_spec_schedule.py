@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,69 @@ def test_the_8b_scripts_schedule():
     assert capped.total_steps == 5 and capped.optimizer_steps == 20
     tinker = schedule(load_spec(REPO / "specs" / "smoke.yaml").spec)
     assert tinker.optimizer_steps_per_step == 1  # Tinker steps its optimizer once a GRPO step
+
+
+class NothingRuns:
+    """The backend contract's members, none of them run here (what a spec check builds)."""
+
+    from ctu.registry import ComponentParams as Params
+
+    def __init__(self, params):
+        self.params = params
+
+    def spec_errors(self, spec):
+        return iter(())
+
+    def spec_warnings(self, spec):
+        return iter(())
+
+    def deep_check(self, spec, run_dir):
+        raise NotImplementedError
+
+    def plan(self, spec, run_dir):
+        raise NotImplementedError
+
+    def run(self, spec, run_dir, *, resume, progress, verbose):
+        raise NotImplementedError
+
+    def policies(self, run_dir):
+        raise NotImplementedError
+
+    def open_policy(self, spec, policy, run_dir, work_dir, *, in_flight=None):
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("declares", ["nothing", "step_counts", "skyrl_schedule"])
+def test_each_backend_counts_its_own_steps(declares):
+    """How an epoch is stepped through is the backend's (`step_counts`): a backend of one's own that says nothing
+    trains a batch in one optimizer step, one with `step_counts` counts as it says, and one written with the older
+    `skyrl_schedule` class attribute still counts SkyRL's way, with a deprecation warning."""
+    from ctu.registry import registry
+    from ctu.spec.backend_rules import mini_batch_steps
+
+    members: dict[str, object] = {
+        "nothing": {}, "skyrl_schedule": {"skyrl_schedule": True},
+        "step_counts": {"step_counts": lambda self, tasks, trainer: mini_batch_steps(tasks, trainer)}}[declares]
+    name = f"counting_{declares}"
+    registry.backends.register(name)(type("CountingBackend", (NothingRuns,), dict(members)))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plan = schedule(load_spec(SPEC, [f"backend={{type: {name}}}", "algorithm.use_kl_loss=false"]).spec)
+    finally:
+        registry.backends.unregister(name)
+    assert plan.train_tasks == 74 and plan.total_steps == 200  # 2 steps an epoch either way (74 at 32)
+    assert plan.optimizer_steps_per_step == (1 if declares == "nothing" else 4)
+    deprecated = [w for w in caught if issubclass(w.category, DeprecationWarning) and "skyrl_schedule" in str(w.message)]
+    assert bool(deprecated) == (declares == "skyrl_schedule")
+
+
+def test_a_loop_training_a_whole_batch_makes_one_step_of_an_epoch_smaller_than_a_batch():
+    from ctu.spec.backend_rules import StepCounts, mini_batch_steps, whole_batch_steps
+
+    trainer = load_spec(SPEC).spec.trainer  # 32 a step, 8 a mini-batch
+    assert whole_batch_steps(20, trainer) == StepCounts(1, 0, 1) and whole_batch_steps(70, trainer) == StepCounts(2, 6, 1)
+    assert mini_batch_steps(20, trainer) == StepCounts(0, 20, 4) and mini_batch_steps(70, trainer) == StepCounts(2, 6, 4)
 
 
 def messages(loaded, path: str) -> list[str]:

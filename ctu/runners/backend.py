@@ -6,8 +6,6 @@ with its `Params` as the rest of the spec's ``backend`` section, built as ``cls(
 
     @registry.backends.register("my_cluster")
     class MyClusterBackend:
-        skyrl_schedule = False
-
         class Params(ComponentParams):
             queue: str = "gpu"
 

@@ -1,12 +1,11 @@
 """A spec's training schedule in numbers: tasks, steps per epoch, GRPO steps, optimizer steps and warm-up.
 
 Task counts come from `tau_bench_env.gold_limits` (the built-in domains with default params, without loading
-tau2); a source of any other domain leaves the schedule unknown (None). The arithmetic is the backend's
-(`BackendRules.skyrl_schedule`): SkyRL's
-dataloader drops the last short batch of each epoch (``drop_last``) and its optimizer steps once per mini-batch
-(``train_batch_size / policy_mini_batch_size`` a GRPO step, one update epoch), its learning-rate warm-up counted in
-optimizer steps; ctu's Tinker runner also drops the short batch (a whole epoch smaller than a batch is one step)
-and steps its optimizer once a GRPO step.
+tau2); a source of any other domain leaves the schedule unknown (None). How an epoch is stepped through is the
+backend's (`ctu.spec.backend_rules.step_counts`): SkyRL's dataloader drops the last short batch of each epoch
+(``drop_last``) and its optimizer steps once per mini-batch, its learning-rate warm-up counted in optimizer steps;
+ctu's Tinker runner also drops the short batch (a whole epoch smaller than a batch is one step) and steps its
+optimizer once a GRPO step.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctu.errors import CtuError
-from ctu.spec.backend_rules import backend_rules
+from ctu.spec.backend_rules import step_counts
 from ctu.spec.models import DatasetSource, Spec
 
 
@@ -193,18 +192,12 @@ def schedule(spec: Spec) -> Schedule | None:
             return None
         tasks = sum(len(ids or ()) for ids in counts)
     trainer = spec.trainer
-    batch = trainer.train_batch_size
-    skyrl = backend_rules(spec).skyrl_schedule
-    if skyrl or tasks >= batch:
-        per_epoch, dropped = divmod(tasks, batch)
-    else:  # ctu's Tinker runner: an epoch smaller than a batch is one step of all its tasks
-        per_epoch, dropped = 1, 0
-    total = per_epoch * trainer.epochs
+    stepped = step_counts(spec, tasks)
+    total = stepped.per_epoch * trainer.epochs
     if trainer.max_steps is not None:
         total = min(total, trainer.max_steps)
-    per_step = batch // trainer.policy_mini_batch_size if skyrl else 1
-    return Schedule(tasks, batch, per_epoch, dropped, total, per_step, trainer.optimizer.warmup_steps, spec.data.sft is not None,
-                    trainer.optimizer.scheduler)
+    return Schedule(tasks, trainer.train_batch_size, stepped.per_epoch, stepped.dropped, total, stepped.optimizer_steps,
+                    trainer.optimizer.warmup_steps, spec.data.sft is not None, trainer.optimizer.scheduler)
 
 
 def sft_row_count(path: str) -> int | None:

@@ -8,6 +8,7 @@ import pytest
 
 from ctu.backends.tinker.batch import StepPlan
 from ctu.metrics import evaluation_metrics
+from ctu.rollout.records import TrajectoryRecord
 from ctu.runners.grpo import (
     SHUFFLED_REWARDS,
     group_advantages,
@@ -18,9 +19,8 @@ from ctu.runners.grpo import (
     token_data,
     weigh_negative,
 )
-from ctu.rollout.records import TrajectoryRecord
-from tau_bench_env.outcome import EpisodeResult
 from ctu.runners.task_rows import TaskRow
+from tau_bench_env.outcome import EpisodeResult
 
 
 def test_group_advantages_are_centred_and_scaled_per_group():

@@ -13,7 +13,6 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import ClassVar
 
 from pydantic import Field
 
@@ -39,7 +38,6 @@ class ToyParams(ComponentParams):
 class ToyBackend:
     """A scripted policy that learns nothing: for the interface's own tests."""
 
-    skyrl_schedule: ClassVar[bool] = False
     Params = ToyParams
 
     def __init__(self, params: ToyParams) -> None:

@@ -8,14 +8,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from ctu.backends.skyrl.keys import is_skyrl_config_key, skyrl_config_keys
 from ctu.backends.skyrl.params import SkyRLParams
 from ctu.errors import did_you_mean
 from ctu.runners.backend import LaunchPlan
+from ctu.spec.backend_rules import StepCounts, mini_batch_steps
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
+from ctu.spec.training import Trainer
 
 if TYPE_CHECKING:
     from ctu.runners.backend import PolicyHandle
@@ -40,11 +42,14 @@ class SkyRLBackend:
     """SkyRL on a GPU cluster: Ray, vLLM inference engines and an FSDP trainer. The run joins the Ray cluster at
     `RAY_ADDRESS` when it is set (started with `ray start` on each node), else starts one on this machine."""
 
-    skyrl_schedule: ClassVar[bool] = True
     Params = SkyRLParams
 
     def __init__(self, params: SkyRLParams) -> None:
         self.params = params
+
+    def step_counts(self, tasks: int, trainer: Trainer) -> StepCounts:
+        """SkyRL's dataloader: the last short batch of each epoch dropped, an optimizer step per mini-batch."""
+        return mini_batch_steps(tasks, trainer)
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`, or for SFT its

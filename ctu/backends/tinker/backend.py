@@ -8,12 +8,14 @@ import json
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from ctu.backends.tinker.params import TinkerParams
 from ctu.runners.backend import LaunchPlan
+from ctu.spec.backend_rules import StepCounts, whole_batch_steps
 from ctu.spec.errors import SpecIssue
 from ctu.spec.models import Spec
+from ctu.spec.training import Trainer
 
 if TYPE_CHECKING:
     from ctu.runners.backend import PolicyHandle
@@ -26,11 +28,14 @@ UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0),
 class TinkerBackend:
     """Any Tinker API server, or SkyRL's Tinker API server with its JAX backend started locally (the CPU path)."""
 
-    skyrl_schedule: ClassVar[bool] = False
     Params = TinkerParams
 
     def __init__(self, params: TinkerParams) -> None:
         self.params = params
+
+    def step_counts(self, tasks: int, trainer: Trainer) -> StepCounts:
+        """ctu's Tinker loop: each step's batch in one optimizer step; an epoch smaller than a batch is one step."""
+        return whole_batch_steps(tasks, trainer)
 
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """What the Tinker path cannot honour: a reference model other than the LoRA's base (`model.path`), sampling
