@@ -1,14 +1,20 @@
-"""Output folders a command reuses are never silently mixed: what in a folder the command did not write.
+"""Output folders a command reuses are never silently mixed, and never lose a measurement: what in a folder the
+command did not write, and where what a command replaces goes.
 
 Each command that writes into ``--out`` (`ctu eval`, `ctu tasks generate`, `ctu tasks calibrate`, `ctu data sft`)
 refuses a folder holding anything else, and leaves it as it was; each checks its own record of what it wrote (its
-identity) before reusing the rest.
+identity) before reusing the rest. A resumed run replays the steps after its checkpoint: what it wrote of them
+before (metric lines, trajectory files) is set aside under ``superseded/`` (`set_aside`), never deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
+
+SUPERSEDED = "superseded"
+"""The folder of a run directory that holds what a resume replaced (`set_aside`)."""
 
 
 def unowned(folder: Path, own: Collection[str], record: tuple[str, str] | None = None) -> list[str]:
@@ -22,6 +28,28 @@ def unowned(folder: Path, own: Collection[str], record: tuple[str, str] | None =
     if record is not None and not found and (folder / record[0]).exists() and not (folder / record[1]).exists():
         found = [f"{record[0]} without {record[1]}"]
     return found
+
+
+def set_aside(folder: Path, relative: str, lines: Sequence[str] | None = None) -> Path:
+    """Keep what a resume is about to replace, under ``<folder>/superseded/<UTC time>/<relative>``: the file
+    ``<folder>/<relative>`` moved there whole, or, with `lines`, those lines (each without its newline) appended
+    there, the file left to its writer. Several calls of one resume (one process) share the time's folder.
+
+    Returns:
+        The file written.
+    """
+    target = folder / SUPERSEDED / _RESUMED_AT / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if lines is None:
+        (folder / relative).replace(target)
+    else:
+        with target.open("a", encoding="utf-8") as handle:
+            handle.writelines(line + "\n" for line in lines)
+    return target
+
+
+_RESUMED_AT = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+"""This process's folder name under ``superseded/`` (UTC, to the second)."""
 
 
 def refusal(folder: Path, command: str, found: list[str]) -> str:

@@ -111,13 +111,29 @@ def test_a_truncated_or_empty_state_is_named_and_nothing_changes(toy_run: Path, 
     assert (run / "metrics.jsonl").read_text() == metrics
 
 
+@pytest.mark.parametrize(("state", "named"), [({"backend": "toy"}, "no `step`"), ({"backend": "toy", "step": -1}, "`step` is -1"),
+                                              ({"backend": "toy", "step": "2"}, "`step` is '2'"), ([2], "not a JSON object")])
+def test_a_state_without_a_step_is_refused_and_the_run_kept_whole(toy_run: Path, tmp_path: Path, state, named: str):
+    """A state that says no step (emptied of it, edited) is not taken as step 0: the resume, which would start the
+    finished run over in place, is refused naming what is wrong, and the metrics stay as they were."""
+    run = copy_of(toy_run, tmp_path)
+    (run / "state.json").write_text(json.dumps(state))
+    metrics = (run / "metrics.jsonl").read_text()
+    refused(ctu("run", "--resume", str(run), "trainer.max_steps=3"), "is not the state ctu wrote", named, "nothing in this one was changed")
+    assert (run / "metrics.jsonl").read_text() == metrics and not (run / "superseded").exists()
+
+
 def test_a_metric_line_cut_by_a_kill_is_dropped_on_resume_and_no_line_is_duplicated(toy_run: Path, tmp_path: Path):
+    """A resume replays the steps after its checkpoint: their earlier lines, and a line a kill cut, are set aside
+    under superseded/ (never deleted), and none is duplicated in metrics.jsonl."""
     run = copy_of(toy_run, tmp_path)
     with (run / "metrics.jsonl").open("a") as file:
         file.write('{"step": 3, "train/rew')  # the kill came mid-write
     result = ctu("run", "--resume", str(run), "trainer.max_steps=3", "--no-progress")
     assert result.returncode == 0, result.stderr[-3000:]
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
+    [aside] = (run / "superseded").glob("*/metrics.jsonl")
+    assert aside.read_text() == '{"step": 3, "train/rew\n'
 
 
 def test_a_resume_that_changes_the_experiment_is_refused_naming_the_keys_unless_allowed(toy_run: Path, tmp_path: Path):

@@ -1,8 +1,9 @@
 """Trajectory logs: full conversations as JSONL, every evaluation and a sample of training every N steps.
 
 Files: ``<run_dir>/trajectories/<phase>_step<NNNNNN>.jsonl``, one line per trajectory. A step's file is written
-whole by the process that runs the step: its first batch replaces the file (a resumed run that replays a step never
-duplicates its lines), later batches of the same step append (evaluation runs in `eval_batch_size` batches; dynamic
+whole by the process that runs the step: its first batch starts the file, a file of the step written before (by the
+run a resume replays the step of) set aside under ``superseded/`` first (`ctu.output_folders.set_aside`: never
+duplicated, never deleted), later batches of the same step append (evaluation runs in `eval_batch_size` batches; dynamic
 sampling and the fully async trainer make several batches of one training step).
 """
 
@@ -94,7 +95,8 @@ class TrajectoryLogger:
         self.train_samples = train_samples
         self.seed = seed
         self._written: dict[Path, int] = {}
-        """Lines this logger wrote to each file: a file it has not written yet is replaced, else appended to."""
+        """Lines this logger wrote to each file: a file it has not written yet is started anew (an older one set
+        aside), else appended to."""
 
     def __call__(self, records: list[TrajectoryRecord], phase: str, step: int) -> Path | None:
         """Log `records` of `phase` at `step` (training: a seeded sample, `train_samples` a step over all its batches);
@@ -109,6 +111,10 @@ class TrajectoryLogger:
                 range(len(records)), min(budget, len(records)))
             records = [records[i] for i in sorted(chosen)]
         self.folder.mkdir(parents=True, exist_ok=True)
+        if written is None and path.exists():
+            from ctu.output_folders import set_aside
+
+            set_aside(self.folder.parent, str(path.relative_to(self.folder.parent)))
         with path.open("a" if written is not None else "w", encoding="utf-8") as handle:
             for record in records:
                 handle.write(json.dumps(trajectory_line(record, phase, step), ensure_ascii=False) + "\n")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 RESULTS = ("metrics.jsonl", "state.json", "trajectories", "checkpoints", "plots", "tensorboard", "wandb", "tinker", "data",
-           "exports", "logs", "skyrl_config.yaml", "spec_changes.jsonl")
+           "exports", "logs", "skyrl_config.yaml", "spec_changes.jsonl", "superseded")
 """What a run writes into its directory, on either backend (removed by `--overwrite`; SkyRL adds `exports`, `logs`,
 `skyrl_config.yaml`)."""
 

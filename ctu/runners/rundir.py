@@ -56,6 +56,21 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def _state_problems(state: object) -> list[str]:
+    """What makes `state` (``state.json`` as parsed) no `RunState`: each problem as a phrase; [] for a state."""
+    if not isinstance(state, dict):
+        return ["not a JSON object"]
+    problems = []
+    if not isinstance(state.get("backend", ""), str):  # none in a state written before ctu named the backend
+        problems.append(f"`backend` is {state['backend']!r}, not a backend's name")
+    step = state.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        problems.append("no `step`" if step is None else f"`step` is {step!r}, not a step number")
+    if not isinstance(state.get("checkpoint"), str | None):
+        problems.append(f"`checkpoint` is {state['checkpoint']!r}, not a checkpoint path")
+    return problems
+
+
 @dataclass
 class RunDir:
     """One run's folder, ``<experiment.output_dir>/<experiment.name>`` unless given."""
@@ -113,7 +128,9 @@ class RunDir:
         """The resume state (``{}`` for a new run).
 
         Raises:
-            RunError: the file is not a state ctu wrote (truncated, emptied or edited).
+            RunError: the file is not a state ctu wrote (truncated, emptied or edited: not a JSON object with a
+                `step` of 0 or more, the writing backend's name and its checkpoint where it has them), naming what is
+                wrong; a run is never taken to be at step 0 because its state says nothing.
         """
         if not self.state_file.exists():
             return {}
@@ -122,9 +139,12 @@ class RunDir:
         except (ValueError, OSError) as error:
             raise RunError(f"{self.state_file} cannot be read ({error}): it is not the state ctu wrote; the run's "
                            f"checkpoints are in {self.checkpoints}") from None
-        if not isinstance(state, dict) or not isinstance(state.get("step", 0), int):
-            raise RunError(f"{self.state_file} is not a run state (a JSON object with an integer `step`)")
-        return state  # type: ignore[return-value]
+        problems = _state_problems(state)
+        if problems:
+            raise RunError(f"{self.state_file} is not the state ctu wrote ({'; '.join(problems)}): restore it (its "
+                           f"`step` is the newest step in {self.checkpoints} with a complete checkpoint), or start a new "
+                           "run in another folder; nothing in this one was changed")
+        return state  # type: ignore[no-any-return]
 
     def write_state(self, state: RunState) -> None:
         """Replace the resume state atomically."""

@@ -33,12 +33,16 @@ def test_jsonl_writes_one_line_per_step_and_appends_on_resume(tmp_path: Path):
 @pytest.mark.parametrize(("resume_step", "kept"), [(1, [0, 1]), (-1, [])])
 def test_jsonl_resumed_drops_later_steps_and_a_line_a_kill_cut_short(tmp_path: Path, resume_step: int, kept: list[int]):
     """A resume from step 1's checkpoint keeps steps 0 and 1; one that starts over (-1: killed before its first
-    checkpoint) keeps nothing, so its evaluation before training is not logged twice."""
-    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "a": 1.0}\n{"step": 1, "a": 2.0}\n{"step": 2, "a": 3.0}\n{"step": 3, "a"')
+    checkpoint) keeps nothing, so its evaluation before training is not logged twice. What it replays is set aside
+    under superseded/, the cut line with it: nothing deleted."""
+    lines = ['{"step": 0, "a": 1.0}', '{"step": 1, "a": 2.0}', '{"step": 2, "a": 3.0}', '{"step": 3, "a"']
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines))
     tracker = build("jsonl")
     tracker.start(tmp_path, "run", "proj", {}, resume_step=resume_step)
     tracker.finish()
     assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == kept
+    [aside] = (tmp_path / "superseded").glob("*/metrics.jsonl")
+    assert aside.read_text().splitlines() == lines[len(kept):]
 
 
 def test_trackers_refuse_to_log_before_start(tmp_path: Path):

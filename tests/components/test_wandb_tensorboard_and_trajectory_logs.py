@@ -90,8 +90,11 @@ def test_trajectory_logs_every_evaluation_and_a_sample_of_training(tmp_path: Pat
     assert lines[0]["messages"][1]["tool_calls"][0]["function"]["name"] == "get_order_details"
     assert lines[0]["messages"][2]["role"] == "tool"
     assert logger(records, "train", 2) is None  # another batch of the step (async groups): the sample is full
+    before = path.read_text()
     again = TrajectoryLogger(tmp_path, every_n_steps=2, train_samples=2, seed=0)(records, "train", 2)
     assert len(again.read_text().splitlines()) == 2  # a resumed run rewrites the step: no duplicate lines
+    [aside] = (tmp_path / "superseded").glob("*/trajectories/train_step000002.jsonl")
+    assert aside.read_text() == before  # and the lines it replayed are set aside, not deleted
     logger(records[:2], "eval", 4)
     logger(records[2:], "eval", 4)  # evaluation's next batch joins the first
     for step in (0, 4):

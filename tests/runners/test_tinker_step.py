@@ -275,3 +275,18 @@ def test_a_tinker_state_naming_a_later_step_than_its_checkpoint_resumes_from_the
         (runner.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": f"tinker://m/weights/step_{step:06d}"}))
     assert runner._checkpoint_step("tinker://m/weights/step_000010", 12) == 10
     assert runner._checkpoint_step("tinker://elsewhere", 12) == 12  # no record: the state's own step
+
+
+def test_a_resume_whose_state_names_a_step_but_no_checkpoint_is_refused_and_nothing_changes(minimal, tmp_path):
+    """A state saying step 2 is done without the checkpoint to continue from is not a run to start over in place:
+    refused, naming what to restore, before anything in the folder is written."""
+    from ctu.runners.rundir import RunError
+
+    spec = spec_from_dict(minimal).spec
+    run_dir = RunDir(tmp_path)
+    run_dir.write_state({"backend": "tinker", "step": 2})
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    before = sorted((path.name, path.read_bytes()) for path in tmp_path.iterdir())
+    with pytest.raises(RunError, match="says step 2 is done but names no checkpoint"):
+        asyncio.run(TinkerRunner(spec, spec.backend.params, run_dir, resume=True, progress=False)._run("unused"))
+    assert sorted((path.name, path.read_bytes()) for path in tmp_path.iterdir()) == before

@@ -51,7 +51,7 @@ from ctu.runners.grpo import (
     step_logprob_gap,
     weigh_negative,
 )
-from ctu.runners.rundir import RunDir, RunState
+from ctu.runners.rundir import RunDir, RunError, RunState
 from ctu.runners.task_rows import TaskRow, evaluation_rows, train_rows
 from ctu.spec import Spec, spec_to_dict
 
@@ -106,6 +106,10 @@ class TinkerRunner:
         spec = self.spec
         state: RunState = self.run_dir.read_state() if self.resume else {}
         resume_from = state.get("checkpoint")
+        if self.resume and not resume_from and state.get("step", 0) > 0:
+            raise RunError(f"{self.run_dir.state_file} says step {state['step']} is done but names no checkpoint to "
+                           "resume from: restore its `checkpoint` (the newest tinker:// path in "
+                           f"{self.run_dir.checkpoints}), or start a new run in another folder; nothing was changed")
         start_step = self._checkpoint_step(resume_from, state.get("step", 0)) if resume_from else 0  # else: starts over
         self.run_dir.write_spec(spec)  # with the state, the run directory holds a run from now on
         self.run_dir.write_state(state := RunState(backend=spec.backend.type, step=start_step, checkpoint=resume_from))

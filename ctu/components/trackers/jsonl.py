@@ -31,13 +31,19 @@ class JsonlTracker:
 
     def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
         """Open `<run_dir>/<filename>` for appending. A resumed run (`resume_step` set; -1 when it starts over)
-        first drops the lines of later steps, which it is about to run again, so no metric line is duplicated or
-        lost, and any line that is not a whole metric line (one a kill cut short)."""
+        first sets aside the lines of later steps, which it is about to run again, and any line that is not a whole
+        metric line (one a kill cut short), under ``superseded/`` (`ctu.output_folders.set_aside`): no metric line is
+        duplicated, and none is deleted."""
+        from ctu.output_folders import set_aside
+
         path = Path(run_dir) / self.params.filename
         path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and path.exists():
-            kept = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
-                    if (step := _step_of(line)) is not None and step <= resume_step]
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            keep = [(step := _step_of(line)) is not None and step <= resume_step for line in lines]
+            kept = [line for line, keeping in zip(lines, keep, strict=True) if keeping]
+            if replayed := [line for line, keeping in zip(lines, keep, strict=True) if not keeping and line.strip()]:
+                set_aside(Path(run_dir), self.params.filename, replayed)
             temporary = path.with_name(path.name + ".tmp")
             temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
             temporary.replace(path)
