@@ -135,7 +135,9 @@ def _write_submission(report: dict[str, object], spec: Spec, path: Path, model_n
 
 def _say_what_was_left_out(result: EvalResult, spec: Spec) -> None:
     """Name the episodes left out of the figures (user-simulator faults, infrastructure errors); exit 3 when that
-    was every one (nothing measured)."""
+    was every one, or when no episode reached a policy turn (`policy_never_played`): nothing measured."""
+    from ctu.evaluation.report import policy_never_played
+
     overall = result.report["overall"]
     failed = int(overall.get("infra_errors", 0)) if isinstance(overall, dict) else 0
     faulted = int(overall.get("user_faults", 0)) if isinstance(overall, dict) else 0
@@ -152,6 +154,9 @@ def _say_what_was_left_out(result: EvalResult, spec: Spec) -> None:
         err.print(f"[red]error:[/red] nothing measured: {'none of the' if episodes else 'no'} {episodes or ''} episode(s) "
                   "finished without an infrastructure error or an excluded user-simulator fault, so eval.json holds no "
                   "success figure; check the endpoint, then run the same command again")
+        raise typer.Exit(EXIT_NOTHING_MEASURED)
+    if isinstance(overall, dict) and (why := policy_never_played(overall)):
+        err.print(f"[red]error:[/red] nothing measured: {escape(why)}")
         raise typer.Exit(EXIT_NOTHING_MEASURED)
 
 

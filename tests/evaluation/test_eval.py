@@ -6,6 +6,7 @@ the command line."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -363,3 +364,30 @@ def test_an_evaluator_exception_the_policy_caused_counts_against_it(tmp_path: Pa
 
     shown = [episode for episode in page_data([tmp_path])["episodes"] if episode["task_id"] == "create_task_1_with_env_assertions"]
     assert [episode["failure"] for episode in shown] == ["evaluator raised: ValueError: Task task_2 not found"] * 2
+
+
+def test_an_evaluation_where_no_episode_reached_the_policy_measures_nothing(tmp_path: Path):
+    """With a context smaller than the first prompt, every episode ends `context_overflow` before the policy's first
+    turn: its 0.000 is no measurement, and `ctu eval` exits 3 saying why (a policy turn played is a measurement)."""
+    from ctu.evaluation.report import policy_never_played
+
+    from ..support.openai_server import Answer
+
+    data = json.loads(json.dumps(MINIMAL_SPEC))
+    data["model"] = {"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking", "max_model_len": 300}
+    data["data"]["test_sets"] = {"mock": {"domain": "mock", "split": "base", "max_tasks": 2}}
+    data["rollout"] = {"max_tokens_per_turn": 64}
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(json.dumps(data))
+    with ScriptedOpenAIServer(default=Answer.text("Goodbye. ###STOP###")) as server:
+        done = subprocess.run([sys.executable, "-m", "ctu.cli", "eval", str(spec_file), "--endpoint", server.base_url,
+                               "--model", "any", "--no-progress", "--out", str(tmp_path / "short")],
+                              capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "COLUMNS": "200"}, timeout=300)
+        assert server.requests == []  # the policy was never asked
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert "nothing measured: none of the 2 finished episode(s) reached a policy turn" in said and "context_overflow 100%" in said
+    overall = json.loads((tmp_path / "short" / "eval.json").read_text())["overall"]
+    assert policy_never_played(overall) is not None
+    assert policy_never_played({**overall, "turns_per_episode": 0.5}) is None  # a turn played is a measurement
+    assert policy_never_played({"episodes": 2, "infra_errors": 2}) is None  # the infrastructure errors say why
