@@ -105,6 +105,10 @@ def build_components(spec: Spec) -> Components:
         ComponentError: a component is no longer registered (the spec was validated in another process).
         ValueError: a reward that needs a judge has none (the spec check `check_judges` prevents it).
     """
+    from ctu.redaction import remember_secrets
+    from ctu.spec.secrets import secret_variables
+
+    remember_secrets(secret_variables(spec))  # whatever text carries a key back is scrubbed at its writer
     judges: dict[ComponentConfig[Judge], Judge] = {}
 
     def judge_for(config: ComponentConfig[Judge]) -> Judge:

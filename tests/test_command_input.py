@@ -220,3 +220,30 @@ def test_a_run_resumed_on_another_backend_is_refused_naming_both(toy_run: Path, 
     result = ctu("run", "--resume", str(run), "backend={type: tinker, local: true}", "--allow-spec-change")
     refused(result, "trained by the toy backend", "names tinker")
     assert not (run / "spec_changes.jsonl").exists()
+
+
+def test_a_key_an_endpoint_echoes_in_its_error_is_scrubbed_from_every_file_page_and_line(tmp_path: Path):
+    """An endpoint refusing the policy's key answers 401 with the request's `Authorization` header in its message:
+    the key comes back inside ctu's own text (each episode's infrastructure error, the tracebacks in eval.log, the
+    console) and is replaced by its variable's name at every writer, the trajectory lines, the log, the console and
+    `ctu view`'s page among them."""
+    from .conftest import MINIMAL_SPEC
+
+    spec = json.loads(json.dumps(MINIMAL_SPEC))
+    spec["model"] = {"path": "builtin:tiny-qwen3", "family": "qwen3", "chat_template": "qwen3_no_thinking"}
+    spec["data"]["test_sets"] = {"mock": {"domain": "mock", "split": "base", "max_tasks": 1}}
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "eval"
+    with ScriptedOpenAIServer(api_key="not-the-planted-key", echo_refused=True) as server:
+        done = ctu("eval", str(spec_file), "--endpoint", server.base_url, "--model", "m", "--api-key-env", KEY_ENV,
+                   "--limit", "1", "--no-progress", "--out", str(out), env={KEY_ENV: KEY})
+        assert server.refused and all(headers["authorization"] == f"Bearer {KEY}" for headers in server.refused), done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr  # every episode an infrastructure error: nothing measured
+    viewed = ctu("view", str(out), "--out", str(tmp_path / "page.html"), env={KEY_ENV: KEY})
+    assert viewed.returncode == 0, viewed.stderr
+    assert KEY not in done.stdout + done.stderr + viewed.stdout + viewed.stderr
+    assert files_holding(KEY, tmp_path) == [] and files_holding(KEY, out) == []
+    lines = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert lines and all(f"<{KEY_ENV}>" in line["infra_error"] for line in lines)  # the text was there, scrubbed
+    assert f"<{KEY_ENV}>" in (out / "eval.log").read_text()

@@ -3,18 +3,22 @@ printing a ctu error as a message (never a traceback)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO, cast
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ctu.redaction import ScrubbedStream
+
 if TYPE_CHECKING:
     from ctu.spec import LoadedSpec
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# every line a command prints is scrubbed of the secrets its specs name (`ctu.redaction`)
+out = Console(file=cast("TextIO", ScrubbedStream(lambda: sys.stdout)), highlight=False, soft_wrap=True)
+err = Console(file=cast("TextIO", ScrubbedStream(lambda: sys.stderr)), highlight=False, soft_wrap=True)
 
 EXIT_SPEC_ERROR = 2
 """Exit code for a bad spec or bad arguments."""

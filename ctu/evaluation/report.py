@@ -26,6 +26,7 @@ Definitions (per test set, and over every test set as ``overall`` when there are
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,18 +97,19 @@ def figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def policy_never_played(overall: dict[str, Any]) -> str | None:
+def policy_never_played(overall: Mapping[str, object]) -> str | None:
     """Why the figures of an evaluation (its `figures`) measure nothing of the policy although episodes finished:
     none of them reached a policy turn (e.g. each first prompt longer than the context, every episode
     ``context_overflow`` before the policy spoke), said with how the episodes ended; None when a policy turn was
     played, or when no episode finished (the infrastructure errors say why)."""
-    if "turns_per_episode" not in overall or overall["turns_per_episode"] > 0:
+    turns, ended = overall.get("turns_per_episode"), overall.get("terminations")
+    if not isinstance(turns, int | float) or turns > 0:
         return None
-    ended = ", ".join(f"{reason} {share:.0%}" for reason, share in overall.get("terminations", {}).items())
-    return (f"none of the {overall['episodes'] - overall.get('infra_errors', 0)} finished episode(s) reached a policy "
-            f"turn (they ended: {ended}), so their success says nothing of the policy; with context_overflow, the "
-            "first prompt (system prompt, tools, first user turn) does not fit model.max_model_len with "
-            "rollout.max_tokens_per_turn")
+    how = ", ".join(f"{reason} {share:.0%}" for reason, share in ended.items()) if isinstance(ended, dict) else "unknown"
+    finished = int(str(overall.get("episodes", 0))) - int(str(overall.get("infra_errors", 0)))
+    return (f"none of the {finished} finished episode(s) reached a policy turn (they ended: {how}), so their success "
+            "says nothing of the policy; with context_overflow, the first prompt (system prompt, tools, first user "
+            "turn) does not fit model.max_model_len with rollout.max_tokens_per_turn")
 
 
 def summarize(lines: list[dict[str, Any]], samples: int) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ctu.evaluation.policies import EvalError, PolicyChoice, open_policy
 from ctu.evaluation.report import summarize
 from ctu.output_folders import refusal, unowned
+from ctu.redaction import remember_secrets, scrub
 from ctu.runners.task_rows import TaskRow, test_rows
 from ctu.spec import Spec, spec_hash
 
@@ -229,6 +230,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
 
     choice.check()
     components = build_components(spec)
+    remember_secrets([choice.api_key_env] if choice.api_key_env else [])  # the policy endpoint's key, if any
     plan = plan_evaluation(components, test_set, limit, repeats)
     out_dir = Path(out_dir)
     config = {"spec": spec.experiment.name, "spec_hash": spec_hash(spec), "policy": choice.label(),
@@ -244,7 +246,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
         with own_log_file(out_dir / LOG):  # a failed episode is a line on the console, its traceback in the log
             asyncio.run(_run(components, choice, plan, pending, out_dir, concurrency, progress))
     lines = read_lines(path)
-    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines.values()), encoding="utf-8")
+    path.write_text("".join(scrub(json.dumps(line, ensure_ascii=False)) + "\n" for line in lines.values()), encoding="utf-8")
     planned = [lines[key] for key in plan.episodes() if key in lines]
     report = {**config, "test_sets": list(plan.rows), "created": datetime.datetime.now().isoformat(timespec="seconds"),
               "test_set_sources": test_set_sources(spec, plan), **summarize(planned, plan.samples * plan.repeats)}
@@ -278,7 +280,7 @@ async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pen
                     record = await generator.run_episode(EpisodeRequest(row, row.prompt, sample), "eval")
                 line = {**trajectory_line(record, "eval", 0), "sample": sample,  # tau2's messages: for --regrade
                         "tau2_messages": [message.model_dump(mode="json") for message in record.result.trajectory]}
-                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                handle.write(scrub(json.dumps(line, ensure_ascii=False)) + "\n")
                 handle.flush()
                 advance()
 

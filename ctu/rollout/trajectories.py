@@ -115,8 +115,10 @@ class TrajectoryLogger:
             from ctu.output_folders import set_aside
 
             set_aside(self.folder.parent, str(path.relative_to(self.folder.parent)))
+        from ctu.redaction import scrub
+
         with path.open("a" if written is not None else "w", encoding="utf-8") as handle:
             for record in records:
-                handle.write(json.dumps(trajectory_line(record, phase, step), ensure_ascii=False) + "\n")
+                handle.write(scrub(json.dumps(trajectory_line(record, phase, step), ensure_ascii=False)) + "\n")
         self._written[path] = (written or 0) + len(records)
         return path

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from ctu.redaction import scrub
+
 PROGRESS_OFF = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
 """The variables that turn every library's progress bar off: tqdm's own (its ``TQDM_`` defaults: SkyRL's bars) and
 Hugging Face's (hub downloads, transformers' weight loading and shard writing, datasets' maps and filters: they
@@ -144,9 +146,17 @@ def _detached_to(log_file: Path, verbose: bool, names: tuple[str, ...] = DETACHE
         detached.propagate = False
 
 
+class ScrubbingFormatter(logging.Formatter):
+    """A log line as `logging.Formatter` writes it, traceback included, with every remembered secret scrubbed
+    (`ctu.redaction.scrub`): a library that logs a request's headers or an error body writes no key."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
 def _file_handler(log_file: Path) -> logging.Handler:
     handler = logging.FileHandler(log_file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
     return handler
 
 
@@ -157,7 +167,7 @@ def _console_stream() -> TextIO:
 
 def _console_handler() -> logging.Handler:
     handler = logging.StreamHandler(_console_stream())
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("%(levelname)s %(message)s"))
     handler.setLevel(logging.INFO)
     return handler
 
@@ -168,9 +178,9 @@ def own_log_file(path: Path) -> Iterator[Path]:
     them), are appended to `path`; the console shows their warnings and errors as before."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("%(asctime)s | %(levelname)-8s | %(name)s - %(message)s"))
     console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    console.setFormatter(ScrubbingFormatter("%(levelname)s %(message)s"))
     console.setLevel(logging.WARNING)
     saved = [(logger, logger.level, list(logger.handlers), logger.propagate)
              for logger in (logging.getLogger(name) for name in OWN_LOGGERS)]

@@ -5,6 +5,11 @@ tracker's, the Tinker backend's).
 A run reads their values where it starts (`secret_values`) and hands them, in memory, to the processes that call
 the endpoints (on the `skyrl` backend, the Ray task that runs the rollouts: `ctu.backends.skyrl.experiment`); no
 value is written to the run directory, a log or Ray's runtime environment (whose agent logs it on every node).
+
+Whatever text carries a value back (an endpoint that echoes the request's key in its error, a traceback), it is
+replaced at the writer: each process remembers the values of the variables its specs name (`remember_secrets`, from
+the composition root), and every writer of text ctu owns (trajectory lines, an evaluation's folder, the logs, the
+console, `ctu view`'s page) passes its text through `scrub` (`ctu.redaction`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctu.redaction import scrub
+
 if TYPE_CHECKING:
     from ctu.view.data import PageData
 
@@ -46,5 +48,5 @@ def write_page(paths: list[Path], out: Path, max_episodes: int) -> WrittenPage:
 
     data = page_data(paths, max_episodes)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_page(data, "ctu view: " + ", ".join(path.name for path in paths)), encoding="utf-8")
+    out.write_text(scrub(render_page(data, "ctu view: " + ", ".join(path.name for path in paths))), encoding="utf-8")
     return WrittenPage(out, len(data["episodes"]), data["episodes_total"], len(data["columns"]))

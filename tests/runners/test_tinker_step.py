@@ -269,12 +269,18 @@ def test_a_tinker_state_naming_a_later_step_than_its_checkpoint_resumes_from_the
     """A state of the Tinker loop written before it recorded only checkpointed steps: step 12, checkpoint of step 10.
     Resuming as step 12 would train step 10's weights as step 13, two updates lost."""
     runner = object.__new__(TinkerRunner)
-    runner.run_dir = RunDir(tmp_path)
+    runner.run_dir, runner.resume = RunDir(tmp_path), True
     runner.run_dir.checkpoints.mkdir()
     for step in (5, 10):
         (runner.run_dir.checkpoints / f"step_{step:06d}.json").write_text(json.dumps({"step": step, "path": f"tinker://m/weights/step_{step:06d}"}))
-    assert runner._checkpoint_step("tinker://m/weights/step_000010", 12) == 10
-    assert runner._checkpoint_step("tinker://elsewhere", 12) == 12  # no record: the state's own step
+    runner.run_dir.write_state({"backend": "tinker", "step": 12, "checkpoint": "tinker://m/weights/step_000010"})
+    assert runner._resume_point() == ("tinker://m/weights/step_000010", 10)
+    runner.run_dir.write_state({"backend": "tinker", "step": 12, "checkpoint": "tinker://elsewhere"})
+    assert runner._resume_point() == ("tinker://elsewhere", 12)  # no record: the state's own step
+    runner.run_dir.write_state({"backend": "tinker", "step": 0, "checkpoint": None})
+    assert runner._resume_point() == (None, 0)  # killed before its first checkpoint: starts over
+    runner.resume = False
+    assert runner._resume_point() == (None, 0)  # a new run
 
 
 def test_a_resume_whose_state_names_a_step_but_no_checkpoint_is_refused_and_nothing_changes(minimal, tmp_path):

@@ -117,6 +117,9 @@ class ScriptedOpenAIServer:
     ``--api-key`` asks: others are answered 401 and counted in `refused` (and not in `requests`). None: no key."""
     refused: list[dict[str, str]] = field(default_factory=list)
     """The headers of each request refused for its key, in arrival order."""
+    echo_refused: bool = False
+    """Answer a refused request's 401 with its ``Authorization`` header in the error's message, as a misbehaving
+    endpoint may: the way a key comes back in text ctu writes."""
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque(self.answers)
@@ -162,7 +165,8 @@ class ScriptedOpenAIServer:
                     return True
                 with server._lock:
                     server.refused.append({name.lower(): value for name, value in self.headers.items()})
-                self._send(401, json.dumps({"error": {"message": "invalid API key"}}).encode())
+                said = f"invalid API key: {self.headers.get('Authorization')}" if server.echo_refused else "invalid API key"
+                self._send(401, json.dumps({"error": {"message": said}}).encode())
                 return False
 
             def do_GET(self) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctu.metrics import TIMING, TRAIN, metric
 from ctu.rollout.records import rollout_metrics
-from ctu.runners.grpo import groups_without_spread
+from ctu.runners.grpo import groups_without_spread, shuffle_record_rewards
 
 if TYPE_CHECKING:
     from ctu.rollout.records import RolloutBatch, TrajectoryRecord
@@ -74,10 +74,14 @@ class SampledBatch:
     sampler_logprobs: bool = True
     shuffled: dict[str, float] = field(default_factory=dict)
 
-    def add(self, batch: RolloutBatch) -> None:
+    def add(self, batch: RolloutBatch, shuffle_seed: str | None = None) -> None:
         """Append one `Rollout.run_batch` call's trajectories; their logprobs are 0 unless every one of the
-        batch's trajectories has one for each response token (`RolloutBatch.sampled_logprobs`)."""
+        batch's trajectories has one for each response token (`RolloutBatch.sampled_logprobs`). With
+        `shuffle_seed` (``algorithm.shuffle_rewards``), the trajectories train with their groups' rewards dealt out
+        anew (`ctu.runners.grpo.shuffle_record_rewards`)."""
         records = batch.records
+        if shuffle_seed is not None:
+            self.shuffled.update(shuffle_record_rewards(records, shuffle_seed))
         logprobs = batch.sampled_logprobs or [[0.0] * len(r.response_ids) for r in records]
         self.sampler_logprobs = self.sampler_logprobs and batch.sampled_logprobs is not None
         self.output["prompt_token_ids"] += [r.prompt_ids for r in records]

@@ -45,7 +45,6 @@ from ctu.rollout.requests import requests_for
 from ctu.runners.grpo import (
     group_advantages,
     learning_rate,
-    shuffle_record_rewards,
     skip_step,
     skipped_step_message,
     step_logprob_gap,
@@ -104,13 +103,7 @@ class TinkerRunner:
 
     async def _run(self, model_path: str) -> RunState:
         spec = self.spec
-        state: RunState = self.run_dir.read_state() if self.resume else {}
-        resume_from = state.get("checkpoint")
-        if self.resume and not resume_from and state.get("step", 0) > 0:
-            raise RunError(f"{self.run_dir.state_file} says step {state['step']} is done but names no checkpoint to "
-                           "resume from: restore its `checkpoint` (the newest tinker:// path in "
-                           f"{self.run_dir.checkpoints}), or start a new run in another folder; nothing was changed")
-        start_step = self._checkpoint_step(resume_from, state.get("step", 0)) if resume_from else 0  # else: starts over
+        resume_from, start_step = self._resume_point()
         self.run_dir.write_spec(spec)  # with the state, the run directory holds a run from now on
         self.run_dir.write_state(state := RunState(backend=spec.backend.type, step=start_step, checkpoint=resume_from))
         with self._server(model_path) as server_url:  # a local server boots while the rest is prepared
@@ -367,10 +360,8 @@ class TinkerRunner:
         while True:
             batch.rounds += 1
             first = len(batch.records)
-            sampled = await generator.run_batch(requests_for(rows, samples), "train", step)
-            if spec.algorithm.shuffle_rewards:
-                batch.shuffled.update(shuffle_record_rewards(sampled.records, f"{spec.experiment.seed}/{step}/{batch.rounds}"))
-            batch.add(sampled)
+            shuffled = f"{spec.experiment.seed}/{step}/{batch.rounds}" if spec.algorithm.shuffle_rewards else None
+            batch.add(await generator.run_batch(requests_for(rows, samples), "train", step), shuffled)
             for group in range(first, len(batch.records), samples):
                 spread = not batch.zero_variance(group, samples)
                 batch.dropped += not spread
@@ -385,15 +376,21 @@ class TinkerRunner:
             rows = random.Random(f"{spec.experiment.seed}/{step}/{batch.rounds}").sample(plan.rows, min(target, len(plan.rows)))
         return batch.keep([i for group in kept[:target] for i in range(group, group + samples)])
 
-    def _checkpoint_step(self, path: str, stated: int) -> int:
-        """The step of the checkpoint at `path`, as its record in ``checkpoints/`` names it (`stated`, the state's
-        step, when none does). A state written by this loop before it recorded only checkpointed steps can name a
-        later step than its checkpoint's: resuming from the record's never skips an update."""
-        for record in self.run_dir.checkpoints.glob("step_*.json"):
+    def _resume_point(self) -> tuple[str | None, int]:
+        """The checkpoint a resume continues from and its step as its record in ``checkpoints/`` names it (else the
+        state's: an older state could name a later step; the record's never skips an update); ``(None, 0)``: a new run,
+        or one killed before its first checkpoint, which starts over. Raises `RunError` for a state naming a step done
+        but no checkpoint (not a run to start over in place)."""
+        state: RunState = self.run_dir.read_state() if self.resume else {}
+        path, stated = state.get("checkpoint"), state.get("step", 0)
+        if not path and stated > 0:
+            raise RunError(f"{self.run_dir.state_file} says step {stated} is done but names no checkpoint: restore its "
+                           f"`checkpoint` (in {self.run_dir.checkpoints}), or start a new run elsewhere; nothing was changed")
+        for record in self.run_dir.checkpoints.glob("step_*.json") if path else ():
             saved = json.loads(record.read_text(encoding="utf-8"))
             if saved.get("path") == path:
-                return int(saved["step"])
-        return stated
+                return path, int(saved["step"])
+        return path, stated if path else 0
 
     async def _checkpoint(self, training: tinker.TrainingClient, step: int) -> str:
         """Save weights and optimizer through the API; record the path in `checkpoints/step_NNNNNN.json`."""
