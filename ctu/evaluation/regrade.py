@@ -19,9 +19,7 @@ from typing import Any
 from ctu.evaluation.policies import EvalError
 from ctu.evaluation.report import summarize
 from ctu.metrics import is_success
-
-REGRADED = "regraded"
-"""The folder under an evaluation's own where each regrade is written, one subfolder per tasks file."""
+from ctu.output_folders import REGRADED
 
 
 @dataclass(frozen=True)

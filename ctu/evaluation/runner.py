@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import datetime
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ctu.evaluation.policies import EvalError, PolicyChoice, open_policy
 from ctu.evaluation.report import summarize
-from ctu.output_folders import refusal, unowned
+from ctu.output_folders import REGRADED, VIEW_PAGE, not_a_page, refusal, unowned
 from ctu.redaction import remember_secrets, scrub
 from ctu.runners.task_rows import TaskRow, test_rows
 from ctu.spec import Spec, spec_hash
@@ -142,7 +143,7 @@ def read_lines(path: Path) -> dict[Key, dict[str, object]]:
     return lines
 
 
-OWN_FILES = frozenset({TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png", "tinker"})
+OWN_FILES = frozenset({TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png", "tinker", REGRADED})
 """What `ctu eval` writes in its folder (``tinker``: a local Tinker server's state, for a checkpoint or export)."""
 
 IDENTITY = {"spec_hash": "spec (its resolved content)", "policy_identity": "policy", "samples": "samples per task",
@@ -180,9 +181,10 @@ def _check_config(out_dir: Path, config: dict[str, object], overwrite: bool) -> 
     path = out_dir / CONFIG
     if found := unowned(out_dir, OWN_FILES):
         raise EvalError(refusal(out_dir, "ctu eval", found))
-    if overwrite:
-        for name in (TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png"):
+    if overwrite:  # the evaluation's files, and what was made of them (its page, its regrades): none would be its
+        for name in (TRAJECTORIES, CONFIG, RESULT, LOG, "eval.png", *([VIEW_PAGE] if not not_a_page(out_dir / VIEW_PAGE) else [])):
             (out_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(out_dir / REGRADED, ignore_errors=True)
     elif path.exists():
         try:
             before = json.loads(path.read_text(encoding="utf-8"))

@@ -23,7 +23,9 @@ def render_page(data: PageData, title: str) -> str:
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     script = (HERE / "page.js").read_text(encoding="utf-8")
     style = (HERE / "page.css").read_text(encoding="utf-8")
-    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>\n"
+    from ctu.output_folders import PAGE_MARK
+
+    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">{PAGE_MARK}<title>{html.escape(title)}</title>\n"
             f"<style>{style}</style></head>\n<body><main id=\"app\"></main>\n"
             f"<script id=\"ctu-data\" type=\"application/json\">{payload}</script>\n<script>{script}</script>\n</body></html>\n")
 
@@ -39,13 +41,17 @@ class WrittenPage:
 
 
 def write_page(paths: list[Path], out: Path, max_episodes: int) -> WrittenPage:
-    """Write the page of the folders `paths` to `out`.
+    """Write the page of the folders `paths` to `out` (a page `ctu view` wrote there before is replaced).
 
     Raises:
-        ViewError: a folder is neither a run directory nor a `ctu eval` folder.
+        ViewError: a folder is neither a run directory nor a `ctu eval` folder; `out` is a folder, or a file `ctu
+            view` did not write (`ctu.output_folders.not_a_page`), which is left as it was.
     """
-    from ctu.view.data import page_data
+    from ctu.output_folders import not_a_page
+    from ctu.view.data import ViewError, page_data
 
+    if out.is_dir() or not_a_page(out):
+        raise ViewError(f"{out} is not a page `ctu view` wrote: name another --out; it was left as it was")
     data = page_data(paths, max_episodes)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(scrub(render_page(data, "ctu view: " + ", ".join(path.name for path in paths))), encoding="utf-8")
