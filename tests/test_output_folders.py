@@ -49,7 +49,7 @@ def test_a_users_own_view_html_is_never_replaced(tmp_path: Path):
     assert (folder / "view.html").read_text() == "<html>my notes</html>"  # not ctu's: kept
     report = tmp_path / "report.html"
     report.write_text("<html>my report</html>")
-    with pytest.raises(ViewError, match="report.html is not a page `ctu view` wrote"):
+    with pytest.raises(ViewError, match=r"report\.html is not a page `ctu view` wrote"):
         write_page([folder], report, 10)
     assert report.read_text() == "<html>my report</html>"
     assert not_a_page(report) and not not_a_page(tmp_path / "absent.html")
