@@ -166,9 +166,11 @@ def _regrade(folder: Path, tasks_file: Path) -> None:
     from ctu.evaluation.regrade import regrade
     from ctu.evaluation.report import report_table
 
+    from ctu.errors import NothingMeasuredError
+
     try:
         done = regrade(folder, tasks_file)
-    except EvalError as error:
+    except (EvalError, NothingMeasuredError) as error:
         raise fail(error, EvalError) from None
     before, after = done.before.get("success_rate"), done.report["overall"].get("success_rate")
     out.print(report_table(done.report))

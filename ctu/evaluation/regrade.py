@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctu.errors import NothingMeasuredError
 from ctu.evaluation.policies import EvalError
 from ctu.evaluation.report import summarize
 from ctu.metrics import is_success
@@ -54,6 +55,8 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
             them: evaluate again), `tasks_file` cannot be read as tau2 tasks, or holds other tasks than those
             evaluated (`not_the_evaluations_tasks`), or its folder under ``regraded/`` holds a regrade against another
             file of the same name (the same file again re-scores in place).
+        NothingMeasuredError: no episode was re-scored (the file holds none of the evaluated tasks); nothing is
+            written.
     """
     from tau2.data_model.tasks import Task
 
@@ -77,6 +80,10 @@ def regrade(eval_dir: Path, tasks_file: Path) -> Regrade:
                         "revision of those tasks (the same customers and databases, other evaluation criteria)")
     counts: Counter[str] = Counter()
     regraded = [_rescored(line, tasks, counts) for line in lines]
+    if not counts["rescored"]:
+        raise NothingMeasuredError(f"none of the {len(lines)} episode(s) in {eval_dir} was re-scored ({counts['missing']} "
+                                   f"whose task {tasks_file} lacks, {counts['skipped']} infrastructure error(s) or lines "
+                                   "without tau2 messages): nothing was written")
     out_dir = eval_dir / REGRADED / tasks_file.stem
     digest = hashlib.sha256(raw).hexdigest()
     if (out_dir / RESULT).is_file():
@@ -131,19 +138,19 @@ def _rescored(line: dict[str, Any], tasks: dict[str, Any], counts: Counter[str])
 def not_the_evaluations_tasks(report: dict[str, Any], lines: list[dict[str, Any]], tasks: dict[str, Any]) -> str | None:
     """Why `tasks` (id -> tau2 `Task`) are not a revision of the tasks an evaluation ran (its ``eval.json`` `report`
     and trajectory `lines`), or None: they call tools the evaluation's domain lacks (`ctu.components.domains.
-    domain_mismatch`), or more than half of the evaluated tasks they hold (compared where the original is at hand:
-    tau2's own, or the tasks file ``eval.json`` names) ask for another customer (``user_scenario``) or start from
-    another database (``initial_state``). A regrade keeps the episodes; only the evaluation criteria may differ."""
-    from tau2.data_model.tasks import Task
-
+    domain_mismatch`), or any evaluated task they hold asks for another customer or starts from another database
+    (its `tau_bench_env.task_content.scenario_digest` is not the one ``eval.json`` recorded when it was evaluated),
+    named; an evaluation written before ctu recorded them is checked against its tasks' source, and refused when
+    that file changed since (its SHA-256 is not the one recorded). A regrade keeps the episodes; only the evaluation
+    criteria may differ."""
     from ctu.components.domains import domain_mismatch
     from tau_bench_env.env import shared_domain
+    from tau_bench_env.task_content import scenario_digest
 
     sources = report.get("test_set_sources") or {}
-    evaluated: dict[tuple[str, str], str | None] = {}  # (domain, task id) -> the tasks file it was read from
+    evaluated: dict[tuple[str, str], str] = {}  # (domain, task id) -> its test set
     for line in lines:
-        source = sources.get(str(line.get("test_set"))) or {}
-        evaluated.setdefault((str(line["domain"]), str(line["task_id"])), source.get("tasks_file"))
+        evaluated.setdefault((str(line["domain"]), str(line["task_id"])), str(line.get("test_set")))
     for domain in sorted({domain for domain, _ in evaluated}):
         held = [tasks[task_id] for name, task_id in evaluated if name == domain and task_id in tasks]
         try:
@@ -151,26 +158,41 @@ def not_the_evaluations_tasks(report: dict[str, Any], lines: list[dict[str, Any]
                 return f"they are not of domain {domain!r}: {mismatch}"
         except KeyError:  # not one of tau2's domains: nothing to check its tools against
             continue
-    originals: dict[str, dict[str, Any]] = {}
-    compared = differ = 0
-    for (domain, task_id), tasks_file in evaluated.items():
+    differ: list[str] = []
+    for (domain, task_id), test_set in evaluated.items():
         if task_id not in tasks:
             continue
-        try:
-            if tasks_file is None:
-                original = shared_domain(domain).task(task_id)
-            else:
-                if tasks_file not in originals:
-                    originals[tasks_file] = {str(t["id"]): t for t in json.loads(Path(tasks_file).read_text(encoding="utf-8"))}
-                original = Task.model_validate(originals[tasks_file][task_id])
-        except (KeyError, OSError, ValueError):
-            continue
-        compared += 1
-        new = tasks[task_id]
-        differ += (original.user_scenario.model_dump() != new.user_scenario.model_dump()
-                   or (original.initial_state.model_dump() if original.initial_state else None)
-                   != (new.initial_state.model_dump() if new.initial_state else None))
-    if compared and differ * 2 > compared:
-        return (f"{differ} of the {compared} evaluated tasks it holds ask for another customer or start from another "
-                "database than the tasks evaluated")
+        source = sources.get(test_set) or {}
+        recorded = (source.get("task_scenarios") or {}).get(task_id)
+        if recorded is None:
+            recorded = _scenario_at_source(domain, task_id, source)
+        if recorded is None:
+            return (f"{domain}/{task_id} was evaluated before ctu recorded each task's scenario, and its tasks file "
+                    f"({source.get('tasks_file')}) changed since: what it evaluated is unknown; evaluate again, then regrade")
+        if recorded != scenario_digest(tasks[task_id]):
+            differ.append(f"{domain}/{task_id}")
+    if differ:
+        return (f"{len(differ)} evaluated task(s) ask for another customer or start from another database than when "
+                f"they were evaluated: {', '.join(differ[:10])}{' ...' if len(differ) > 10 else ''}")
     return None
+
+
+def _scenario_at_source(domain: str, task_id: str, source: dict[str, Any]) -> str | None:
+    """The scenario digest of an evaluated task read from its source now (tau2's own tasks, which the installed
+    version pins, or the tasks file ``eval.json`` names, when that file is still the one evaluated: the same
+    SHA-256); None when the file changed or cannot be read."""
+    from tau2.data_model.tasks import Task
+
+    from tau_bench_env.env import shared_domain
+    from tau_bench_env.task_content import scenario_digest
+
+    tasks_file = source.get("tasks_file")
+    try:
+        if tasks_file is None:
+            return scenario_digest(shared_domain(domain).task(task_id))
+        raw = Path(tasks_file).read_bytes()
+        if hashlib.sha256(raw).hexdigest() != source.get("tasks_sha256"):
+            return None
+        return scenario_digest(Task.model_validate(next(t for t in json.loads(raw) if str(t["id"]) == task_id)))
+    except (KeyError, OSError, ValueError, StopIteration):
+        return None

