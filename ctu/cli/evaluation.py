@@ -162,11 +162,10 @@ def _say_what_was_left_out(result: EvalResult, spec: Spec) -> None:
 
 def _regrade(folder: Path, tasks_file: Path) -> None:
     """`ctu eval --regrade`: re-score `folder`'s episodes against `tasks_file`, print what changed and the table."""
+    from ctu.errors import NothingMeasuredError
     from ctu.evaluation.policies import EvalError
     from ctu.evaluation.regrade import regrade
     from ctu.evaluation.report import report_table
-
-    from ctu.errors import NothingMeasuredError
 
     try:
         done = regrade(folder, tasks_file)

@@ -106,6 +106,7 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
     if dry_run:
         _dry_run(spec, run_dir, console)
         return
+    _refuse_held_out_copies(spec)
     if resume is None and run_dir.state_file.exists():
         if not overwrite:
             raise RunError(f"{run_dir.path} already holds a run; use --resume {run_dir.path}, --overwrite, or another experiment.name")
@@ -124,6 +125,24 @@ def launch(spec_path: str | None, overrides: list[str], *, smoke: bool = False, 
         build_builtin_model(model, console, progress)
     step = backend_of(spec).run(spec, run_dir, resume=resume is not None, progress=progress, verbose=verbose)
     console.print(f"[green]done[/green] step {step}; results in {run_dir.path}")
+
+
+def _refuse_held_out_copies(spec: Spec) -> None:
+    """Refuse, before anything is written, a GRPO run whose training tasks hold a held-out task under another id
+    (`ctu.runners.task_rows.held_out_copies`; by id, `ctu validate` refuses it).
+
+    Raises:
+        RunError: naming each copy.
+    """
+    if spec.data.sft is not None:  # SFT data is checked where it is written (`ctu data sft`)
+        return
+    from ctu.composition import build_components
+    from ctu.runners.task_rows import held_out_copies
+
+    if copies := held_out_copies(build_components(spec)):
+        raise RunError(f"{len(copies)} training task(s) are held-out tasks under another id (the same customer and "
+                       f"database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; remove them from the "
+                       "training tasks")
 
 
 def _resume_changes(run_dir: RunDir, spec: Spec, allow_spec_change: bool) -> list[str]:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ctu.composition import Components
     from ctu.spec.models import DatasetSource
 
-__all__ = ["TaskRow", "evaluation_rows", "source_rows", "test_rows", "train_rows"]
+__all__ = ["TaskRow", "evaluation_rows", "held_out_copies", "source_rows", "test_rows", "train_rows"]
 
 
 def source_rows(components: Components, source: DatasetSource, test_set: str | None = None) -> list[TaskRow]:
@@ -22,6 +22,35 @@ def source_rows(components: Components, source: DatasetSource, test_set: str | N
 def train_rows(components: Components) -> list[TaskRow]:
     """Every training source's rows, pooled in spec order."""
     return [row for source in components.spec.data.train for row in source_rows(components, source)]
+
+
+def held_out_copies(components: Components) -> list[str]:
+    """Each training task that is a held-out task in content under another id, as ``domain/id (held-out
+    domain/id)``: the same customer and starting database (`tau_bench_env.task_content.scenario_digest`) as a task
+    of the spec's validation or test sets, or of a held-out split (`ctu.spec.held_out.HELD_OUT_SPLITS`) of a
+    training domain. A held-out task by id is `ctu validate`'s (`ctu.spec.held_out`); none of tau2's own train tasks
+    shares a test task's scenario."""
+    from ctu.spec.held_out import HELD_OUT_SPLITS
+    from tau_bench_env.task_content import scenario_digest
+
+    spec = components.spec
+    held: dict[str, str] = {}
+    for name, source in spec.data.evaluation_sets().items():
+        domain = components.domain(source)
+        for row in source_rows(components, source, name):
+            held.setdefault(scenario_digest(domain.task(row.task_id)), f"{source.domain.type}/{row.task_id}")
+    for source in spec.data.train:
+        domain = components.domain(source)
+        for split in (split for split in HELD_OUT_SPLITS if split in domain.splits):
+            held.update({scenario_digest(task): f"{source.domain.type}/{task.id}" for task in domain.tasks(split)})
+    found = []
+    for source in spec.data.train:
+        domain = components.domain(source)
+        for row in source_rows(components, source):
+            key = f"{source.domain.type}/{row.task_id}"
+            if (copy_of := held.get(scenario_digest(domain.task(row.task_id)))) is not None and copy_of != key:
+                found.append(f"{key} (held-out {copy_of})")
+    return list(dict.fromkeys(found))
 
 
 def test_rows(components: Components) -> dict[str, list[TaskRow]]:

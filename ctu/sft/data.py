@@ -234,6 +234,14 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     candidates += eval_task_keys([Path(folder) for folder in from_eval or ()])
     held_out = held_out_keys(components.spec, {domain for domain, _ in candidates})
     held_out.update({key: "the spec's validation or test sets" for key in evaluation_task_keys(components) - held_out.keys()})
+    if gold:  # a held-out task under another id, by content (`held_out_copies`)
+        from ctu.runners.task_rows import held_out_copies
+
+        copies = held_out_copies(components)
+        if copies:
+            raise SFTDataError(f"{len(copies)} training task(s) are held-out tasks under another id (the same customer "
+                               f"and database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; remove "
+                               "them from the training tasks")
     if found := leaked(candidates, held_out):
         raise SFTDataError(f"{len(found)} held-out task(s) would enter the SFT data: {', '.join(found[:10])}"
                            f"{' ...' if len(found) > 10 else ''}; train on other tasks, or sample a teacher on the "
