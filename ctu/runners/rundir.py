@@ -29,7 +29,7 @@ class RunState(TypedDict, total=False):
     Attributes:
         backend: the registered name of the backend that wrote the run.
         step: the GRPO step of the newest complete checkpoint, from which a resume continues (0: none); metric
-            lines of later steps may exist, and are dropped and logged again by the resume.
+            lines of later steps may exist, and are set aside (`superseded/`) and logged again by the resume.
         checkpoint: the Tinker backend's newest checkpoint (``tinker://...``; None before the first).
         total_steps: the Tinker backend's planned number of steps.
     """

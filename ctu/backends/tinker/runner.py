@@ -119,7 +119,7 @@ class TinkerRunner:
             plan, account = self._plan(components, tokenizer)
             tests = evaluation_rows(components)
             trackers = components.trackers
-            # a resumed run drops the lines logged after its checkpoint's step (all of them, starting over)
+            # a resumed run sets aside the lines logged after its checkpoint's step (all of them, starting over)
             trackers.start(self.run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
                            resume_step=(start_step if resume_from else -1) if self.resume else None)
             trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
