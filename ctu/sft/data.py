@@ -207,6 +207,28 @@ def count_tokens(components: Components, rows: list[dict[str, Any]]) -> int:
     return sum(len(template.encode_text(tokenizer, template.render(tokenizer, row["messages"], row["tools"]))) for row in rows)
 
 
+def _refuse_held_out(components: Components, candidates: list[tuple[str, str]], gold: bool) -> None:
+    """Refuse SFT data holding a held-out task (`candidates`: ``(domain, task id)`` of every task it would hold):
+    by id (`ctu.spec.held_out`, the spec's evaluation sets), and, for gold replays of the training tasks, a held-out
+    task under another id (`ctu.runners.task_rows.held_out_copies`: the same customer and database).
+
+    Raises:
+        SFTDataError: naming each one.
+    """
+    from ctu.runners.task_rows import held_out_copies
+
+    held_out = held_out_keys(components.spec, {domain for domain, _ in candidates})
+    held_out.update({key: "the spec's validation or test sets" for key in evaluation_task_keys(components) - held_out.keys()})
+    if gold and (copies := held_out_copies(components)):
+        raise SFTDataError(f"{len(copies)} training task(s) are held-out tasks under another id (the same customer "
+                           f"and database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; remove "
+                           "them from the training tasks")
+    if found := leaked(candidates, held_out):
+        raise SFTDataError(f"{len(found)} held-out task(s) would enter the SFT data: {', '.join(found[:10])}"
+                           f"{' ...' if len(found) > 10 else ''}; train on other tasks, or sample a teacher on the "
+                           "training tasks (`ctu tasks calibrate`). Held out whether or not its episode would be kept.")
+
+
 def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: list[Path] | None = None,
                    min_reward: float = 1.0, max_per_task: int = 4, tokens: bool = True,
                    on_task: Callable[[int], None] | None = None) -> SFTData:
@@ -232,20 +254,7 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     candidates = [(source.domain.type, str(task.id)) for source in components.spec.data.train
                   for task in components.domain(source).tasks(source.split)[: source.max_tasks]] if gold else []
     candidates += eval_task_keys([Path(folder) for folder in from_eval or ()])
-    held_out = held_out_keys(components.spec, {domain for domain, _ in candidates})
-    held_out.update({key: "the spec's validation or test sets" for key in evaluation_task_keys(components) - held_out.keys()})
-    if gold:  # a held-out task under another id, by content (`held_out_copies`)
-        from ctu.runners.task_rows import held_out_copies
-
-        copies = held_out_copies(components)
-        if copies:
-            raise SFTDataError(f"{len(copies)} training task(s) are held-out tasks under another id (the same customer "
-                               f"and database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; remove "
-                               "them from the training tasks")
-    if found := leaked(candidates, held_out):
-        raise SFTDataError(f"{len(found)} held-out task(s) would enter the SFT data: {', '.join(found[:10])}"
-                           f"{' ...' if len(found) > 10 else ''}; train on other tasks, or sample a teacher on the "
-                           "training tasks (`ctu tasks calibrate`). Held out whether or not its episode would be kept.")
+    _refuse_held_out(components, candidates, gold)
     data = SFTData()
     if gold:
         rows, rejected = asyncio.run(gold_rows(components, min_reward, on_task))
