@@ -27,7 +27,7 @@ MISSING = {
     "rewards": ["no method async apply(reward, context)", "no class attribute `training_only` (bool)",
                 "no class attribute `needs_judge` (bool)"],
     "judges": ["no method async judge(episode)"],
-    "trackers": ["no method start(run_dir, run_name, project, config, resume_step=...)", "no method log(metrics, step)",
+    "trackers": ["no method start(run_dir, run_name, project, config, resume_step=..., tags=...)", "no method log(metrics, step)",
                  "no method finish()"],
     "chat_templates": ["no method render(tokenizer, messages, tools, add_generation_prompt=...)",
                        "no method encode_text(tokenizer, text)", "no method decode(tokenizer, ids)",

@@ -306,13 +306,11 @@ def test_a_spec_removes_an_inherited_key_with_delete(tmp_path: Path):
         load_spec(valued)
 
 
-def test_a_kl_penalty_on_the_tinker_backend_is_to_the_loras_base_model_as_k1(minimal):
+def test_a_kl_penalty_on_the_tinker_backend_is_to_the_loras_base_model(minimal):
     """The tinker backend's KL reference is the model its LoRA trains on (`ctu.backends.tinker.kl`): named or left
-    out, never another; and its estimate is k1 in the advantages, which a spec asking for another is told."""
+    out, never another; every estimator is applied (no warning)."""
     minimal["algorithm"] = {"use_kl_loss": True, "kl_loss_coef": 0.1}
-    (warning,) = spec_from_dict(minimal).warnings
-    assert warning.path == "algorithm.kl_estimator" and "k1 estimate, not k3" in warning.message
-    minimal["algorithm"]["kl_estimator"] = "k1"
+    assert spec_from_dict(minimal).warnings == []
     minimal["model"]["reference_path"] = "${model.path}"
     loaded = spec_from_dict(minimal)
     assert loaded.warnings == [] and loaded.spec.model.reference_path == loaded.spec.model.path

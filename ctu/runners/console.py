@@ -9,7 +9,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -196,3 +196,26 @@ def own_log_file(path: Path) -> Iterator[Path]:
             logger.handlers = handlers
             logger.propagate = propagate
         handler.close()
+
+
+@contextlib.contextmanager
+def step_bars(show: bool, label: str, total: int, done: int) -> Iterator[tuple[Callable[[], None], Callable[[int, bool], None] | None]]:
+    """Yields ``(advance_step, on_episode)``: rich bars over a run's `total` steps (`label`, `done` of them done)
+    and each batch's episodes (``on_episode(batch_size, False)`` starts a batch, ``(_, True)`` counts an episode);
+    with `show` false, nothing is drawn (``on_episode`` None)."""
+    if not show:
+        yield (lambda: None), None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+        steps = bar.add_task(label, total=total, completed=done)
+        episodes = bar.add_task("episodes", total=0)
+
+        def on_episode(batch: int, finished: bool) -> None:
+            if finished:
+                bar.advance(episodes)
+            else:
+                bar.reset(episodes, total=batch)
+
+        yield (lambda: bar.advance(steps)), on_episode

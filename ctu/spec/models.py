@@ -108,7 +108,8 @@ class Data(Section):
     the earlier); the test sets are only reported. `ctu validate` warns when it shares tasks with the training or
     a test set."""
     shuffle: bool = True
-    """Shuffle the training tasks each epoch (seeded by `experiment.seed`)."""
+    """Shuffle the training tasks each epoch (seeded by `experiment.seed`). skyrl: its GRPO trainer always shuffles
+    (false is refused there; its SFT trainer reads it)."""
     sft: str | None = Field(None, min_length=1)
     """SFT conversations (`ctu data sft`'s folder, or its `train.parquet`): with it, the run fine-tunes the policy
     on them (cross-entropy on the assistant's tokens, tokenised as GRPO tokenises episodes; `trainer.train_batch_size`

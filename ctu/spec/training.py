@@ -64,18 +64,19 @@ class Algorithm(Section):
     """PPO clip range above 1 for the probability ratio."""
     use_kl_loss: bool = True
     """Penalise the policy's KL to a reference policy. skyrl: SkyRL's KL loss to `model.reference_path`, with
-    `kl_estimator`. tinker: the k1 estimate put into each sampled token's advantage, to the base model the LoRA
-    adapter trains on (`model.path`; the Tinker cookbook's `kl_penalty_coef`): `ctu.backends.tinker.kl`."""
+    `kl_estimator`. tinker: the `kl_estimator` estimate put into each sampled token's advantage, to the base model
+    the LoRA adapter trains on (`model.path`; the Tinker cookbook's `kl_penalty_coef`): `ctu.backends.tinker.kl`."""
     kl_loss_coef: float = Field(0.01, ge=0.0)
     """Coefficient of the KL loss (tinker: of the penalty in the advantages)."""
     kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
-    """KL estimator (Schulman's k1/k2/k3; tinker: k1, and it warns on another)."""
+    """KL estimator (Schulman's k1/k2/k3, or abs) of the KL loss (tinker: of each token's penalty in the
+    advantages)."""
     zero_variance_filter: bool = False
     """Leave out of the loss every group without a reward spread (fewer than two of its rewards differ by more than
     1e-6): GRPO gives it zero advantages, and it would only dilute a `token_mean` loss (SkyRL, prime-rl and verl
     filter them alike). An episode ended by an infrastructure error adds no spread. Such groups are counted in
-    `train/zero_variance_groups` either way. tinker: its loop never trains a zero-advantage trajectory, so this is
-    always in effect there (with a KL penalty, such a trajectory is fed with the penalty's term alone)."""
+    `train/zero_variance_groups` either way. tinker: its loop never trains a zero-advantage trajectory but for a
+    KL penalty's term, which this leaves out for such groups."""
     dynamic_sampling: DynamicSampling | None = None
     """Sample more until the batch has enough groups with a spread (null: off); `train/sampling_rounds` counts the
     batches a step sampled. skyrl: the extra batches are the epoch's next ones (SkyRL's dynamic sampling); with
@@ -137,7 +138,8 @@ class Trainer(Section):
     skyrl: SkyRL also exports at each epoch's end; `ctu validate` warns when that means many exports. `ctu eval
     --run-dir` evaluates the newest."""
     max_ckpts_to_keep: int = Field(2, ge=-1)
-    """Checkpoints kept on disk (-1: all)."""
+    """Checkpoints kept on disk (-1: all). skyrl only: the tinker backend keeps every checkpoint on its server and
+    refuses another value."""
     max_infra_error_rate: float = Field(0.5, ge=0.0, le=1.0)
     """A step where more than this fraction of the episodes ended by an infrastructure error (user simulator,
     a scoring fault outside the episode such as tau2's NL-assertion judge, or fatal judge failure) is skipped with a warning: no update (`train/skipped_steps`). Below it,

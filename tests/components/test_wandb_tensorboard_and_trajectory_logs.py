@@ -25,8 +25,8 @@ def test_wandb_is_offline_without_a_key_logs_one_step_counter_and_finishes_expli
     monkeypatch.setenv("WANDB_SILENT", "true")
     tracker = build("wandb")
     config = {"rewards": [{"type": "tau_outcome"}, {"type": "taxonomy_feedback", "weight": 0.1}]}
-    tracker.start(tmp_path, "run", "ctu-tau-bench_with_taxonomy_feedback", config)
-    assert tracker.mode == "offline"
+    tracker.start(tmp_path, "run", "ctu-tau-bench_with_taxonomy_feedback", config, tags=["smoke", "seed-7"])
+    assert tracker.mode == "offline" and tuple(tracker.run.tags) == ("smoke", "seed-7")  # experiment.tags
     assert tracker.project == "ctu-tau-bench_with_taxonomy_feedback"
     tracker.log({"generation/avg_reward": 0.5}, step=1)
     tracker.log({"test-retail/average_reward": 0.25}, step=1)
@@ -60,6 +60,34 @@ def test_tensorboard_writes_scalars_at_the_global_step(tmp_path: Path):
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("generation/avg_reward")] == [(3, 0.5), (4, 1.0)]
+
+
+def test_a_tracker_written_before_tags_were_passed_keeps_working_with_a_warning(tmp_path: Path, caplog):
+    """`tags` (`experiment.tags`) joined `Tracker.start` after users wrote trackers: theirs registers, naming what
+    to add, and `Trackers.start` reaches it without the argument."""
+    started = []
+
+    @registry.trackers.register("older_tracker_test")
+    class Older:
+        def __init__(self, params):
+            self.params = params
+
+        def start(self, run_dir, run_name, project, config, resume_step=None):
+            started.append(run_name)
+
+        def log(self, metrics, step):
+            pass
+
+        def finish(self):
+            pass
+
+    try:
+        assert "start takes no `tags`" in caplog.text
+        trackers = Trackers([build("older_tracker_test")])
+        trackers.start(tmp_path, "run", "p", {}, tags=["smoke"])
+        assert started == ["run"]
+    finally:
+        registry.trackers.unregister("older_tracker_test")
 
 
 def test_several_trackers_at_once(tmp_path: Path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,37 @@ def test_a_kl_penalty_moves_each_sampled_tokens_advantage_by_its_distance_from_t
     without, metrics, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None, None, None, "user simulator: 503"],
                                algorithm={"negative_advantage_weight": 0.0})
     assert len(without.advantages) == 1 and "train/kl_to_reference" not in metrics  # no reference: the success only
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "abs"])
+def test_the_kl_penalty_is_the_specs_estimator_of_each_sampled_tokens_distance(minimal, tmp_path, estimator):
+    """`algorithm.kl_estimator` is the penalty's per-token estimate (`token_kl`): with log r = 0.2 and -0.5 for the
+    two sampled tokens, each one's advantage moves by coef x (mean d - d), d its estimate."""
+    from ctu.backends.tinker.kl import token_kl
+
+    log_ratios = [-0.5 - -0.7, -1.0 - -0.5]
+    expected = {"k1": log_ratios, "k2": [r * r / 2 for r in log_ratios], "abs": [abs(r) for r in log_ratios],
+                "k3": [math.exp(-r) - 1 + r for r in log_ratios]}[estimator]
+    assert [token_kl(s, r, estimator) for s, r in ((-0.5, -0.7), (-1.0, -0.5))] == pytest.approx(expected)
+    reference = Reference({2: -9.0, 3: -0.7, 9: -5.0, 4: -0.5})
+    training, metrics, _ = step(minimal, tmp_path, [1.0, 1.0, 1.0, 1.0], [None] * 4, reference=reference,
+                                algorithm={"use_kl_loss": True, "kl_loss_coef": 0.1, "kl_estimator": estimator})
+    mean = sum(expected) / 2
+    assert metrics["train/kl_to_reference"] == pytest.approx(mean)
+    assert training.advantages == [[0.0, pytest.approx(0.1 * (mean - expected[0])), 0.0,
+                                    pytest.approx(0.1 * (mean - expected[1]))]] * 4
+
+
+def test_the_zero_variance_filter_feeds_no_episode_of_a_group_without_a_spread(minimal, tmp_path):
+    """Under a KL penalty a zero-advantage episode is fed for its penalty alone; `algorithm.zero_variance_filter`
+    leaves out the groups without a reward spread (the first: two successes), as SkyRL's trainer does."""
+    reference = Reference({2: -9.0, 3: -0.7, 9: -5.0, 4: -0.5})
+    kl = {"use_kl_loss": True, "kl_loss_coef": 0.1, "kl_estimator": "k1"}
+    fed, _, _ = step(minimal, tmp_path, [1.0, 1.0, 1.0, 0.0], [None] * 4, reference=reference, algorithm=kl)
+    assert len(fed.advantages) == 4
+    filtered, metrics, _ = step(minimal, tmp_path, [1.0, 1.0, 1.0, 0.0], [None] * 4, reference=reference,
+                                algorithm={**kl, "zero_variance_filter": True})
+    assert len(filtered.advantages) == 2 and metrics["train/trained_trajectories"] == 2.0
 
 
 def test_without_the_samplers_log_probabilities_no_kl_penalty_is_made_up(minimal, tmp_path, caplog):

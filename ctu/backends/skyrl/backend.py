@@ -54,13 +54,18 @@ class SkyRLBackend:
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """Batches that do not split over the policy GPUs (SkyRL's `validate_batch_sizes`, or for SFT its
         `SFTTrainer`'s), colocated engines that do not fill them, and `skyrl_overrides` naming no SkyRL field or
-        setting what ctu keeps or ignores, `trainer.eval_after_train: false` where SkyRL would evaluate anyway, and
-        what step-wise trajectories do not run with here (`_step_wise_errors`)."""
+        setting what ctu keeps or ignores, `trainer.eval_after_train: false` where SkyRL would evaluate anyway,
+        `data.shuffle: false` for GRPO (SkyRL's GRPO dataloader always shuffles), and what step-wise trajectories do
+        not run with here (`_step_wise_errors`)."""
         yield from _placement_errors(spec, self.params)
         if not spec.trainer.eval_after_train and spec.data.evaluation_sets() and (spec.trainer.eval_interval or spec.trainer.eval_before_train):
             yield SpecIssue("trainer.eval_after_train", "SkyRL evaluates after the last step whenever it evaluates at all: "
                                                         "with it false, set trainer.eval_interval to 0 and "
                                                         "trainer.eval_before_train to false")
+        if spec.data.sft is None and not spec.data.shuffle:
+            yield SpecIssue("data.shuffle", "SkyRL's GRPO trainer shuffles its training tasks at every epoch (its "
+                                            "dataloader has no switch; its SFT trainer has one): remove it, or use the "
+                                            "tinker backend")
         yield from _async_errors(spec, self.params)
         yield from _step_wise_errors(spec, self.params)
         yield from _override_errors(self.params)

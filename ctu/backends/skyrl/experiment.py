@@ -15,6 +15,7 @@ from skyrl.train.entrypoints.main_base import BasePPOExp
 
 from ctu.backends.skyrl.generator import SkyRLGenerator
 from ctu.backends.skyrl.sampler import SkyRLSampler
+from ctu.backends.skyrl.worker import worker_settings
 from ctu.components.trackers.combined import Trackers
 from ctu.composition import build_components
 from ctu.rollout.build import build_generator
@@ -95,6 +96,7 @@ class CtuPPOExp(BasePPOExp):
     def __init__(self, cfg: SkyRLTrainConfig, spec: Spec, run_dir: Path, resume_step: int | None = None,
                  log_file: Path | None = None, verbose: bool = False) -> None:
         self.spec = spec
+        self.settings = worker_settings(spec)  # what this worker reads of the spec itself
         self.components = build_components(spec)
         self.run_dir = Path(run_dir)
         self.resume_step = resume_step
@@ -157,16 +159,15 @@ class CtuPPOExp(BasePPOExp):
         from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
 
         sampler = SkyRLSampler(inference_engine_client, resolve_policy_model_name(cfg), cache_salt=bool(cfg.generator.use_cache_salt))
-        trajectories = self.spec.tracking.trajectories
-        logger = TrajectoryLogger(self.run_dir, trajectories.every_n_steps, trajectories.train_samples, self.spec.experiment.seed)
+        own = self.settings
+        logger = TrajectoryLogger(self.run_dir, own.trajectory_every_n_steps, own.trajectory_train_samples, own.trajectory_seed)
         return SkyRLGenerator(build_generator(self.components, tokenizer, sampler, on_records=logger),
-                              step_wise=self.spec.rollout.trajectory == "step_wise",
-                              shuffle_rewards_seed=self.spec.experiment.seed if self.spec.algorithm.shuffle_rewards else None)
+                              step_wise=own.step_wise, shuffle_rewards_seed=own.shuffle_rewards_seed)
 
     def get_tracker(self) -> CtuTracking:
         combined = self.components.trackers
-        combined.start(self.run_dir, self.spec.experiment.name, self.components.project, spec_to_dict(self.spec),
-                       resume_step=self.resume_step)
+        combined.start(self.run_dir, self.settings.run_name, self.components.project, spec_to_dict(self.spec),
+                       resume_step=self.resume_step, tags=self.settings.tags)
         return CtuTracking(combined)
 
     def get_trainer(self, cfg, tracker, tokenizer, train_dataset, eval_dataset, inference_engine_client, generator, colocate_pg):
@@ -177,11 +178,12 @@ class CtuPPOExp(BasePPOExp):
             cfg=cfg, tracker=tracker, tokenizer=tokenizer, train_dataset=train_dataset, eval_dataset=eval_dataset,
             inference_engine_client=inference_engine_client, generator=generator, colocate_pg=colocate_pg,
         )
-        trainer.max_infra_error_rate = self.spec.trainer.max_infra_error_rate
-        trainer.logprob_gap = self.spec.algorithm.logprob_gap
-        trainer.negative_advantage_weight = self.spec.algorithm.negative_advantage_weight
+        own = self.settings
+        trainer.max_infra_error_rate = own.max_infra_error_rate
+        trainer.logprob_gap = (own.logprob_gap_threshold, own.logprob_gap_warn_mean)
+        trainer.negative_advantage_weight = own.negative_advantage_weight
         trainer.run_dir = RunDir(self.run_dir)
-        trainer.backend_name = self.spec.backend.type
+        trainer.backend_name = own.backend_name
         self._route_logs()  # SkyRL's trainer set its console sink up again
         return trainer
 

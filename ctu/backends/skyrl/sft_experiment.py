@@ -42,7 +42,7 @@ class CtuSFTTrainer(SFTTrainer):
         components = build_components(self.spec)
         trackers = components.trackers
         trackers.start(self.run_dir, self.spec.experiment.name, components.project, spec_to_dict(self.spec),
-                       resume_step=self.resume_step)
+                       resume_step=self.resume_step, tags=self.spec.experiment.tags)
         self.tracker = _RenamingTracking(trackers)
 
     def train_step(self, batch: Any, step: int) -> dict:

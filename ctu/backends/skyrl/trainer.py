@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
     from ctu.backends.skyrl.generator import SkyRLGenerator
     from ctu.rollout.records import TrajectoryRecord
-    from ctu.spec.models import LogprobGap
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +76,8 @@ class CtuTraining(SingleNodeCleanup):
 
     max_infra_error_rate: float = 0.5
     """Set by `CtuPPOExp` from the spec."""
-    logprob_gap: LogprobGap | None = None
-    """The spec's `algorithm.logprob_gap` (`ctu.spec.models.LogprobGap`), set by `CtuPPOExp`; None: its defaults."""
+    logprob_gap: tuple[float, float | None] | None = None
+    """The spec's `algorithm.logprob_gap` as ``(token_threshold, warn_mean)``, set by `CtuPPOExp`; None: its defaults."""
     negative_advantage_weight: float = 1.0
     """The spec's `algorithm.negative_advantage_weight`, set by `CtuPPOExp`."""
     run_dir: RunDir | None = None
@@ -235,9 +234,10 @@ class CtuTraining(SingleNodeCleanup):
         if sampled is None or trained is None:
             return training_input
         mask = training_input["loss_mask"] > 0
-        settings = self.logprob_gap or LogprobGap()
+        default = LogprobGap()
+        threshold, warn_mean = self.logprob_gap or (default.token_threshold, default.warn_mean)
         self.all_metrics.update(step_logprob_gap(self.global_step, sampled[mask].float().tolist(), trained[mask].float().tolist(),
-                                                 settings.token_threshold, settings.warn_mean))
+                                                 threshold, warn_mean))
         return training_input
 
     def train_critic_and_policy(self, data: TrainingInputBatch) -> dict[str, float]:

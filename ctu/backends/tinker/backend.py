@@ -23,6 +23,25 @@ if TYPE_CHECKING:
 
 UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
 """Sampling settings Tinker's sampling params lack, with the value that means "off"."""
+UNUSED_SETTINGS = (
+    ("algorithm.dynamic_sampling.min_replace_ratio", "only dynamic sampling's `replace` reads it, which the tinker "
+                                                     "loop lacks: remove it, or use the skyrl backend"),
+    ("trainer.max_ckpts_to_keep", "the tinker backend keeps every checkpoint, on its Tinker server: remove it, or "
+                                  "use the skyrl backend"),
+)
+"""Generic settings the tinker backend has no use for, refused away from their defaults, with why."""
+
+
+def non_default(spec: Spec, path: str) -> bool:
+    """Whether the setting at dotted `path` holds a value other than its field's default (False when a section on
+    the way is absent)."""
+    *sections, name = path.split(".")
+    owner: object = spec
+    for section in sections:
+        owner = getattr(owner, section)
+        if owner is None:
+            return False
+    return bool(getattr(owner, name) != type(owner).model_fields[name].default)  # type: ignore[attr-defined]
 
 
 class TinkerBackend:
@@ -40,8 +59,9 @@ class TinkerBackend:
     def spec_errors(self, spec: Spec) -> Iterator[SpecIssue]:
         """What the Tinker path cannot honour: a reference model other than the LoRA's base (`model.path`), sampling
         penalties, no server, rollout worker processes, mini-batches (one optimizer step a step: a
-        `policy_mini_batch_size` other than its default or `train_batch_size`), and dynamic sampling other than
-        `filter` (SkyRL's own training features are entries of its backend section, which this backend's lacks)."""
+        `policy_mini_batch_size` other than its default or `train_batch_size`), dynamic sampling other than
+        `filter`, and `UNUSED_SETTINGS` away from their defaults (SkyRL's own training features are entries of its
+        backend section, which this backend's lacks)."""
         for name, off in UNSUPPORTED_SAMPLING:
             if getattr(spec.rollout, name) != off:
                 yield SpecIssue(f"rollout.{name}", f"Tinker's sampling params have no {name}: set it to {off}, or "
@@ -72,14 +92,15 @@ class TinkerBackend:
         if spec.algorithm.dynamic_sampling is not None and spec.algorithm.dynamic_sampling.type != "filter":
             yield SpecIssue("algorithm.dynamic_sampling.type", "the tinker loop re-samples with `filter` only, or use "
                                                                "the skyrl backend")
+        yield from (SpecIssue(path, why) for path, why in UNUSED_SETTINGS if non_default(spec, path))
 
     def how_applied(self, spec: Spec) -> Iterator[str]:
         """How this backend applies the spec's settings where it differs from SkyRL's trainer (`ctu explain`)."""
         from ctu.backends.tinker.kl import penalty_coef
 
         if (coef := penalty_coef(spec)) > 0:
-            yield (f"algorithm.use_kl_loss: the k1 estimate of the KL to model.path (the base the LoRA trains on) is put "
-                   f"into each sampled token's advantage at {coef:g}, not added to the loss")
+            yield (f"algorithm.use_kl_loss: the {spec.algorithm.kl_estimator} estimate of the KL to model.path (the base "
+                   f"the LoRA trains on) is put into each sampled token's advantage at {coef:g}, not added to the loss")
         yield ("trainer.policy_mini_batch_size: one optimizer step a step, on the whole batch (Tinker's "
                "forward_backward on every trained episode, then optim_step)")
         if self.params.loss == "ppo":
@@ -87,18 +108,13 @@ class TinkerBackend:
                    f"[{1 - spec.algorithm.eps_clip_low:g}, {1 + spec.algorithm.eps_clip_high:g}]")
         else:
             yield f"algorithm.eps_clip_low, eps_clip_high: no clip: Tinker's {self.params.loss} loss has none"
-        yield ("algorithm.zero_variance_filter: an episode of zero advantage is never fed to the trainer (without a KL "
-               "penalty), filtered or not")
+        yield ("algorithm.zero_variance_filter: an episode of zero advantage is fed to the trainer only for its KL "
+               "penalty; the filter leaves those of groups without a reward spread out")
+        yield "trainer.max_ckpts_to_keep: every checkpoint is kept, on the Tinker server"
 
     def spec_warnings(self, spec: Spec) -> Iterator[SpecIssue]:
-        """A KL loss with an estimator other than k1: the tinker backend penalises the k1 estimate in the advantages
-        (`ctu.backends.tinker.kl`)."""
-        from ctu.backends.tinker.kl import penalty_coef
-
-        if penalty_coef(spec) > 0 and (estimator := spec.algorithm.kl_estimator) != "k1":
-            yield SpecIssue("algorithm.kl_estimator", f"the tinker backend puts the KL to its reference into the "
-                                                      f"advantages as the k1 estimate, not {estimator}: set "
-                                                      "kl_estimator: k1 to say so")
+        """None: what this backend does not apply is refused by `spec_errors`."""
+        return iter(())
 
     def deep_check(self, spec: Spec, run_dir: Path) -> tuple[list[str], list[str]]:
         """Nothing more: the Tinker loop is ctu's own, fully checked by `spec_errors`."""

@@ -99,6 +99,12 @@ class SampledBatch:
         return bool(groups_without_spread([self.output["rewards"][i] for i in rows], ["group"] * size,
                                          [self.records[i].infra_error is not None for i in rows]))
 
+    def unspread(self, size: int) -> set[int]:
+        """The trajectories (indices) of the groups of `size` without a reward spread (`zero_variance`), which
+        ``algorithm.zero_variance_filter`` leaves out of the loss."""
+        return {i for start in range(0, len(self.records), size) if self.zero_variance(start, size)
+                for i in range(start, start + size)}
+
     def keep(self, rows: list[int]) -> SampledBatch:
         """Keep only the trajectories `rows` for training (the rollout metrics still count every one)."""
         self.output = {key: [values[i] for i in rows] for key, values in self.output.items()}

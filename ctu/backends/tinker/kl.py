@@ -1,22 +1,26 @@
 """The tinker backend's KL penalty to its reference, the LoRA's base model (`algorithm.use_kl_loss`).
 
 Tinker's losses take per-token advantages and no reference model, so the penalty goes into the advantages, as the
-Tinker cookbook's RL loop does (`kl_penalty_coef`): for each generated token t of the step's trained samples,
-``diff_t = sampler logprob_t - reference logprob_t`` (the k1 estimate of the KL to the reference), and
-``advantage_t += coef * (mean diff - diff_t)``, the mean over every generated token of the step. A token the policy
-now likes more than the reference did is pushed back, one it likes less is pushed up; centred, the penalty moves
-no advantage on average. The reference's log-probabilities come from a sampling client of the base model the LoRA
-adapter was made on (`SamplingClient.compute_logprobs_async`: one forward pass over a sample's tokens).
+Tinker cookbook's RL loop does (`kl_penalty_coef`) and verl's KL in the reward (`use_kl_in_reward`, its
+`core_algos.kl_penalty`): for each generated token t of the step's trained samples, ``d_t`` is the spec's
+`algorithm.kl_estimator` of the KL to the reference at t (`token_kl`, Schulman's estimators of
+``log r_t = sampler logprob_t - reference logprob_t``: k1 ``log r``, k2 ``(log r)^2 / 2``, k3 ``1/r - 1 + log r``,
+abs ``|log r|``), and ``advantage_t += coef * (mean d - d_t)``, the mean over every generated token of the step. A
+token the policy now likes more than the reference did is pushed back; centred, the penalty moves no advantage on
+average. The reference's log-probabilities come from a sampling client of the base model the LoRA adapter was made
+on (`SamplingClient.compute_logprobs_async`: one forward pass over a sample's tokens).
 
-Unlike SkyRL's KL loss (`kl_estimator`'s k1/k2/k3 in the loss, over the whole mini-batch), the penalty is the k1
-estimate in the advantage, and it reaches only the samples the step feeds `forward_backward`: with a KL penalty,
-every sample of the step that is not an infrastructure error (a zero-advantage one carries the penalty alone).
+Unlike SkyRL's KL loss (the same estimators in the loss, over the whole mini-batch), the penalty reaches only the
+samples the step feeds `forward_backward`: with a KL penalty, every sample of the step that is not an
+infrastructure error (a zero-advantage one carries the penalty alone), unless `algorithm.zero_variance_filter`
+leaves its group out.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Literal
 
 from ctu.metrics import TRAIN, metric
 
@@ -34,6 +38,25 @@ def penalty_coef(spec: Spec) -> float:
     return algorithm.kl_loss_coef if spec.data.sft is None and algorithm.use_kl_loss else 0.0
 
 
+Estimator = Literal["k1", "k2", "k3", "abs"]
+
+
+def token_kl(sampled: float, reference: float, estimator: Estimator) -> float:
+    """One generated token's estimate of the KL from the policy to the reference (nats), from the two
+    log-probabilities: `estimator` is Schulman's k1, k2 or k3 ("Approximating KL Divergence", 2020) or abs, as
+    SkyRL's and verl's `kl_estimator`/`kl_penalty` name them; ``log r`` is clamped to [-20, 20] for k3's
+    exponential, as verl clamps it."""
+    log_ratio = sampled - reference
+    if estimator == "k1":
+        return log_ratio
+    if estimator == "k2":
+        return log_ratio * log_ratio / 2
+    if estimator == "abs":
+        return abs(log_ratio)
+    log_ratio = max(-20.0, min(20.0, log_ratio))
+    return math.exp(-log_ratio) - 1 + log_ratio
+
+
 async def reference_logprobs(client: tinker.SamplingClient, data: TokenData) -> list[float]:
     """The reference's log-probability of each of `data.targets` (one float per target; 0.0 where the server gives
     none), from one `compute_logprobs_async` over the sample's tokens. Tinker's API gives one value per token, None
@@ -47,11 +70,12 @@ async def reference_logprobs(client: tinker.SamplingClient, data: TokenData) -> 
     return [0.0 if value is None else float(value) for value in values]
 
 
-async def penalise(client: tinker.SamplingClient, samples: list[TokenData], coef: float) -> dict[str, float]:
+async def penalise(client: tinker.SamplingClient, samples: list[TokenData], coef: float,
+                   estimator: Estimator = "k1") -> dict[str, float]:
     """Add the KL penalty (module docstring) to the advantages of `samples`' generated tokens, in place, with the
-    reference's log-probabilities from `client` (fetched concurrently); returns ``train/kl_to_reference``, the
-    mean k1 estimate (nats per generated token, before the penalty moves anything), and ``train/kl_penalty_coef``;
-    nothing when no sample has a generated token.
+    reference's log-probabilities from `client` (fetched concurrently) and `estimator` (`token_kl`); returns
+    ``train/kl_to_reference``, the mean estimate (nats per generated token, before the penalty moves anything),
+    and ``train/kl_penalty_coef``; nothing when no sample has a generated token.
 
     Raises:
         ValueError: the server gave a sample a different number of log-probabilities than it has targets.
@@ -61,7 +85,7 @@ async def penalise(client: tinker.SamplingClient, samples: list[TokenData], coef
     for data, reference in zip(samples, references, strict=True):
         if len(reference) != len(data.targets):
             raise ValueError(f"the reference gave {len(reference)} log-probabilities for {len(data.targets)} targets")
-        diffs.append([sampled - ref if generated else 0.0
+        diffs.append([token_kl(sampled, ref, estimator) if generated else 0.0
                       for sampled, ref, generated in zip(data.logprobs, reference, data.generated, strict=True)])
     tokens = sum(sum(data.generated) for data in samples)
     if not tokens:

@@ -42,6 +42,7 @@ from ctu.composition import build_components
 from ctu.metrics import EVAL, TIMING, TRAIN, VALIDATION, evaluation_metrics, metric
 from ctu.models.builtin import resolve
 from ctu.rollout.requests import requests_for
+from ctu.runners.console import step_bars
 from ctu.runners.grpo import (
     group_advantages,
     learning_rate,
@@ -121,7 +122,7 @@ class TinkerRunner:
             trackers = components.trackers
             # a resumed run sets aside the lines logged after its checkpoint's step (all of them, starting over)
             trackers.start(self.run_dir.path, spec.experiment.name, components.project, spec_to_dict(spec),
-                           resume_step=(start_step if resume_from else -1) if self.resume else None)
+                           resume_step=(start_step if resume_from else -1) if self.resume else None, tags=spec.experiment.tags)
             trajectory_log = TrajectoryLogger(self.run_dir.path, spec.tracking.trajectories.every_n_steps,
                                       spec.tracking.trajectories.train_samples, spec.experiment.seed)
             session = contextlib.ExitStack()  # the SDK client's session, ended with the run (`tinker_service`)
@@ -132,7 +133,8 @@ class TinkerRunner:
                                   else service.create_lora_training_client_async(base_model=model_path, rank=self.backend.lora_rank))
                 sampler = TinkerSampler(await training.save_weights_and_get_sampling_client_async(), process_bound=True)
                 reference = await self._reference(service, model_path)
-                with self._progress(plan.total_steps, start_step) as (advance, on_episode):
+                with step_bars(self.progress, "SFT steps" if spec.data.sft else "GRPO steps", plan.total_steps,
+                               start_step) as (advance, on_episode):
                     generator = build_generator(components, tokenizer, sampler, on_records=trajectory_log, on_episode=on_episode)
                     if start_step == 0 and spec.trainer.eval_before_train and tests:
                         trackers.log(await self._evaluate(generator, tests, 0), 0)
@@ -200,26 +202,6 @@ class TinkerRunner:
             await export_policy(service, training, model_path, step, self.run_dir.hf_export(step))
         return checkpoint
 
-    @contextlib.contextmanager
-    def _progress(self, total: int, done: int) -> Iterator[Any]:
-        """Yields ``(advance_step, on_episode)``: rich bars over GRPO steps and each batch's episodes."""
-        if not self.progress:
-            yield (lambda: None), None
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-            steps = bar.add_task("SFT steps" if self.spec.data.sft else "GRPO steps", total=total, completed=done)
-            episodes = bar.add_task("episodes", total=0)
-
-            def on_episode(batch: int, finished: bool) -> None:
-                if finished:
-                    bar.advance(episodes)
-                else:
-                    bar.reset(episodes, total=batch)
-
-            yield (lambda: bar.advance(steps)), on_episode
-
     async def _evaluate(self, generator: Rollout, tests: dict[str, list[TaskRow]], step: int) -> dict[str, float]:
         """Every test set, in `eval_batch_size` chunks, in the eval phase."""
         samples = self.spec.rollout.eval_n_samples_per_prompt
@@ -258,19 +240,20 @@ class TinkerRunner:
             logger.warning(skipped_step_message(step, [r.infra_error for r in records], spec.trainer.max_infra_error_rate))
         started = time.perf_counter()
         fed = FedBatch()
-        config = None
-        if self.backend.loss == "ppo":
-            config = {"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
+        config = ({"clip_low_threshold": 1.0 - spec.algorithm.eps_clip_low, "clip_high_threshold": 1.0 + spec.algorithm.eps_clip_high}
+                  if self.backend.loss == "ppo" else None)
         penalising = reference if batch.sampler_logprobs else None  # the penalty needs the sampler's logprobs
         if reference is not None and penalising is None:
             logger.warning("step %d: no KL penalty: the sampler gave no log-probabilities to set against the reference's", step)
-        # with the penalty, a zero-advantage episode carries its term; without it, nothing to train on
+        # with the penalty, a zero-advantage episode carries its term (unless its group is filtered); else nothing to train on
+        filtered = batch.unspread(samples) if spec.algorithm.zero_variance_filter else set()
         episodes = [samples_of(record, whole_logprobs, advantage, spec.rollout.turn_discount)
-                    for record, whole_logprobs, advantage, out in zip(records, output["rollout_logprobs"], advantages, excluded, strict=True)
-                    if not skipped and not out and (advantage != 0.0 or penalising is not None)]
+                    for i, (record, whole_logprobs, advantage, out) in enumerate(zip(records, output["rollout_logprobs"], advantages, excluded, strict=True))
+                    if not skipped and not out and i not in filtered and (advantage != 0.0 or penalising is not None)]
         penalty: dict[str, float] = {}
         if penalising is not None:
-            penalty = await penalise(penalising, [data for episode in episodes for data in episode], penalty_coef(spec))
+            penalty = await penalise(penalising, [data for episode in episodes for data in episode], penalty_coef(spec),
+                                     spec.algorithm.kl_estimator)
         for episode in episodes:
             await fed.feed_data(training, episode, batch.sampler_logprobs, self.backend.loss, config)
         trained = fed.trajectories

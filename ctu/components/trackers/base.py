@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -16,9 +16,11 @@ class Tracker(Protocol):
     """
 
     def start(
-        self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], *, resume_step: int | None = None
+        self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], *, resume_step: int | None = None,
+        tags: Sequence[str] | None = None,
     ) -> None:
-        """Open the tracker; `resume_step` is set when a resumed run continues after that step."""
+        """Open the tracker; `resume_step` is set when a resumed run continues after that step; `tags` are the run's
+        (`experiment.tags`; a tracker whose `start` takes no `tags` is called without, with a deprecation warning)."""
         ...
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:

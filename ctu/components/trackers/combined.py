@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ctu.components.trackers.jsonl import JsonlTracker
@@ -31,11 +31,12 @@ class Trackers:
             trackers.append(JsonlTracker(JsonlTracker.Params()))
         return cls(trackers)
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
-        """Start every tracker."""
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None,
+              tags: Sequence[str] = ()) -> None:
+        """Start every tracker, with the run's `tags` (`experiment.tags`)."""
         self.run_dir = Path(run_dir)
         for tracker in self.trackers:
-            tracker.start(run_dir, run_name, project, config, resume_step=resume_step)  # type: ignore[attr-defined]
+            tracker.start(run_dir, run_name, project, config, resume_step=resume_step, tags=list(tags))  # type: ignore[attr-defined]
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         """Log to every tracker at the same `step`; keep `best_validation.json` up to date."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,8 @@ class ConsoleTracker:
         self.params = params
         self._console: Console | None = None
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None,
+              tags: Sequence[str] | None = None) -> None:
         """Open the console (rich) and print the run's name (`resume_step`: the step a resumed run continues from)."""
         from rich.console import Console
 

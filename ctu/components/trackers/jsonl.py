@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -29,7 +29,8 @@ class JsonlTracker:
         """The file written to, once started."""
         return Path(self._file.name) if self._file else None
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None,
+              tags: Sequence[str] | None = None) -> None:
         """Open `<run_dir>/<filename>` for appending. A resumed run (`resume_step` set; -1 when it starts over)
         first sets aside the lines of later steps, which it is about to run again, and any line that is not a whole
         metric line (one a kill cut short), under ``superseded/`` (`ctu.output_folders.set_aside`): no metric line is

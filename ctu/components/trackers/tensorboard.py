@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,8 @@ class TensorboardTracker:
         self.params = params
         self.writer: SummaryWriter | None = None
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None,
+              tags: Sequence[str] | None = None) -> None:
         """Open an event-file writer in `<run_dir>/<log_dir>` (a resumed run purges events after `resume_step`)."""
         from torch.utils.tensorboard import SummaryWriter
 

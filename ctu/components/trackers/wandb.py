@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -38,8 +38,10 @@ class WandbTracker:
         self.mode: str | None = None
         self.last_step = -1
 
-    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None) -> None:
-        """Open (or resume) the wandb run in `<run_dir>/wandb`, with the resolved spec as its config. wandb's Weave
+    def start(self, run_dir: Path, run_name: str, project: str, config: Mapping[str, object], resume_step: int | None = None,
+              tags: Sequence[str] | None = None) -> None:
+        """Open (or resume) the wandb run in `<run_dir>/wandb`, with the resolved spec as its config and the run's
+        `tags` (`experiment.tags`) as wandb's. wandb's Weave
         integration (LLM call tracing, and its console advertisement when openai is imported) stays off unless
         ``WANDB_DISABLE_WEAVE`` is set: ctu's trajectories are in its own logs."""
         self.last_step = resume_step if resume_step is not None else -1
@@ -63,6 +65,7 @@ class WandbTracker:
             resume="allow",
             dir=str(run_dir),
             config=dict(config),
+            tags=list(tags or ()),
             mode=mode,
             settings=wandb.Settings(silent=True, console="off"),
         )
