@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctu.metrics import TIMING, TRAIN, metric
 from ctu.rollout.records import rollout_metrics
@@ -16,11 +16,11 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class StepPlan:
+class StepPlan[Row]:
     """Which training rows each step uses: per epoch, a seeded shuffle; `train_batch_size` rows a step. A row is a
     task (`TaskRow`, GRPO) or an SFT conversation (`ctu.sft.tokens.read_sft_rows`)."""
 
-    rows: list[Any]
+    rows: list[Row]
     batch_size: int
     epochs: int
     seed: int
@@ -36,7 +36,7 @@ class StepPlan:
         total = self.steps_per_epoch * self.epochs
         return min(total, self.max_steps) if self.max_steps is not None else total
 
-    def batch(self, step: int) -> list[Any]:
+    def batch(self, step: int) -> list[Row]:
         """The rows of 1-based `step` (the same rows whenever it is asked: resumable)."""
         epoch, index = divmod(step - 1, self.steps_per_epoch)
         order = list(range(len(self.rows)))
@@ -46,17 +46,14 @@ class StepPlan:
         return [self.rows[i] for i in chosen]
 
 
-TRAINED_KEYS = ("prompt_token_ids", "response_ids", "loss_masks", "rewards", "rollout_logprobs")
-"""What a training step reads of the sampled trajectories, one entry per trajectory."""
-
-
 @dataclass
 class SampledBatch:
     """The trajectories sampled for one Tinker step, over one or more rounds of dynamic sampling.
 
     Attributes:
-        output: `TRAINED_KEYS`, one entry per trajectory (logprobs 0 where the sampler gave none).
-        records: each trajectory's record, aligned with `output`.
+        records: the trajectories a step trains on (their ``reward`` the one each trains with: `rewards`).
+        logprobs: each of `records`' sampler log-probabilities, one per response token (0.0 where the sampler gave
+            none).
         sampled: every record sampled for the step, kept or dropped (the rollout metrics' episodes).
         rounds: batches sampled (``train/sampling_rounds``).
         dropped: groups without a reward spread seen (``train/zero_variance_groups``).
@@ -65,8 +62,8 @@ class SampledBatch:
         shuffled: ``train/shuffled_rewards`` of the last round, under ``algorithm.shuffle_rewards`` (else empty).
     """
 
-    output: dict[str, list[Any]] = field(default_factory=lambda: {key: [] for key in TRAINED_KEYS})
     records: list[TrajectoryRecord] = field(default_factory=list)
+    logprobs: list[list[float]] = field(default_factory=list)
     sampled: list[TrajectoryRecord] = field(default_factory=list)
     rounds: int = 0
     dropped: int = 0
@@ -84,19 +81,20 @@ class SampledBatch:
             self.shuffled.update(shuffle_record_rewards(records, shuffle_seed))
         logprobs = batch.sampled_logprobs or [[0.0] * len(r.response_ids) for r in records]
         self.sampler_logprobs = self.sampler_logprobs and batch.sampled_logprobs is not None
-        self.output["prompt_token_ids"] += [r.prompt_ids for r in records]
-        self.output["response_ids"] += [r.response_ids for r in records]
-        self.output["loss_masks"] += [r.loss_mask for r in records]
-        self.output["rewards"] += [r.reward for r in records]
-        self.output["rollout_logprobs"] += logprobs
+        self.logprobs += logprobs
         self.records += records
         self.sampled += records
         self.generate_seconds += batch.metrics.get(metric(TIMING, "generate"), 0.0)
 
+    @property
+    def rewards(self) -> list[float]:
+        """The reward each of `records` trains with."""
+        return [record.reward for record in self.records]
+
     def zero_variance(self, start: int, size: int) -> bool:
         """Whether the group of trajectories ``start .. start + size - 1`` has no reward spread."""
         rows = range(start, start + size)
-        return bool(groups_without_spread([self.output["rewards"][i] for i in rows], ["group"] * size,
+        return bool(groups_without_spread([self.records[i].reward for i in rows], ["group"] * size,
                                          [self.records[i].infra_error is not None for i in rows]))
 
     def unspread(self, size: int) -> set[int]:
@@ -107,7 +105,7 @@ class SampledBatch:
 
     def keep(self, rows: list[int]) -> SampledBatch:
         """Keep only the trajectories `rows` for training (the rollout metrics still count every one)."""
-        self.output = {key: [values[i] for i in rows] for key, values in self.output.items()}
+        self.logprobs = [self.logprobs[i] for i in rows]
         self.records = [self.records[i] for i in rows]
         return self
 

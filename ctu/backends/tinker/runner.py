@@ -231,9 +231,9 @@ class TinkerRunner:
         spec = self.spec
         samples = spec.rollout.n_samples_per_prompt
         batch = await self._sample(generator, plan, step)
-        output, records = batch.output, batch.records
+        records = batch.records
         excluded = [record.infra_error is not None for record in records]
-        advantages = weigh_negative(group_advantages(output["rewards"], samples, spec.algorithm.norm_adv_by_std, excluded),
+        advantages = weigh_negative(group_advantages(batch.rewards, samples, spec.algorithm.norm_adv_by_std, excluded),
                                     spec.algorithm.negative_advantage_weight)
         skipped = skip_step(excluded, spec.trainer.max_infra_error_rate)
         if skipped:
@@ -248,7 +248,7 @@ class TinkerRunner:
         # with the penalty, a zero-advantage episode carries its term (unless its group is filtered); else nothing to train on
         filtered = batch.unspread(samples) if spec.algorithm.zero_variance_filter else set()
         episodes = [samples_of(record, whole_logprobs, advantage, spec.rollout.turn_discount)
-                    for i, (record, whole_logprobs, advantage, out) in enumerate(zip(records, output["rollout_logprobs"], advantages, excluded, strict=True))
+                    for i, (record, whole_logprobs, advantage, out) in enumerate(zip(records, batch.logprobs, advantages, excluded, strict=True))
                     if not skipped and not out and i not in filtered and (advantage != 0.0 or penalising is not None)]
         penalty: dict[str, float] = {}
         if penalising is not None:
