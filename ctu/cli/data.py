@@ -31,8 +31,8 @@ def data_prepare(
     from ctu.errors import CtuError
 
     import_code(imports)
+    from ctu.backends.skyrl.datasets import prepare_datasets
     from ctu.components.domains import build_domain
-    from tau_bench_env.data import prepare_datasets
 
     try:
         built = [build_domain(name, {}) for name in _csv(domains)]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from ctu.backends.skyrl.datasets import ENV_CLASS, prepare_datasets
 from ctu.components.parsers.hermes import HermesParser
 from ctu.components.user_simulators.scripted import ScriptedUserSimulator
-from tau_bench_env.data import ENV_CLASS, prepare_datasets
 from tau_bench_env.env import EnvSetup, TauBenchEnv, shared_domain, tau2_domains
 
 from ..conftest import REPO

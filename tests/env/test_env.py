@@ -285,8 +285,8 @@ def test_the_skyrl_backend_registers_a_skyrl_gym_environment_over_it():
     same episode through SkyRL-gym's interface (its step a dict)."""
     import skyrl_gym
 
+    from ctu.backends.skyrl.datasets import ENV_CLASS
     from ctu.backends.skyrl.gym_env import SkyRLGymEnv, register_with_skyrl_gym
-    from tau_bench_env.data import ENV_CLASS
 
     register_with_skyrl_gym()
     register_with_skyrl_gym()  # idempotent

@@ -9,9 +9,9 @@ import logging
 
 from skyrl.train.generators.base import BatchMetadata
 
+from ctu.backends.skyrl.datasets import ENV_CLASS
 from ctu.backends.skyrl.generator import SkyRLGenerator
 from ctu.rollout.records import RolloutBatch, TrajectoryRecord, rollout_metrics
-from tau_bench_env.data import ENV_CLASS
 from tau_bench_env.outcome import EpisodeResult
 
 

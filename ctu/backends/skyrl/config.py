@@ -254,8 +254,8 @@ def prepare_data(components: Components, data_dir: Path) -> None:
     """Write `train.parquet` (every training source) and `test_<name>.parquet` (each evaluation set: the
     validation set as `test_validation.parquet`, and each test set; `data_source` set to the set's name) for
     SkyRL's dataset loader: the task rows the Tinker backend trains on (`ctu.runners.task_rows`), in parquet."""
+    from ctu.backends.skyrl.datasets import parquet_rows, write_rows
     from ctu.runners.task_rows import source_rows
-    from tau_bench_env.data import parquet_rows, write_rows
 
     spec = components.spec
     train = [row for source in spec.data.train

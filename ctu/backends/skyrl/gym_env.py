@@ -1,4 +1,4 @@
-"""ctu's `TauBenchEnv` as a SkyRL-gym text environment, registered as ``tau_bench`` (`tau_bench_env.data.ENV_CLASS`,
+"""ctu's `TauBenchEnv` as a SkyRL-gym text environment, registered as ``tau_bench`` (`ctu.backends.skyrl.datasets.ENV_CLASS`,
 the `env_class` column of prepared datasets): the one place SkyRL-gym meets the environment.
 
 ctu's own generator plays episodes with `TauBenchEnv` directly; SkyRL's config and its dataset name an
@@ -13,7 +13,7 @@ from typing import Any
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from tau_bench_env.data import ENV_CLASS
+from ctu.backends.skyrl.datasets import ENV_CLASS
 from tau_bench_env.env import EnvSetup, StartInfo, TauBenchEnv
 from tau_bench_env.interfaces import ParsedTurn
 
