@@ -259,6 +259,19 @@ def test_a_generation_that_keeps_nothing_exits_3_and_writes_no_task_set(tmp_path
     assert not (tmp_path / "out" / "tasks.json").exists() and (tmp_path / "out" / "proposals.jsonl").exists()
 
 
+def test_a_generation_whose_every_proposal_names_an_unknown_tool_names_it_and_the_nearest_real_one(tmp_path: Path):
+    valid, _ = retail_proposals(tmp_path)
+    typo = json.loads(json.dumps(next(task for task in valid if "cancel_pending_order" in json.dumps(task))))
+    for action in typo["evaluation_criteria"]["actions"]:
+        action["name"] = action["name"].replace("cancel_pending_order", "cancel_pending_ordr")
+    with ScriptedOpenAIServer(default=Answer.text(json.dumps({"tasks": [typo]}))) as server:
+        section = {"domain": "retail", "count": 1, "seed": 2, "max_proposals": 2,
+                   "generator": {"type": "llm", "model": "teacher", "base_url": server.base_url, "api_key_env": None}}
+        result = generate(str(generation_spec(tmp_path, section)), "--out", str(tmp_path / "out"))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 3 and "rejected: unknown_tool 2 (most often: 'cancel_pending_ordr' is not one of the agent's tools (nearest 'cancel_pending_order';" in said
+
+
 def test_a_templates_train_share_keeps_its_tasks_out_of_train_and_train_only_keeps_them_in_train_alone(tmp_path: Path):
     """`train_share` (the `template` generator's, per template): its tasks are drawn into `validation` and the other
     splits as any task is; of those left for `train`, that share stays (seeded by the task: a rerun writes the same

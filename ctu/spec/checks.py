@@ -320,13 +320,20 @@ def check_sft_data(spec: Spec) -> Iterator[SpecIssue]:
 
 
 def check_user_fault_retries(spec: Spec) -> Iterator[SpecIssue]:
-    """`retry` replays an episode to draw another customer; an LLM customer sampled at temperature 0 answers a
-    replay as it answered before, so the replay repeats the fault (and the episode is then excluded)."""
+    """`retry` replays an episode to draw another customer; a user simulator that answers a replay as it answered
+    before (an LLM customer sampled at temperature 0; one whose class says ``replays_identically``, as the scripted
+    one does) repeats the fault, and the episode is then excluded after every retry."""
     faults, user = spec.environment.user_faults, spec.environment.user_simulator
-    if faults.detectors and faults.action == "retry" and user.type == "llm" and getattr(user.params, "temperature", 1.0) == 0:
+    if not faults.detectors or faults.action != "retry":
+        return
+    if user.type == "llm" and getattr(user.params, "temperature", 1.0) == 0:
         yield SpecIssue("environment.user_faults.action", "`retry` plays an episode again to draw another customer, but "
                         "the llm user simulator samples at temperature 0 and will answer a replay as before: set "
                         "environment.user_simulator.temperature above 0, or use `exclude`")
+    elif getattr(user.factory, "replays_identically", False):
+        yield SpecIssue("environment.user_faults.action", f"`retry` plays an episode again to draw another customer, but "
+                        f"the {user.type} user simulator answers a replay exactly as before, so every retry repeats the "
+                        "fault: use `exclude`, or a user simulator that samples")
 
 
 def check_secrets(spec: Spec) -> Iterator[SpecIssue]:

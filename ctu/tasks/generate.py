@@ -26,7 +26,7 @@ import asyncio
 import json
 import random
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,7 +181,8 @@ def generate_tasks(spec: Spec, out_dir: Path, *, overwrite: bool = False,
     result = run.result
     result.seconds = time.monotonic() - started
     if not run.kept:
-        reasons = ", ".join(f"{reason} {n}" for reason, n in result.rejected.most_common()) or "none proposed"
+        reasons = "; ".join(f"{reason} {n} (most often: {run.details[reason].most_common(1)[0][0]})"
+                            for reason, n in result.rejected.most_common()) or "none proposed"
         raise NothingMeasuredError(f"no task kept of {result.proposed} proposed (rejected: {reasons}): no task set written "
                                    f"to {out_dir}; each proposal's reason is in {out_dir / PROPOSALS}")
     _write_outputs(out_dir, run.kept, generation, result, generator)
@@ -198,6 +199,8 @@ class _Generation:
         self.generation, self.domain, self.generator, self.verifier = generation, domain, generator, verifier
         self.examples, self.out_dir, self.on_decision = examples, out_dir, on_decision
         self.result = GenerationResult(out_dir)
+        self.details: dict[str, Counter[str]] = defaultdict(Counter)
+        """Each rejection reason's details, counted (what a generation keeping nothing names)."""
         self.kept: list[Task] = []
         self.index = 0
         self.prefix = f"{generation.domain.type}_{generation.generator.type}_"
@@ -215,6 +218,7 @@ class _Generation:
                 self.verifier.remember(task)
             else:
                 self.result.rejected[line["reason"]] += 1
+                self.details[line["reason"]][str(line.get("detail"))] += 1
         self.result.kept = len(self.kept)
         self.index = max((line["index"] for line in lines), default=-1) + 1
 
@@ -265,6 +269,7 @@ class _Generation:
             line["task"] = verdict.task.model_dump(mode="json", exclude_none=True)
         else:
             result.rejected[str(verdict.reason)] += 1
+            self.details[str(verdict.reason)][str(verdict.detail)] += 1
             line |= {"reason": verdict.reason, "detail": verdict.detail}
         return line
 

@@ -247,8 +247,12 @@ class TaskVerifier:
 
         schemas = self.user_schemas if action.requestor == "user" else self.schemas
         if action.name not in schemas:
+            from ctu.errors import closest
+
             whose = "the user's" if action.requestor == "user" else "the agent's"
-            return "unknown_tool", f"{action.name!r} is not one of {whose} tools ({', '.join(sorted(schemas)) or 'none'})"
+            near = closest(action.name, schemas, n=1)
+            nearest = f"nearest {near[0]!r}; " if near else ""
+            return "unknown_tool", f"{action.name!r} is not one of {whose} tools ({nearest}{', '.join(sorted(schemas)) or 'none'})"
         arguments = dict(action.arguments)
         error = next(iter(Draft202012Validator(schemas[action.name]).iter_errors(arguments)), None)
         if error is not None:

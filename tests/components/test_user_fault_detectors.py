@@ -174,3 +174,19 @@ def test_retry_with_a_greedy_customer_is_warned_about():
     assert [w.path for w in greedy.warnings if "temperature 0" in w.message] == ["environment.user_faults.action"]
     sampled = load_spec(REPO / "specs" / "smoke.yaml", [user, *faults, "environment.user_simulator.temperature=0.7"])
     assert not [w for w in sampled.warnings if w.path == "environment.user_faults.action"]
+
+
+def test_retry_with_a_customer_that_replays_identically_is_warned_about():
+    """The scripted customer answers a replay exactly as before (`replays_identically`): every retry would repeat
+    the fault."""
+    from ctu.spec import load_spec
+
+    from ..conftest import REPO
+
+    faults = ["environment.user_faults.detectors=[stop_before_write]", "environment.user_faults.action=retry"]
+    scripted = load_spec(REPO / "specs" / "smoke.yaml", faults)  # smoke.yaml's customer is the scripted one
+    assert [w.message for w in scripted.warnings if w.path == "environment.user_faults.action"] == [
+        "`retry` plays an episode again to draw another customer, but the scripted user simulator answers a replay "
+        "exactly as before, so every retry repeats the fault: use `exclude`, or a user simulator that samples"]
+    excluded = load_spec(REPO / "specs" / "smoke.yaml", [faults[0]])
+    assert not [w for w in excluded.warnings if w.path == "environment.user_faults.action"]

@@ -28,6 +28,10 @@ class ScriptedUserSimulator:
     episode machinery, it does not measure an agent.
     """
 
+    replays_identically = True
+    """A replay of an episode meets the same customer (`environment.user_faults.action: retry` draws none other:
+    `ctu validate` warns)."""
+
     class Params(ComponentParams):
         turn_budget: int = Field(10, gt=0)
         """Text replies after which the scripted user ends the call with ###STOP###."""
