@@ -30,11 +30,13 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 _MISSING = None
 """The canonical value of a record a state does not have (deleted, or never existed)."""
 
 
-def canonical_json(record: Any) -> str:
+def canonical_json(record: object) -> str:
     """A record's JSON as tau2 hashes it: ``json.dumps(model_dump(), sort_keys=True, default=str)``."""
     data = record.model_dump() if hasattr(record, "model_dump") else record
     return json.dumps(data, sort_keys=True, default=str)
@@ -51,7 +53,7 @@ class BaseDatabase:
     a retail order takes ~15 us against ~30 us for `deepcopy`, and reproduces the record exactly).
     """
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: BaseModel) -> None:
         self.db = db
         self.db_type = type(db)
         self.tables: dict[str, dict[str, object]] = {}
@@ -65,7 +67,7 @@ class BaseDatabase:
         self._pickled: dict[tuple[str, str], bytes] = {}
         self._canonical: dict[tuple[str, str], str | None] = {}
 
-    def copy(self, table: str, key: str) -> Any:
+    def copy(self, table: str, key: str) -> object:
         """A private deep copy of base record `key` of `table`.
 
         Raises:
@@ -96,7 +98,7 @@ class BaseDatabase:
         return OverlayDatabase(self)
 
 
-class OverlayTable(MutableMapping[str, Any]):
+class OverlayTable(MutableMapping[str, object]):
     """One table of an episode's database: the records it touched over the shared base table.
 
     Shapes: keys are record ids (str), values tau2 pydantic records. Iteration order is tau2's (base keys,
@@ -114,7 +116,7 @@ class OverlayTable(MutableMapping[str, Any]):
         self.deleted: set[str] = set()
         """Base keys the episode removed."""
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         record = self.own.get(key)
         if record is not None or key in self.own:
             return record
@@ -124,7 +126,7 @@ class OverlayTable(MutableMapping[str, Any]):
         self.own[key] = record
         return record
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: object) -> None:
         self.own[key] = value
         self.deleted.discard(key)
 
@@ -156,19 +158,19 @@ class OverlayTable(MutableMapping[str, Any]):
         added = sum(1 for key in self.own if key not in self._table)
         return len(self._table) - len(self.deleted) + added
 
-    def values(self) -> Iterator[Any]:  # type: ignore[override]
+    def values(self) -> Iterator[object]:  # type: ignore[override]
         """Current records, without copying untouched ones (read them, do not mutate them)."""
         if not self.own and not self.deleted:
             return iter(self._table.values())
         return (record for _, record in self._merged_items())
 
-    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+    def items(self) -> Iterator[tuple[str, object]]:  # type: ignore[override]
         """``(key, record)`` pairs, without copying untouched records (read them, do not mutate them)."""
         if not self.own and not self.deleted:
             return iter(self._table.items())
         return self._merged_items()
 
-    def _merged_items(self) -> Iterator[tuple[str, Any]]:
+    def _merged_items(self) -> Iterator[tuple[str, object]]:
         """Base records not deleted, each replaced by the episode's copy where it has one, then added records.
 
         `own` and `deleted` never share a key (`__setitem__` and `__delitem__` keep them apart)."""
@@ -245,8 +247,8 @@ class OverlayDatabase:
 
     def model_dump(self, **kwargs: Any) -> dict[str, object]:
         """The whole database as tau2's `DB.model_dump` gives it (materialised; slow, off the hot path)."""
-        db = self.base.db_type.model_construct(
-            **{name: table.materialize() for name, table in self.tables.items()}, **self.scalar_values()
+        db = self.base.db_type.model_construct(  # fields set: None, all of them
+            None, **{name: table.materialize() for name, table in self.tables.items()}, **self.scalar_values()
         )
         return db.model_dump(**kwargs)
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from ctu.composition import Components
+    from ctu.sft.tokens import SftRow
     from ctu.spec import Spec
     from tau_bench_env.interfaces import ParsedTurn
 
@@ -57,7 +58,7 @@ class SFTDataError(CtuError):
 class SFTData:
     """What `build_sft_data` wrote."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[SftRow] = field(default_factory=list)
     rejected: Counter[str] = field(default_factory=Counter)
     tokens: int | None = None
 
@@ -91,7 +92,7 @@ class WrittenTurns:
 
 
 async def gold_rows(components: Components, min_reward: float, on_task: Callable[[int], None] | None = None
-                    ) -> tuple[list[dict[str, Any]], Counter[str]]:
+                    ) -> tuple[list[SftRow], Counter[str]]:
     """One row per training task whose gold replay, played with the spec's user simulator, tau2 scores at least
     `min_reward`; the rest counted by why. `on_task(total)` is called once before the first task, then
     `on_task(0)` after each (progress).
@@ -110,7 +111,7 @@ async def gold_rows(components: Components, min_reward: float, on_task: Callable
         raise SFTDataError(f"the spec's parser ({components.spec.rollout.parser.type}) cannot write turns (it has no "
                            "`write(turn)`): gold replays need it in text mode; use rejection sampling (--from-eval)")
 
-    rows: list[dict[str, Any]] = []
+    rows: list[SftRow] = []
     rejected: Counter[str] = Counter()
     sources = [(source, components.domain(source)) for source in components.spec.data.train]
     chosen = [(source, domain, task) for source, domain in sources for task in domain.tasks(source.split)[: source.max_tasks]]
@@ -133,14 +134,14 @@ async def gold_rows(components: Components, min_reward: float, on_task: Callable
 
 
 def eval_rows(folders: list[Path], min_reward: float, max_per_task: int, tools: dict[str, Any] | None
-              ) -> tuple[list[dict[str, Any]], Counter[str]]:
+              ) -> tuple[list[SftRow], Counter[str]]:
     """The kept trajectories of `ctu eval`-format folders (see the module docstring), in file order; `tools`:
     each domain's tool schemas with native tool calling, else None.
 
     Raises:
         SFTDataError: a folder without trajectories.jsonl.
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[SftRow] = []
     rejected: Counter[str] = Counter()
     per_task: Counter[tuple[str, str]] = Counter()
     seen: set[str] = set()
@@ -196,7 +197,7 @@ def eval_task_keys(folders: list[Path]) -> list[tuple[str, str]]:
     return keys
 
 
-def count_tokens(components: Components, rows: list[dict[str, Any]]) -> int:
+def count_tokens(components: Components, rows: list[SftRow]) -> int:
     """Tokens of every row as the spec's chat template renders it for the spec's tokenizer."""
     from transformers import AutoTokenizer
 

@@ -12,13 +12,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from ctu.rollout.tokens import TokenAccount
 
+Message = dict[str, Any]
+"""One OpenAI-format chat message (role, content, tool calls...), as tau2 and the chat templates take it."""
 
-def read_sft_rows(path: str | Path) -> list[dict[str, Any]]:
+
+class SftRow(TypedDict):
+    """One SFT conversation, a row of `ctu data sft`'s ``train.parquet``."""
+
+    messages: list[Message]
+    tools: list[dict[str, object]] | None
+    """The tools' OpenAI schemas, when the conversation calls them natively (else they are in the system prompt)."""
+    domain: str
+    task_id: str
+    source: str
+    """``gold`` (a gold replay) or ``eval:<folder>`` (a rejection-sampled episode)."""
+    reward: float
+    """tau2's reward of the conversation."""
+
+
+def read_sft_rows(path: str | Path) -> list[SftRow]:
     """The rows of `ctu data sft`'s ``train.parquet`` (`path` is the file or its folder): ``messages`` without
     empty fields, ``tools`` decoded (a list of OpenAI schemas, or None), and the row's other columns.
 
@@ -34,10 +51,10 @@ def read_sft_rows(path: str | Path) -> list[dict[str, Any]]:
     for row in rows:
         row["messages"] = [{key: value for key, value in message.items() if value is not None} for message in row["messages"]]
         row["tools"] = json.loads(row["tools"]) if row.get("tools") else None
-    return rows
+    return rows  # the columns `ctu data sft` wrote
 
 
-def conversation_tokens(account: TokenAccount, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+def conversation_tokens(account: TokenAccount, messages: list[Message], tools: list[dict[str, object]] | None
                         ) -> tuple[list[int], list[int], list[int]]:
     """``(prompt_ids, response_ids, loss_mask)`` of one conversation (see the module docstring); `loss_mask` has
     one entry per response id, 1 on the assistant's tokens.
@@ -51,7 +68,7 @@ def conversation_tokens(account: TokenAccount, messages: list[dict[str, Any]], t
     prompt = account.prompt_ids(messages[: first + 1], tools)
     response: list[int] = []
     mask: list[int] = []
-    between: list[dict[str, Any]] = []
+    between: list[Message] = []
     for message in messages[first + 1 :]:
         if message["role"] != "assistant":
             between.append(message)

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from ctu.tasks.check import gold_actions_of, gold_score_fault, limit_faults, replay_gold
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
-    from tau2.data_model.tasks import Task
+    from tau2.data_model.tasks import Action, Task
+    from tau2.environment.environment import Environment
 
     from ctu.components.task_generators.base import Proposal
     from tau_bench_env.domains import Domain
@@ -68,7 +69,7 @@ class Verdict:
     detail: str = ""
 
 
-def _normalised(value: Any) -> Any:
+def _normalised(value: object) -> object:
     """`value` with formatting that does not change its meaning removed: strings trimmed, case-folded, inner
     whitespace collapsed; numbers as floats; mapping keys sorted (by `json.dumps`)."""
     if isinstance(value, str):
@@ -84,7 +85,7 @@ def _normalised(value: Any) -> Any:
     return str(value)
 
 
-def action_signature(name: str, arguments: dict[str, Any]) -> str:
+def action_signature(name: str, arguments: Mapping[str, object]) -> str:
     """One action as a canonical string: its tool and normalised arguments in key order."""
     return name + json.dumps(_normalised(arguments), sort_keys=True)
 
@@ -102,7 +103,7 @@ def intent(task: Task, write_tools: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(a.name for a in gold_actions_of(task) if a.requestor == "assistant" and a.name in write_tools))
 
 
-def identity(task: Task, responses: list[str], environment: Any) -> frozenset[str]:
+def identity(task: Task, responses: list[str], environment: Environment) -> frozenset[str]:
     """The users `task`'s gold actions act for, where the domain's database has a ``users`` table: every
     ``user_id`` argument, every response that is a JSON object with a ``user_id``, and every response that is a
     user id itself (a lookup such as retail's ``find_user_id_by_email``); empty where the domain cannot tell."""
@@ -126,7 +127,7 @@ def identity(task: Task, responses: list[str], environment: Any) -> frozenset[st
     return frozenset(found)
 
 
-def _users_table(environment: Any) -> Any:
+def _users_table(environment: Environment) -> Mapping[str, object] | None:
     database = getattr(getattr(environment, "tools", None), "db", None)
     users = getattr(database, "users", None)
     return users if users is not None and hasattr(users, "__contains__") else None
@@ -241,7 +242,7 @@ class TaskVerifier:
             return Verdict(None, "unsolvable", unsolved)
         return Verdict(task)
 
-    def _tool_problem(self, action: Any) -> tuple[str, str] | None:
+    def _tool_problem(self, action: Action) -> tuple[str, str] | None:
         """``(reason, detail)`` of the first problem of one gold action's tool and arguments, or None."""
         from jsonschema import Draft202012Validator
 
@@ -263,7 +264,7 @@ class TaskVerifier:
                 return "placeholder", f"{action.name} {name}={value!r} is a placeholder, not a value"
         return None
 
-    def _identity_problem(self, task: Task, who: frozenset[str], environment: Any) -> str | None:
+    def _identity_problem(self, task: Task, who: frozenset[str], environment: Environment) -> str | None:
         users = _users_table(environment)
         if not who or users is None:
             return None
