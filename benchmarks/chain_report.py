@@ -14,7 +14,7 @@ from machine import REFERENCE_LOOP_S
 from results import UNCOMMITTED, missing
 
 from ctu.components.task_generators.template import written_by
-from ctu.evaluation.comparison import paired_bootstrap
+from ctu.evaluation.comparison import pair_tasks, paired_bootstrap, report_contents
 from ctu.metrics import is_success
 from ctu.runners.rundir import RunDir
 
@@ -41,12 +41,16 @@ def success(report: dict) -> float:
 
 
 def difference(baseline: dict, other: dict) -> dict:
-    """`other`'s held-out success minus `baseline`'s, paired by task, with its bootstrap 95% interval."""
-    result = paired_bootstrap(baseline["by_test_set"][TEST_SET]["by_task"], other["by_test_set"][TEST_SET]["by_task"])
+    """`other`'s held-out success minus `baseline`'s over the tasks `ctu compare` would compare (`pair_tasks`: the
+    same task with the same recorded content), with its bootstrap 95% interval, and what was left out
+    (``left_out``, only when something was)."""
+    first, second = baseline["by_test_set"][TEST_SET]["by_task"], other["by_test_set"][TEST_SET]["by_task"]
+    pairing = pair_tasks(first, second, report_contents(baseline, TEST_SET), report_contents(other, TEST_SET))
+    result = paired_bootstrap(first, second, tasks=pairing.compared)
     if result is None:
-        raise SystemExit("the evaluations share no held-out task")
+        raise SystemExit(f"the evaluations share no held-out task: {pairing.left_out()}")
     tasks, mean, low, high = result
-    return {"tasks": tasks, "difference": mean, "ci95": [low, high]}
+    return {"tasks": tasks, "difference": mean, "ci95": [low, high], **({"left_out": pairing.left_out()} if pairing.left_out() else {})}
 
 
 FAILURE_KINDS = ("success", "wrong id", "wrong status", "wrong tool", "no call", "garbled call", "other")

@@ -42,14 +42,15 @@ class Difference:
 
 
 def paired_bootstrap(baseline: Mapping[str, Sequence[int]], other: Mapping[str, Sequence[int]],
-                     resamples: int = RESAMPLES, seed: int = 0) -> tuple[int, float, float, float] | None:
-    """``(tasks, difference, low, high)``: the mean over the tasks both hold of ``other``'s success rate minus
+                     resamples: int = RESAMPLES, seed: int = 0, tasks: Sequence[str] | None = None
+                     ) -> tuple[int, float, float, float] | None:
+    """``(tasks, difference, low, high)``: the mean over the compared tasks of ``other``'s success rate minus
     ``baseline``'s, and its `LEVEL` percentile interval from `resamples` resamples of those tasks with replacement
-    (seeded); None when they share no task. Each mapping is ``{task: [successes, trials]}`` (``eval.json``'s
-    ``by_task``); a task with no trial is left out."""
+    (seeded); None when no task is compared. Each mapping is ``{task: [successes, trials]}`` (``eval.json``'s
+    ``by_task``); the compared tasks are `tasks` (a `Pairing`'s), else those both hold with a trial each."""
     import numpy as np
 
-    common = sorted(task for task in baseline.keys() & other.keys() if baseline[task][1] and other[task][1])
+    common = sorted(tasks) if tasks is not None else pair_tasks(baseline, other).compared
     if not common:
         return None
     deltas = np.array([other[t][0] / other[t][1] - baseline[t][0] / baseline[t][1] for t in common])
@@ -60,6 +61,57 @@ def paired_bootstrap(baseline: Mapping[str, Sequence[int]], other: Mapping[str, 
     return len(common), float(deltas.mean()), float(low), float(high)
 
 
+@dataclass(frozen=True)
+class Pairing:
+    """Which tasks two evaluations of one test set are compared on: the same task (``domain/task_id``) with the
+    same content (the scenario digest `ctu eval` records, `tau_bench_env.task_content.scenario_digest`: customer
+    and starting database) where both recorded it, and at least one trial each. The one rule of `ctu compare`,
+    `ctu view` and the chain's report.
+
+    Attributes:
+        compared: the tasks compared, sorted.
+        changed: tasks of the same id whose content differs (never compared).
+        only_baseline, only_other: tasks only one of the two evaluated (with a trial).
+    """
+
+    compared: tuple[str, ...]
+    changed: tuple[str, ...] = ()
+    only_baseline: tuple[str, ...] = ()
+    only_other: tuple[str, ...] = ()
+
+    def left_out(self) -> str | None:
+        """What was not compared and why, in one line (None when every task was)."""
+        parts = [f"{len(tasks)} {why} ({', '.join(tasks[:3])}{', ...' if len(tasks) > 3 else ''})"
+                 for tasks, why in ((self.changed, "with the same id but other content"),
+                                    (self.only_baseline, "only the baseline evaluated"),
+                                    (self.only_other, "only the other evaluated")) if tasks]
+        return "; ".join(parts) or None
+
+
+def pair_tasks(baseline: Mapping[str, Sequence[int]], other: Mapping[str, Sequence[int]],
+               baseline_contents: Mapping[str, str] | None = None, other_contents: Mapping[str, str] | None = None
+               ) -> Pairing:
+    """The `Pairing` of two evaluations' ``{task: [successes, trials]}`` (``eval.json``'s ``by_task``), with each
+    one's ``{task: scenario digest}`` where known (`report_contents`; a task without one is paired by id)."""
+    first = {task for task, counts in baseline.items() if counts[1]}
+    second = {task for task, counts in other.items() if counts[1]}
+    known_first, known_second = baseline_contents or {}, other_contents or {}
+    changed = sorted(task for task in first & second
+                     if task in known_first and task in known_second and known_first[task] != known_second[task])
+    return Pairing(tuple(sorted(first & second - set(changed))), tuple(changed), tuple(sorted(first - second)),
+                   tuple(sorted(second - first)))
+
+
+def report_contents(report: Mapping[str, Any], name: str) -> dict[str, str]:
+    """``{"domain/task_id": scenario digest}`` of the tasks `report` (an ``eval.json``) evaluated in test set `name`,
+    as it recorded them (``test_set_sources.<name>.task_scenarios``; empty for results that recorded none)."""
+    source = (report.get("test_set_sources") or {}).get(name) or {}
+    scenarios = source.get("task_scenarios") or {}
+    group = _group(report, name) or {}
+    return {task: str(scenarios[task.split("/", 1)[-1]]) for task in group.get("by_task", {})
+            if task.split("/", 1)[-1] in scenarios}
+
+
 def _group(report: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
     group = report["overall"] if name == "overall" else report["by_test_set"].get(name)
     return group if isinstance(group, Mapping) else None
@@ -67,7 +119,8 @@ def _group(report: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
 
 def differences(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[Difference]:
     """Each report after the first against the first (the baseline), on each test set of `names` both hold with
-    per-task results (``by_task``; results written before ctu recorded them have none and get no difference)."""
+    per-task results (``by_task``; results written before ctu recorded them have none and get no difference), over
+    the tasks `pair_tasks` compares (none: no difference)."""
     found: list[Difference] = []
     base = reports[0]
     for name in names:
@@ -76,37 +129,39 @@ def differences(reports: Sequence[Mapping[str, Any]], names: Sequence[str]) -> l
             group = _group(report, name)
             if first is None or group is None or "by_task" not in first or "by_task" not in group:
                 continue
-            result = paired_bootstrap(first["by_task"], group["by_task"])
+            pairing = pair_tasks(first["by_task"], group["by_task"], report_contents(base, name), report_contents(report, name))
+            result = paired_bootstrap(first["by_task"], group["by_task"], tasks=pairing.compared)
             if result is not None:
                 found.append(Difference(name, str(base["policy"]), str(report["policy"]), *result))
     return found
 
 
 def task_mismatches(reports: Sequence[Mapping[str, Any]]) -> list[str]:
-    """A line per test set name whose results hold different tasks (by the task ids ``eval.json`` records, else by
-    the tasks with per-task results) or come from differently hashed task files: such results are not comparable
-    as they stand, and a difference is computed on their shared tasks only."""
+    """A line per test set and report after the first whose tasks `pair_tasks` does not all compare with the
+    baseline's: which were left out and why (the difference is over the others; none compared: no difference). For
+    results that recorded no task contents, task files hashed differently under the same ids are flagged instead."""
     lines: list[str] = []
-    names = dict.fromkeys(name for report in reports for name in report["by_test_set"])
-    for name in names:
-        held: dict[str, tuple[frozenset[str], object]] = {}
-        for report in reports:
-            source = (report.get("test_set_sources") or {}).get(name) or {}
-            group = report["by_test_set"].get(name) or {}
-            ids = source.get("task_ids") or list(group.get("by_task", {}))
-            if ids:
-                held[str(report["policy"])] = (frozenset(ids), source.get("tasks_sha256"))
-        if len(held) < 2:
-            continue
-        (first, (tasks, digest)), *rest = held.items()
-        for policy, (other_tasks, other_digest) in rest:
-            if other_tasks != tasks:
-                lines.append(f"{name}: {policy} ran {len(other_tasks)} task(s), {first} {len(tasks)};\n"
-                             f"  {len(other_tasks & tasks)} in common (the difference is over those)")
-            elif digest != other_digest:
-                lines.append(f"{name}: {policy} and {first} read their tasks from different\n"
-                             "  task files (same ids, other contents)")
+    base = reports[0]
+    for name in dict.fromkeys(name for report in reports for name in report["by_test_set"]):
+        first = _group(base, name)
+        for report in reports[1:]:
+            group = _group(report, name)
+            if first is None or group is None or "by_task" not in first or "by_task" not in group:
+                continue
+            contents = report_contents(base, name), report_contents(report, name)
+            pairing = pair_tasks(first["by_task"], group["by_task"], *contents)
+            left_out = pairing.left_out()
+            if left_out is not None:
+                lines.append(f"{name}: {report['policy']} against {base['policy']}: {len(pairing.compared)} task(s) "
+                             f"compared;\n  left out: {left_out}")
+            elif not all(contents) and _sha256(base, name) != _sha256(report, name):
+                lines.append(f"{name}: {report['policy']} and {base['policy']} read their tasks from different\n"
+                             "  task files (same ids, contents not recorded)")
     return lines
+
+
+def _sha256(report: Mapping[str, Any], name: str) -> object:
+    return ((report.get("test_set_sources") or {}).get(name) or {}).get("tasks_sha256")
 
 
 def label_apart(reports: Sequence[Mapping[str, Any]], sources: Sequence[str]) -> list[dict[str, Any]]:

@@ -53,11 +53,14 @@ class Column:
         id: unique in the page (``<source>:<name>``).
         label: as shown (the folder's name, with the step for a run's).
         lines: its trajectory lines.
+        contents: its tasks' recorded contents (`ctu.evaluation.comparison.report_contents`).
     """
 
     id: str
     label: str
     lines: list[dict[str, object]] = field(default_factory=list)
+    contents: dict[str, str] = field(default_factory=dict)
+    """``{"domain/task_id": scenario digest}`` where the evaluation recorded them (``eval.json``), else empty."""
 
     @cached_property
     def tasks(self) -> dict[str, list[int]]:
@@ -96,7 +99,7 @@ def read_source(path: Path, label: str) -> Source:
     """
     if (path / "eval.json").is_file():
         column = Column(f"{label}:eval", label, list(read_lines(path / "trajectories.jsonl"))
-                        if (path / "trajectories.jsonl").is_file() else [])
+                        if (path / "trajectories.jsonl").is_file() else [], recorded_contents(path / "eval.json"))
         return Source(label, "eval", path, columns=[column])
     if not (path / "spec.resolved.yaml").is_file():
         raise ViewError(f"{path} is neither a run directory (spec.resolved.yaml) nor a `ctu eval` folder (eval.json)")
@@ -162,18 +165,31 @@ def page_data(paths: Sequence[Path], max_episodes: int = MAX_EPISODES) -> PageDa
     }
 
 
+def recorded_contents(eval_json: Path) -> dict[str, str]:
+    """Every test set's recorded task contents of an ``eval.json`` (`report_contents`; {} when unreadable)."""
+    from ctu.evaluation.comparison import report_contents
+
+    try:
+        report = json.loads(eval_json.read_text(encoding="utf-8"))
+        return {task: digest for name in report.get("by_test_set", {}) for task, digest in report_contents(report, name).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
 def compare_columns(baseline: Column, other: Column) -> dict[str, object]:
-    """`other` against `baseline` as `ctu compare` pairs them (`ctu.evaluation.comparison.paired_bootstrap` over
-    the tasks both evaluated), with the tasks whose success rate changed (``flipped``, sorted)."""
-    from ctu.evaluation.comparison import paired_bootstrap
+    """`other` against `baseline` as `ctu compare` pairs them: over the tasks `pair_tasks` compares (the same task
+    with the same recorded content), with `paired_bootstrap`'s interval, the tasks whose success rate changed
+    (``flipped``, sorted) and what was left out (``left_out``: a line, or None); ``tasks`` 0 and no figures when
+    none is compared."""
+    from ctu.evaluation.comparison import pair_tasks, paired_bootstrap
 
     first, second = baseline.tasks, other.tasks
-    result = paired_bootstrap(first, second)
-    common = sorted(task for task in first.keys() & second.keys() if first[task][1] and second[task][1])
-    flipped = [task for task in common if first[task][0] / first[task][1] != second[task][0] / second[task][1]]
-    tasks, difference, low, high = result if result is not None else (0, 0.0, 0.0, 0.0)
+    pairing = pair_tasks(first, second, baseline.contents, other.contents)
+    result = paired_bootstrap(first, second, tasks=pairing.compared)
+    flipped = [task for task in pairing.compared if first[task][0] / first[task][1] != second[task][0] / second[task][1]]
+    tasks, difference, low, high = result if result is not None else (0, None, None, None)
     return {"baseline": baseline.id, "other": other.id, "tasks": tasks, "difference": difference, "low": low,
-            "high": high, "flipped": flipped}
+            "high": high, "flipped": flipped, "left_out": pairing.left_out()}
 
 
 def episode_rows(sources: Sequence[Source], limit: int, prompts: list[str]) -> tuple[list[dict[str, object]], int]:

@@ -227,8 +227,10 @@ function comparisonLine() {
   const c = DATA.comparison;
   if (!c) return null;
   const sign = (x) => (x >= 0 ? "+" : "") + x.toFixed(3);
-  return el("p", {class: "comparison"}, `${c.other} - ${c.baseline}: ${sign(c.difference)} success over ${c.tasks} tasks both evaluated, `,
-    `paired bootstrap 95% interval [${sign(c.low)}, ${sign(c.high)}] (as ctu compare); ${c.flipped.length} task(s) changed, marked.`);
+  const left = c.left_out ? ` Not compared: ${c.left_out}.` : "";
+  if (!c.tasks) return el("p", {class: "comparison"}, `${c.other} - ${c.baseline}: not comparable, no task evaluated by both with the same content.${left}`);
+  return el("p", {class: "comparison"}, `${c.other} - ${c.baseline}: ${sign(c.difference)} success over the ${c.tasks} tasks both evaluated with the same content, `,
+    `paired bootstrap 95% interval [${sign(c.low)}, ${sign(c.high)}] (as ctu compare); ${c.flipped.length} task(s) changed, marked.${left}`);
 }
 
 function curvesView() {

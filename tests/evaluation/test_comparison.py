@@ -77,7 +77,9 @@ def test_results_on_different_tasks_under_one_name_are_flagged_and_compared_on_t
     shown = compare(base, fewer)
     assert shown.returncode == 0, shown.stderr
     text = " ".join(shown.stdout.split())
-    assert "different tasks under one name: retail: fewer ran 40 task(s), base 60; 20 in common" in text
+    assert ("different tasks under one name: retail: fewer against base: 20 task(s) compared; left out: 40 only the "
+            "baseline evaluated (retail/0, retail/1, retail/10, ...); 20 only the other evaluated (retail/60, retail/61, "
+            "retail/62, ...)") in text
     old = result("old", 0.5, 3)
     del old["test_set_sources"], old["by_test_set"]["retail"]["by_task"]  # written before ctu recorded them
     plain = compare(base, write(tmp_path / "old", old))
@@ -92,7 +94,7 @@ def test_compare_says_what_it_cannot_compare(tmp_path: Path):
     shown = compare(base, same_label)
     assert shown.returncode == 0, shown.stderr
     text = " ".join(shown.stdout.split())
-    assert f"ckpt ({same_label}) ran 40 task(s), ckpt ({base}) 60; 20 in common" in text.replace("│", "")
+    assert f"ckpt ({same_label}) against ckpt ({base}): 20 task(s) compared" in text.replace("│", "")
     alone = compare(base)
     assert alone.returncode == 2 and "needs two or more results" in alone.stderr
     airline = result("airline-only", 0.5, 3)
@@ -103,3 +105,35 @@ def test_compare_says_what_it_cannot_compare(tmp_path: Path):
     mixed = compare(base, other, write(tmp_path / "better", result("better", 0.9, 4)))
     assert mixed.returncode == 0 and "airline-only shares no test set" in " ".join(mixed.stderr.split())
     assert "success - ckpt" in mixed.stdout
+
+
+def with_contents(report: dict, changed: set[str] = frozenset()) -> dict:
+    """`report` with each task's recorded content (`ctu eval`'s ``task_scenarios``), other for the ids `changed`."""
+    ids = [task.split("/", 1)[1] for task in report["by_test_set"]["retail"]["by_task"]]
+    report["test_set_sources"]["retail"]["task_scenarios"] = {i: f"{'other' if i in changed else 'same'}-{i}" for i in ids}
+    return report
+
+
+def test_tasks_of_the_same_id_but_other_content_are_never_compared_and_are_named(tmp_path: Path):
+    """One rule, by task content, in `ctu compare` and `ctu view`: a task evaluated under the same id from another
+    task file (another customer or database) is left out of the difference and named; none left: no difference."""
+    from ctu.view.data import Column, compare_columns
+
+    base = with_contents(result("base", 0.5, 1))
+    moved = with_contents(result("moved", 0.9, 2), changed={str(i) for i in range(30)})
+    shown = compare(write(tmp_path / "base", base), write(tmp_path / "moved", moved))
+    text = " ".join(shown.stdout.split())
+    assert shown.returncode == 0 and ("retail: moved against base: 30 task(s) compared; left out: 30 with the same id "
+                                      "but other content (retail/0, retail/1, retail/10, ...)") in text
+    tasks, *_ = paired_bootstrap(base["overall"]["by_task"], moved["overall"]["by_task"],
+                                 tasks=[f"retail/{i}" for i in range(30, 60)])
+    assert tasks == 30
+    everything = with_contents(result("everything", 0.9, 3), changed={str(i) for i in range(TASKS)})
+    none = compare(write(tmp_path / "base2", base), write(tmp_path / "everything", everything))
+    assert "0 task(s) compared" in " ".join(none.stdout.split()) and "success - base" not in none.stdout
+    columns = [Column(name, name, [], {task: f"{name}-{task}" for task in report["overall"]["by_task"]})
+               for name, report in (("retail", base), ("airline", everything))]
+    for column, report in zip(columns, (base, everything)):
+        column.__dict__["tasks"] = report["overall"]["by_task"]
+    seen = compare_columns(*columns)
+    assert seen["tasks"] == 0 and seen["difference"] is None and "60 with the same id but other content" in seen["left_out"]

@@ -202,7 +202,7 @@ def test_the_command_line_evaluates_an_endpoint_and_compares_results(tmp_path: P
     assert [row[0] for row in rows] == [str(e["id"]) for e in regraded if e["failure"] == "failed check: COMMUNICATE"] != []
     assert all(row[5] == "failed check: COMMUNICATE" for row in rows)
     difference = f"{-before[f'retail/{first}'][0] / 4 / len(before):+.3f}"
-    assert f"{difference} success over {len(before)} tasks both evaluated" in line
+    assert f"{difference} success over the {len(before)} tasks both evaluated with the same content" in line
     assert compared.returncode == 0 and difference in compared.stdout
     # another domain's tasks (ids 0-49 exist in both), or retail's with the ids moved to other tasks: refused
     airline = Path(tau2.__file__).parent / "data" / "tau2" / "domains" / "airline" / "tasks.json"
