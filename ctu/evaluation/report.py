@@ -126,7 +126,8 @@ def read_report(file: Path) -> dict[str, Any]:
     """An ``eval.json`` `ctu eval` wrote (`summarize`'s shape, with the policy's name), read from `file`.
 
     Raises:
-        ValueError: the file cannot be read, is not JSON, or is not an evaluation result (the message says which).
+        ValueError: the file cannot be read, is not JSON, or is not an evaluation result
+            (`ctu.evaluation.result_schema`; the message says what is wrong, and where).
     """
     import json
 
@@ -136,15 +137,17 @@ def read_report(file: Path) -> dict[str, Any]:
         raise ValueError(f"cannot read {file}: {error.strerror or error}") from None
     except ValueError as error:
         raise ValueError(f"{file} is not JSON ({error})") from None
-    groups = data.get("by_test_set") if isinstance(data, dict) else None
-    if (not isinstance(groups, dict) or not isinstance(data.get("overall"), dict)
-            or not all(isinstance(group, dict) and isinstance(group.get("episodes"), int) for group in groups.values())):
-        raise ValueError(f"{file} is not a `ctu eval` result (eval.json: `policy`, `by_test_set` and `overall` figures)")
+    from ctu.evaluation.result_schema import check_result
+
+    problem = check_result(data)
+    if problem is not None:
+        raise ValueError(f"{file} is not a `ctu eval` result (eval.json: `policy`, `by_test_set` and `overall` "
+                         f"figures): {problem}")
     return data
 
 
 def _row(values: dict[str, Any], ks: list[str]) -> list[str]:
-    cells = [fmt.format(values[key]) if key in values else "-" for key, _, fmt in SHOWN]
+    cells = [fmt.format(values[key]) if values.get(key) is not None else "-" for key, _, fmt in SHOWN]
     return cells + [f"{values['pass^k'][k]:.3f}" if k in values.get("pass^k", {}) else "-" for k in ks]
 
 

@@ -91,6 +91,14 @@ def read_lines(path: Path) -> Iterator[dict[str, object]]:
             yield line
 
 
+def trajectory_lines(path: Path) -> list[dict[str, object]]:
+    """The trajectory lines of `path` (`read_lines`) that are episodes as ctu writes them: a task id, a domain and
+    tau2's reward as a number; any other line (edited, or another program's) is skipped, as a cut one is."""
+    return [line for line in read_lines(path)
+            if isinstance(line.get("task_id"), str | int) and isinstance(line.get("domain", ""), str)
+            and isinstance(line.get("raw_reward"), int | float) and not isinstance(line.get("raw_reward"), bool)]
+
+
 def read_source(path: Path, label: str) -> Source:
     """The folder at `path` as a `Source`.
 
@@ -98,7 +106,7 @@ def read_source(path: Path, label: str) -> Source:
         ViewError: `path` holds neither a run (``spec.resolved.yaml``) nor an evaluation (``eval.json``).
     """
     if (path / "eval.json").is_file():
-        column = Column(f"{label}:eval", label, list(read_lines(path / "trajectories.jsonl"))
+        column = Column(f"{label}:eval", label, trajectory_lines(path / "trajectories.jsonl")
                         if (path / "trajectories.jsonl").is_file() else [], recorded_contents(path / "eval.json"))
         return Source(label, "eval", path, columns=[column])
     if not (path / "spec.resolved.yaml").is_file():
@@ -110,9 +118,9 @@ def read_source(path: Path, label: str) -> Source:
             continue
         step = int(match["step"])
         if match["phase"] == "eval":
-            source.columns.append(Column(f"{label}:step{step}", f"{label} step {step}", list(read_lines(file))))
+            source.columns.append(Column(f"{label}:step{step}", f"{label} step {step}", trajectory_lines(file)))
         else:
-            source.training += [{**line, "step": line.get("step", step)} for line in read_lines(file)]
+            source.training += [{**line, "step": line.get("step", step)} for line in trajectory_lines(file)]
     return source
 
 

@@ -1,0 +1,119 @@
+"""Properties of the files commands read back, generated rather than listed: whatever an edit, a truncation or a
+foreign file makes of them, a command gets either what it can use or the error it turns into exit 2 (bad input),
+never another exception (a traceback for the user), and the file is left as it was.
+
+Generated (hypothesis, seeded: `derandomize`, a bounded number of examples each, see tests/README.md):
+- ``state.json`` of a run (`ctu run --resume`): any JSON value, a valid state with fields dropped, retyped or
+  moved, or bytes that are no JSON -> `RunDir.read_state` gives a state or raises `RunError`.
+- ``eval.json`` (`ctu compare`, `ctu view`): a valid result with any of its values replaced, removed or set to
+  another JSON type -> `read_report` raises `ValueError`, or the comparison table and its task pairing are made.
+- a folder given to `ctu view`: an evaluation's trajectory lines replaced by any JSON or text, beside a valid
+  result -> the page's data is made (lines it cannot read are skipped) or `ViewError` is raised.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctu.evaluation.report import comparison_table, figures, read_report
+from ctu.runners.rundir import RunDir, RunError
+
+from .test_spec_property import get, paths
+
+BOUNDED = settings(max_examples=60, derandomize=True, deadline=None,
+                   suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+"""Seeded and bounded: the same examples on every run, in a few seconds."""
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=6,
+)
+
+
+def mutated(valid: dict[str, Any]) -> st.SearchStrategy[object]:
+    """`valid` with one to three of its values replaced by any JSON value or removed."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> object:
+        data: Any = copy.deepcopy(valid)
+        for _ in range(draw(st.integers(1, 3))):
+            candidates = paths(data)
+            path = draw(st.sampled_from(candidates))
+            if not path:
+                return draw(json_values)
+            parent = get(data, path[:-1])
+            if draw(st.booleans()) and isinstance(parent, dict):
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = draw(json_values)
+        return data
+
+    return build()
+
+
+VALID_STATE = {"backend": "tinker", "step": 4, "checkpoint": "tinker://run/step_000004", "total_steps": 10}
+
+
+@BOUNDED
+@given(st.one_of(mutated(VALID_STATE), json_values, st.binary(max_size=40)))
+def test_a_state_file_is_a_state_or_a_named_refusal(tmp_path_factory, state: object):
+    run = RunDir(tmp_path_factory.mktemp("run"))
+    run.path.mkdir(parents=True, exist_ok=True)
+    raw = state if isinstance(state, bytes) else json.dumps(state).encode()
+    run.state_file.write_bytes(raw)
+    try:
+        read = run.read_state()
+    except RunError as error:
+        assert str(run.state_file) in str(error)
+    else:
+        assert isinstance(read.get("step"), int) and read["step"] >= 0
+    assert run.state_file.read_bytes() == raw  # reading changed nothing
+
+
+def valid_report(policy: str) -> dict[str, Any]:
+    lines = [{"domain": "retail", "task_id": str(task), "raw_reward": float(task % 2), "reward": 0.0, "policy_turns": 2,
+              "termination": "user_stop"} for task in range(3) for _ in range(2)]
+    group = figures(lines)
+    return {"spec": "s", "policy": policy, "samples_per_task": 2, "by_test_set": {"retail": group}, "overall": group,
+            "test_set_sources": {"retail": {"domain": "retail", "split": "test", "task_ids": ["retail/0", "retail/1", "retail/2"],
+                                            "task_scenarios": {"0": "a", "1": "b", "2": "c"}}}}
+
+
+@BOUNDED
+@given(mutated(valid_report("other")))
+def test_an_evaluation_result_is_compared_or_refused_as_not_one(tmp_path_factory, report: object):
+    folder = tmp_path_factory.mktemp("eval")
+    (folder / "eval.json").write_text(json.dumps(report))
+    try:
+        read = read_report(folder / "eval.json")
+    except ValueError as error:
+        assert "eval.json" in str(error)
+        return
+    import io
+
+    from rich.console import Console
+
+    Console(file=io.StringIO(), width=80).print(comparison_table([valid_report("base"), read]))
+
+
+@BOUNDED
+@given(st.lists(st.one_of(json_values.map(json.dumps), st.text(max_size=30)), max_size=6))
+def test_a_folder_for_ctu_view_is_shown_or_refused(tmp_path_factory, lines: list[str]):
+    from ctu.view.data import ViewError, page_data
+
+    base, other = tmp_path_factory.mktemp("base"), tmp_path_factory.mktemp("other")
+    for folder, policy in ((base, "base"), (other, "other")):
+        (folder / "eval.json").write_text(json.dumps(valid_report(policy)))
+    (other / "trajectories.jsonl").write_text("\n".join(lines) + "\n")
+    try:
+        data = page_data([Path(base), Path(other)])
+    except ViewError:
+        return
+    json.dumps(data)  # the page embeds it
