@@ -174,14 +174,16 @@ def page_data(paths: Sequence[Path], max_episodes: int = MAX_EPISODES) -> PageDa
 
 
 def recorded_contents(eval_json: Path) -> dict[str, str]:
-    """Every test set's recorded task contents of an ``eval.json`` (`report_contents`; {} when unreadable)."""
+    """Every test set's recorded task contents of an ``eval.json`` (`report_contents`; {} when it is no evaluation
+    result `read_report` accepts)."""
     from ctu.evaluation.comparison import report_contents
+    from ctu.evaluation.report import read_report
 
     try:
-        report = json.loads(eval_json.read_text(encoding="utf-8"))
-        return {task: digest for name in report.get("by_test_set", {}) for task, digest in report_contents(report, name).items()}
-    except (OSError, ValueError, AttributeError, TypeError):
+        report = read_report(eval_json)
+    except ValueError:
         return {}
+    return {task: digest for name in report["by_test_set"] for task, digest in report_contents(report, name).items()}
 
 
 def compare_columns(baseline: Column, other: Column) -> dict[str, object]:

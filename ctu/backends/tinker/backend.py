@@ -76,15 +76,13 @@ class TinkerBackend:
             yield SpecIssue("rollout.generator.processes", "Tinker's sampling client lives in the training process "
                                                            "and cannot be sent to rollout worker processes: set 1 or auto")
         if self.params.loss != "ppo":
-            fields = type(spec.algorithm).model_fields
             for name in ("eps_clip_low", "eps_clip_high"):
-                if getattr(spec.algorithm, name) != fields[name].default:
+                if non_default(spec, f"algorithm.{name}"):
                     yield SpecIssue(f"algorithm.{name}", f"the tinker backend clips the probability ratio only with "
                                                          f"`backend.loss: ppo` (this spec's loss is {self.params.loss}): "
                                                          "set loss: ppo, or remove it")
         trainer = spec.trainer
-        default = type(trainer).model_fields["policy_mini_batch_size"].default
-        if trainer.policy_mini_batch_size not in (default, trainer.train_batch_size):
+        if non_default(spec, "trainer.policy_mini_batch_size") and trainer.policy_mini_batch_size != trainer.train_batch_size:
             yield SpecIssue("trainer.policy_mini_batch_size", f"the tinker backend takes one optimizer step a step, on "
                                                               f"the whole batch: set it to train_batch_size "
                                                               f"({trainer.train_batch_size}), or use the skyrl backend, "
