@@ -45,6 +45,9 @@ def smoke_dict(spec: Spec) -> dict[str, object]:
         ckpt_interval=2,
     )
     data["trainer"]["optimizer"].update(lr=1e-4, warmup_steps=0)
+    data["trainer"].pop("max_ckpts_to_keep", None)  # the tinker backend keeps every checkpoint: its default
+    if isinstance(data["algorithm"].get("dynamic_sampling"), dict):
+        data["algorithm"]["dynamic_sampling"].pop("min_replace_ratio", None)  # `replace`'s only, which tinker lacks
     sources = data["data"]["train"]
     share = max(1, SMOKE_TRAIN_TASKS // len(sources))
     for source in sources:
