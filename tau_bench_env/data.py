@@ -1,4 +1,4 @@
-"""Task rows (`TaskRow`, the one row type of both backends) and the agent's system prompt. The files a trainer
+"""Task rows (`TaskRow`, the one row type of both backends). The files a trainer
 reads them from are its backend's business (SkyRL's parquet layout: `ctu.backends.skyrl.datasets`)."""
 
 from __future__ import annotations
@@ -9,15 +9,6 @@ from dataclasses import dataclass, field
 
 from tau_bench_env.domain_keys import DomainKey, domain_key, key_of
 from tau_bench_env.domains import Domain
-from tau_bench_env.runtime import prepare
-
-
-def agent_system_prompt(policy: str) -> str:
-    """tau2's agent system prompt (`tau2.agent.llm_agent.SYSTEM_PROMPT`) for a domain policy."""
-    prepare()
-    from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
-
-    return SYSTEM_PROMPT.format(domain_policy=policy, agent_instruction=AGENT_INSTRUCTION)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from tau_bench_env.outcome import (
     failed_actions,
     reward_breakdown,
 )
+from tau_bench_env.prompts import GREETING, episode_system_prompt
 from tau_bench_env.runtime import prepare
 from tau_bench_env.tool_calls import tool_response
 
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 
     from tau_bench_env.domains import Domain
 
-GREETING = "Hi! How can I help you today?"
-"""tau2's first agent message (`tau2.orchestrator.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE`)."""
 AGENT_STOP = "###STOP###"
 STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
 USER_STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
@@ -123,13 +122,7 @@ class Episode:
     def system_prompt(self) -> str:
         """tau2's agent system prompt for this domain (its policy left empty when `config.domain_policy` is off),
         with the tools rendered by the parser in text mode."""
-        from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
-
-        policy = self.environment.get_policy() if self.config.domain_policy else ""
-        prompt = SYSTEM_PROMPT.format(domain_policy=policy, agent_instruction=AGENT_INSTRUCTION)
-        if not self.config.native_tool_calling:
-            prompt += "\n\n" + self.parser.render_tools(self.tools)
-        return prompt
+        return episode_system_prompt(self.environment.get_policy(), self.parser, self.tools, self.config)
 
     async def reset(self) -> list[dict[str, object]]:
         """Build a fresh environment, apply the task's initial state and get the user's opening message (for a

@@ -118,12 +118,13 @@ def test_components_lists_every_kind_and_filters():
 
 
 @pytest.mark.parametrize("command", [["--help"], ["validate", "specs/tau_bench.yaml", "specs/smoke.yaml"], ["docs", "--check"]])
-def test_cli_stays_light(command: list[str]):
+def test_cli_stays_light(command: list[str], tmp_path: Path):
     """`ctu --help`, `ctu validate` and `ctu docs` import no torch, ray, skyrl, tau2 or transformers, nor ctu's
     runners (but the backends' contract, `ctu.runners.backend`, which a backend module imports as any component's
     module imports its kind's), rollout or evaluation: loading a spec (the registry's entry points, every built-in
     component's module and the spec's backend among them) reaches none of them, what the import statements alone
-    cannot show."""
+    cannot show. (ctu's cache is empty here: a first prompt `ctu validate` has not counted before loads tau2 once,
+    and a counted one does not, `tests/test_prompt_fit.py`.)"""
     probe = (
         "import sys, runpy\n"
         f"sys.argv = ['ctu', *{command!r}]\n"
@@ -134,5 +135,6 @@ def test_cli_stays_light(command: list[str]):
         "          and m not in ('ctu.runners', 'ctu.runners.backend')]\n"
         "print('HEAVY', heavy)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CTU_CACHE_DIR": str(tmp_path)})
     assert "HEAVY []" in result.stdout, result.stdout + result.stderr

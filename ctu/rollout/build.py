@@ -41,17 +41,20 @@ def sampling_params(spec: Spec, phase: str, eos_id: int | None) -> SamplingParam
     )
 
 
-def env_setup(components: Components) -> EnvSetup:
-    """The environment setup: the built user simulator, parser and domains, and the spec's episode config."""
-    spec = components.spec
-    config = EpisodeConfig(
+def episode_config(spec: Spec) -> EpisodeConfig:
+    """The spec's episode limits and modes (`environment` and `rollout.native_tool_calling`)."""
+    return EpisodeConfig(
         max_turns=spec.environment.max_turns,
         max_errors=spec.environment.max_errors,
         native_tool_calling=spec.rollout.native_tool_calling,
         evaluate_nl_assertions=spec.environment.evaluate_nl_assertions,
         domain_policy=spec.environment.domain_policy,
     )
-    return EnvSetup(components.user_simulator, components.parser, config, components.domains)
+
+
+def env_setup(components: Components) -> EnvSetup:
+    """The environment setup: the built user simulator, parser and domains, and the spec's episode config."""
+    return EnvSetup(components.user_simulator, components.parser, episode_config(components.spec), components.domains)
 
 
 def rollout_setup(

@@ -14,6 +14,7 @@ from ctu.spec.backend_rules import backend_rules
 from ctu.spec.errors import SpecIssue
 from ctu.spec.held_out import check_held_out
 from ctu.spec.models import Spec
+from ctu.spec.prompt_fit import check_first_prompt
 from ctu.spec.turn_checks import check_native_tool_calling, check_thinking, check_trajectory
 
 Check = Callable[[Spec], Iterator[SpecIssue]]
@@ -365,7 +366,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_model_exports,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
-                                     check_backend_warnings, check_user_fault_retries)
+                                     check_backend_warnings, check_user_fault_retries, check_first_prompt)
 
 
 def run_checks(spec: Spec) -> tuple[list[SpecIssue], list[SpecIssue]]:

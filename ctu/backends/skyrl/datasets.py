@@ -13,8 +13,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from tau_bench_env.data import TaskRow, agent_system_prompt, task_rows
+from tau_bench_env.data import TaskRow, task_rows
 from tau_bench_env.domains import Domain
+from tau_bench_env.prompts import agent_system_prompt
 
 ENV_CLASS = "tau_bench"
 """The `env_class` column of prepared datasets: the id the skyrl backend registers its SkyRL-gym environment under
