@@ -9,6 +9,9 @@ Generated (hypothesis, seeded: `derandomize`, a bounded number of examples each,
   another JSON type -> `read_report` raises `ValueError`, or the comparison table and its task pairing are made.
 - a folder given to `ctu view`: an evaluation's trajectory lines replaced by any JSON or text, beside a valid
   result -> the page's data is made (lines it cannot read are skipped) or `ViewError` is raised.
+- a domain's task files (`tasks_file`, `split_file`): tau2's mock tasks and a split mapping with values replaced or
+  removed, any JSON, bytes that are no JSON -> `ctu validate` refuses the spec (`SpecError`) or the domain loads
+  every task of the split it accepted.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctu.evaluation.report import comparison_table, figures, read_report
@@ -117,3 +120,70 @@ def test_a_folder_for_ctu_view_is_shown_or_refused(tmp_path_factory, lines: list
     except ViewError:
         return
     json.dumps(data)  # the page embeds it
+
+
+MOCK_TASKS = json.loads((Path(__import__("tau2").__file__).parent / "data/tau2/domains/mock/tasks.json").read_text())[:3]
+"""Three of tau2's mock tasks, as its tasks file holds them."""
+
+
+def same_type(value: object) -> st.SearchStrategy[object]:
+    """Another value of `value`'s JSON type (a list or mapping shortened)."""
+    if isinstance(value, bool) or value is None:
+        return st.sampled_from([value, not value if isinstance(value, bool) else None])
+    if isinstance(value, int | float):
+        return st.integers(-3, 3)
+    if isinstance(value, str):
+        return st.sampled_from(["", value, value + "x", "create_task_1", "0"])
+    if isinstance(value, list):
+        return st.lists(st.sampled_from(value), max_size=len(value)) if value else st.just([])
+    return st.just({key: item for index, (key, item) in enumerate(value.items()) if index % 2})  # type: ignore[union-attr]
+
+
+def kept_types(valid: object) -> st.SearchStrategy[object]:
+    """`valid` with one or two of its values replaced by another of the same JSON type: files tau2's shape may accept."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> object:
+        data: Any = copy.deepcopy(valid)
+        for _ in range(draw(st.integers(1, 2))):
+            path = draw(st.sampled_from([path for path in paths(data) if path]))
+            parent = get(data, path[:-1])
+            parent[path[-1]] = draw(same_type(parent[path[-1]]))
+        return data
+
+    return build()
+
+
+def task_file(valid: object) -> st.SearchStrategy[object]:
+    return st.one_of(kept_types(valid), mutated(valid), json_values, st.binary(max_size=40))  # type: ignore[arg-type]
+
+
+@BOUNDED
+@given(task_file(MOCK_TASKS), st.one_of(st.none(), task_file({"train": [MOCK_TASKS[0]["id"]], "test": [MOCK_TASKS[1]["id"]]})))
+@example(MOCK_TASKS, {"train": [], "test": [MOCK_TASKS[1]["id"]]})  # found: an empty split was accepted, and trained nothing
+@example(b"", b"0")  # found: a split file holding a number crashed `ctu validate` (the held-out check)
+def test_task_files_validate_accepts_are_task_files_the_domain_loads(tmp_path_factory, tasks: object, splits: object):
+    from ctu.components.domains import build_domain
+    from ctu.spec import spec_from_dict
+    from ctu.spec.errors import SpecError
+
+    from .conftest import MINIMAL_SPEC
+
+    folder = tmp_path_factory.mktemp("tasks")
+    domain: dict[str, object] = {"type": "mock"}
+    for name, content in (("tasks_file", tasks), ("split_file", splits)):
+        if content is not None:
+            (folder / f"{name}.json").write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+            domain[name] = str(folder / f"{name}.json")
+    data = copy.deepcopy(MINIMAL_SPEC)
+    split = "train" if splits is not None else "base"
+    data["data"] = {"train": [{"domain": domain, "split": split}], "test_sets": {}}
+    data["trainer"] = {"train_batch_size": 1, "policy_mini_batch_size": 1}
+    try:
+        spec = spec_from_dict(data).spec
+    except SpecError as error:
+        assert "data.train.0" in str(error)
+        return
+    source = spec.data.train[0]
+    loaded = build_domain(source.domain.type, source.domain.params.model_dump(mode="json")).tasks(source.split)
+    assert loaded, "validate accepted a split without tasks"

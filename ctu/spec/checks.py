@@ -122,19 +122,21 @@ def check_judges(spec: Spec) -> Iterator[SpecIssue]:
 
 
 def check_domains(spec: Spec) -> Iterator[SpecIssue]:
-    """Every training and test source names a split its domain offers; task files (`tasks_file`, `split_file`)
-    exist, are JSON of tau2's shapes, and hold the split (`ctu.spec.schedule.task_file_ids`)."""
+    """Every data source (training, validation, test sets) names a split its domain offers; task files (`tasks_file`, `split_file`)
+    exist, are JSON of tau2's shapes, and hold the split, with at least one task (`ctu.spec.schedule.task_file_ids`)."""
     from ctu.spec.schedule import TaskFileError, task_file_ids
 
-    sources = [(f"data.train.{i}", source) for i, source in enumerate(spec.data.train)]
-    sources += [(f"data.test_sets.{name}", source) for name, source in spec.data.test_sets.items()]
-    for path, source in sources:
+    for path, source in spec.data.sources():
         if getattr(source.domain.params, "tasks_file", None) is not None or getattr(source.domain.params, "split_file", None) is not None:
             try:
-                task_file_ids(source.domain.params, source.split)
+                ids = task_file_ids(source.domain.params, source.split)
             except TaskFileError as error:
                 for where, message in error.faults:
                     yield SpecIssue(f"{path}.{where}", message)
+                continue
+            if not ids:
+                yield SpecIssue(f"{path}.split", f"split {source.split!r} of {source.domain.params.split_file!r} holds no "
+                                                 "task: the source would run nothing")
             continue
         splits = getattr(registry.domains.get(source.domain.type).factory, "splits", ())
         for part in source.split.split("+"):

@@ -33,8 +33,9 @@ def held_out_split_ids(domain_type: str, params: BaseModel | None) -> dict[str, 
         if split_file is None:
             return {}
         try:
-            names = [name for name in json.loads(Path(split_file).read_text(encoding="utf-8")) if name in HELD_OUT_SPLITS]
-            return {name: task_file_ids(params, name) for name in names}
+            splits = json.loads(Path(split_file).read_text(encoding="utf-8"))
+            names = [name for name in splits if name in HELD_OUT_SPLITS] if isinstance(splits, dict) else None
+            return None if names is None else {name: task_file_ids(params, name) for name in names}
         except (OSError, ValueError, TaskFileError):
             return None
     if params is not None and params.model_dump() != type(params)().model_dump():

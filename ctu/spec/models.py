@@ -122,6 +122,14 @@ class Data(Section):
         ``validation`` (`ctu.metrics.VALIDATION`), then the test sets."""
         return {**({"validation": self.validation} if self.validation is not None else {}), **self.test_sets}
 
+    def sources(self) -> list[tuple[str, DatasetSource]]:
+        """Every data source with its dotted path in the spec: ``data.train.<i>``, ``data.validation``,
+        ``data.test_sets.<name>``."""
+        sources = [(f"data.train.{index}", source) for index, source in enumerate(self.train)]
+        if self.validation is not None:
+            sources.append(("data.validation", self.validation))
+        return sources + [(f"data.test_sets.{name}", source) for name, source in self.test_sets.items()]
+
 
 class UserFaults(Section):
     """Which faults of the simulated customer are looked for in each finished episode, and what one does."""

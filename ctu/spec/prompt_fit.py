@@ -43,7 +43,7 @@ def check_first_prompt(spec: Spec) -> Iterator[SpecIssue]:
         return
     limit, turn = spec.model.max_model_len, spec.rollout.max_tokens_per_turn
     counted: dict[str, int | str] = {}
-    for path, source in data_sources(spec):
+    for path, source in spec.data.sources():
         key = prompt_key(spec, source, folder)
         if key not in counted:
             counted[key] = cached_count(key, lambda source=source: count_first_prompt(spec, source, folder))
@@ -60,16 +60,6 @@ def check_first_prompt(spec: Spec) -> Iterator[SpecIssue]:
             yield SpecIssue(path, f"the first prompt of its episodes is at least {tokens} tokens, which leaves at most "
                                   f"{limit - tokens} of rollout.max_tokens_per_turn's {turn} for the policy's first turn "
                                   f"within model.max_model_len ({limit}): that turn is cut short")
-
-
-def data_sources(spec: Spec) -> list[tuple[str, DatasetSource]]:
-    """The spec's data sources with their dotted paths: ``data.train.<i>``, ``data.validation``,
-    ``data.test_sets.<name>``."""
-    data = spec.data
-    sources = [(f"data.train.{index}", source) for index, source in enumerate(data.train)]
-    if data.validation is not None:
-        sources.append(("data.validation", data.validation))
-    return sources + [(f"data.test_sets.{name}", source) for name, source in data.test_sets.items()]
 
 
 def prompt_key(spec: Spec, source: DatasetSource, folder: Path) -> str:
