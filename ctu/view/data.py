@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from ctu.errors import CtuError
+from ctu.jsonl import text_lines
 from tau_bench_env.outcome import CHECK_BASIS, SCORED_ENDINGS
 
 CURVE_KEYS = re.compile(r"success|reward_mean|avg_reward|fault|infra_error|logprob_gap_mean")
@@ -82,7 +83,7 @@ class Source:
 
 def read_lines(path: Path) -> Iterator[dict[str, object]]:
     """The JSON lines of `path`; a line cut short (a run killed mid-write) is skipped."""
-    for text in path.read_text(encoding="utf-8").splitlines():
+    for text in text_lines(path):
         try:
             line = json.loads(text)
         except ValueError:
@@ -92,11 +93,11 @@ def read_lines(path: Path) -> Iterator[dict[str, object]]:
 
 
 def trajectory_lines(path: Path) -> list[dict[str, object]]:
-    """The trajectory lines of `path` (`read_lines`) that are episodes as ctu writes them: a task id, a domain and
-    tau2's reward as a number; any other line (edited, or another program's) is skipped, as a cut one is."""
-    return [line for line in read_lines(path)
-            if isinstance(line.get("task_id"), str | int) and isinstance(line.get("domain", ""), str)
-            and isinstance(line.get("raw_reward"), int | float) and not isinstance(line.get("raw_reward"), bool)]
+    """The trajectory lines of `path` (`read_lines`) that are episodes as ctu writes them
+    (`ctu.rollout.trajectories.is_episode_line`); any other line is skipped, as a cut one is."""
+    from ctu.rollout.trajectories import is_episode_line
+
+    return [line for line in read_lines(path) if is_episode_line(line)]
 
 
 def read_source(path: Path, label: str) -> Source:

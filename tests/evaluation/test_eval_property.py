@@ -170,3 +170,16 @@ def test_an_edited_evaluation_folder_is_completed_or_refused_as_it_was(tmp_path_
     foreign = [name for name in before if name.startswith(("notes", "plots", "trajectories.jsonl."))]
     assert all(after.get(name) == before[name] for name in foreign), "a file ctu did not write changed"
     assert os.path.exists(folder / "eval.json") and read_report(folder / "eval.json")
+
+
+def test_an_evaluation_cut_mid_line_is_completed_with_every_episode(tmp_path: Path, server, finished: Path):
+    """Found by the property above: a resume appended its first episode to the line a kill had cut, and lost it."""
+    folder = tmp_path / "eval"
+    shutil.copytree(finished, folder)
+    data = (folder / TRAJECTORIES).read_bytes()
+    first = data.index(b"\n") + 1
+    (folder / TRAJECTORIES).write_bytes(data[: first + (len(data) - first) // 2])  # the second line cut
+    outcome = evaluate(folder, [], server)
+    assert not isinstance(outcome, CtuError) and outcome.ran == 1
+    assert [json.loads(text)["task_id"] for text in (folder / TRAJECTORIES).read_text().split("\n")[:-1]] == \
+        [json.loads(text)["task_id"] for text in data.decode().split("\n")[:-1]]

@@ -10,6 +10,7 @@ from typing import IO
 
 from pydantic import Field
 
+from ctu.jsonl import text_lines
 from ctu.registry import ComponentParams
 
 
@@ -40,7 +41,7 @@ class JsonlTracker:
         path = Path(run_dir) / self.params.filename
         path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and path.exists():
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = text_lines(path, errors="replace")
             keep = [(step := _step_of(line)) is not None and step <= resume_step for line in lines]
             kept = [line for line, keeping in zip(lines, keep, strict=True) if keeping]
             if replayed := [line for line, keeping in zip(lines, keep, strict=True) if not keeping and line.strip()]:
