@@ -16,7 +16,7 @@ import pytest
 
 from ctu.composition import build_components
 from ctu.models.tokenizer_files import FileTokenizer
-from ctu.rollout.build import env_setup, episode_config
+from ctu.rollout.build import env_setup
 from ctu.rollout.requests import TaskRow
 from ctu.rollout.tokens import TokenAccount
 from ctu.spec import spec_from_dict
@@ -99,7 +99,7 @@ def test_the_count_is_the_rollouts_own_and_bounds_every_real_first_prompt_from_b
     floor = count_first_prompt(spec, source, folder)
     components = build_components(spec)
     account = TokenAccount(components.chat_template, AutoTokenizer.from_pretrained(str(folder)))
-    messages, tools = opening_floor(components.domain(source), components.parser, episode_config(spec))
+    messages, tools = opening_floor(components.domain(source), components.parser, spec.episode_config())
     assert isinstance(floor, int) and floor == len(account.prompt_ids(messages, tools))
     for task_id in ("create_task_1", "update_task_1"):
         env = TauBenchEnv(env_setup(components), TaskRow("mock", task_id, "base"))

@@ -21,7 +21,6 @@ from ctu.rollout.setup import RolloutSetup
 from ctu.spec import spec_from_dict, spec_to_dict
 from ctu.spec.models import Spec
 from tau_bench_env.env import EnvSetup
-from tau_bench_env.outcome import EpisodeConfig
 
 logger = logging.getLogger(__name__)
 
@@ -41,20 +40,9 @@ def sampling_params(spec: Spec, phase: str, eos_id: int | None) -> SamplingParam
     )
 
 
-def episode_config(spec: Spec) -> EpisodeConfig:
-    """The spec's episode limits and modes (`environment` and `rollout.native_tool_calling`)."""
-    return EpisodeConfig(
-        max_turns=spec.environment.max_turns,
-        max_errors=spec.environment.max_errors,
-        native_tool_calling=spec.rollout.native_tool_calling,
-        evaluate_nl_assertions=spec.environment.evaluate_nl_assertions,
-        domain_policy=spec.environment.domain_policy,
-    )
-
-
 def env_setup(components: Components) -> EnvSetup:
     """The environment setup: the built user simulator, parser and domains, and the spec's episode config."""
-    return EnvSetup(components.user_simulator, components.parser, episode_config(components.spec), components.domains)
+    return EnvSetup(components.user_simulator, components.parser, components.spec.episode_config(), components.domains)
 
 
 def rollout_setup(

@@ -16,10 +16,12 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctu.errors import NothingMeasuredError
 from ctu.metrics import TRAIN, metric
 
 if TYPE_CHECKING:
@@ -172,6 +174,24 @@ def skipped_step_message(step: int, infra_errors: Sequence[str | None], max_infr
     first = errors[0] if errors else None
     return (f"step {step} skipped: {len(errors)} of {len(infra_errors)} episodes ended by an infrastructure error "
             f"(more than trainer.max_infra_error_rate = {max_infra_error_rate}); first: {first}")
+
+
+def unplayed_step(step: int, records: Sequence[TrajectoryRecord]) -> NothingMeasuredError | None:
+    """The error both backends raise for training step `step` when none of its finished episodes (`records`
+    without an infrastructure error, at least one) reached a policy turn (none counts one, none holds a policy
+    token): nothing of the policy was sampled, there
+    is nothing to train on, and every later step would start the same way (a first prompt the context cannot hold:
+    every episode ``context_overflow`` before the policy spoke; `ctu validate` counts that prompt). None when a
+    policy turn was played, or when no episode finished (`skip_step` says why)."""
+    finished = [record for record in records if record.infra_error is None]
+    if not finished or any(record.policy_turns > 0 or any(record.loss_mask) for record in finished):
+        return None
+    ended = Counter(str(record.result.termination) for record in finished)
+    how = ", ".join(f"{reason} {count}" for reason, count in ended.most_common())
+    return NothingMeasuredError(f"training step {step}: none of its {len(finished)} finished episode(s) reached a policy "
+                                f"turn (they ended: {how}), so there is nothing to train on; with context_overflow, the "
+                                "first prompt (system prompt, tools, first user turn) does not fit model.max_model_len "
+                                "(`ctu validate` warns of it)")
 
 
 LOGPROB_GAP_MEAN = metric(TRAIN, "logprob_gap_mean")

@@ -8,7 +8,7 @@ importable from here too). Names follow SkyRL's config where a field maps onto i
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
@@ -29,6 +29,9 @@ from ctu.spec.section import (
     by_name,
 )
 from ctu.spec.training import Algorithm, DynamicSampling, LogprobGap, Optimizer, Trainer
+
+if TYPE_CHECKING:
+    from tau_bench_env.outcome import EpisodeConfig
 
 __all__ = [
     "Algorithm", "Data", "DatasetSource", "DynamicSampling", "Environment", "Experiment", "LogprobGap",
@@ -335,3 +338,13 @@ class Spec(Section):
     backend: BackendRef = by_name("skyrl")
     """Where training runs: `skyrl` (GPU cluster), `tinker` (a Tinker API server; local on CPU), or a registered
     backend."""
+
+    def episode_config(self) -> EpisodeConfig:
+        """The episode limits and modes every episode of the spec is played with (`environment`'s, and
+        `rollout.native_tool_calling`)."""
+        from tau_bench_env.outcome import EpisodeConfig
+
+        environment = self.environment
+        return EpisodeConfig(max_turns=environment.max_turns, max_errors=environment.max_errors,
+                             native_tool_calling=self.rollout.native_tool_calling,
+                             evaluate_nl_assertions=environment.evaluate_nl_assertions, domain_policy=environment.domain_policy)

@@ -120,12 +120,11 @@ def count_first_prompt(spec: Spec, source: DatasetSource, folder: Path) -> int |
     exception's type and message: a domain that does not load, a template that raises)."""
     from ctu.components.domains import build_domain
     from ctu.models.tokenizer_files import FileTokenizer
-    from ctu.rollout.build import episode_config
     from tau_bench_env.prompts import opening_floor
 
     try:
         domain = build_domain(source.domain.type, source.domain.params.model_dump(mode="json"))
-        messages, tools = opening_floor(domain, spec.rollout.parser.build(), episode_config(spec))
+        messages, tools = opening_floor(domain, spec.rollout.parser.build(), spec.episode_config())
         template = spec.model.chat_template.build()
         tokenizer = FileTokenizer(folder)
         return len(template.encode_text(tokenizer, template.render(tokenizer, messages, tools, add_generation_prompt=True)))

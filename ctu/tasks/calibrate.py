@@ -75,9 +75,12 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     Raises:
         EvalError: no such training source; `out_dir` holding files this command does not write (a task set of
             one's own included); as `ctu.evaluation.runner.run_evaluation`.
-        NothingMeasuredError: every episode ended by an infrastructure error (nothing is written but the episodes).
+        NothingMeasuredError: every episode ended by an infrastructure error, or none reached a policy turn (a first
+            prompt the context cannot hold: `ctu.evaluation.report.policy_never_played`); nothing is written but the
+            episodes.
     """
     from ctu.evaluation.policies import EvalError
+    from ctu.evaluation.report import policy_never_played
     from ctu.evaluation.runner import TRAJECTORIES, read_lines, run_evaluation
 
     if not 0 <= source < len(spec.data.train):
@@ -93,6 +96,8 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     calibrating.rollout.eval_temperature = spec.rollout.temperature
     result = run_evaluation(calibrating, choice, out_dir / "episodes", limit=limit, concurrency=concurrency,
                             overwrite=overwrite, progress=progress)
+    if why := policy_never_played(result.report["overall"]):
+        raise NothingMeasuredError(f"no task calibrated: {why}; no bucket written")
     tasks = _pass_rates(out_dir / "episodes" / TRAJECTORIES)
     if not tasks:
         raise NothingMeasuredError(f"no task calibrated: every one of the {len(read_lines(out_dir / 'episodes' / TRAJECTORIES))} "

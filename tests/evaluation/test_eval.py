@@ -406,3 +406,13 @@ def test_an_evaluation_where_no_episode_reached_the_policy_measures_nothing(tmp_
     assert policy_never_played(overall) is not None
     assert policy_never_played({**overall, "turns_per_episode": 0.5}) is None  # a turn played is a measurement
     assert policy_never_played({"episodes": 2, "infra_errors": 2}) is None  # the infrastructure errors say why
+    from ctu.errors import NothingMeasuredError
+    from ctu.tasks.calibrate import calibrate_tasks
+
+    data["data"]["train"] = [{"domain": "mock", "split": "base", "max_tasks": 2}]  # calibrated: measures nothing too
+    data["data"]["test_sets"], data["trainer"] = {}, {"train_batch_size": 1, "policy_mini_batch_size": 1}
+    with (ScriptedOpenAIServer(default=Answer.text("Goodbye. ###STOP###")) as server,
+          pytest.raises(NothingMeasuredError, match="no task calibrated: none of the 4 finished episode")):
+        calibrate_tasks(spec_from_dict(data).spec, PolicyChoice(endpoint=server.base_url, model="any", api_key_env=None),
+                        tmp_path / "calibrated", samples=2, progress=False)
+    assert sorted(path.name for path in (tmp_path / "calibrated").iterdir()) == ["episodes"]  # no bucket written

@@ -157,3 +157,22 @@ def test_the_shuffled_reward_control_hands_skyrl_each_groups_rewards_dealt_out_a
     assert len(deals) > 1
     plain = asyncio.run(SkyRLGenerator(Dealt(rewards)).generate(skyrl_input(tasks, "train")))
     assert plain["rewards"] == rewards and "train/shuffled_rewards" not in plain["rollout_metrics"]
+
+
+def test_a_training_batch_where_no_episode_reached_the_policy_stops_the_run_as_nothing_measured():
+    """On SkyRL's trainer too: a training batch whose finished episodes all ended before the policy's first turn
+    raises `NothingMeasuredError` (the entrypoint hands a `CtuError` back as itself: exit 3); evaluation batches
+    are reported, not refused."""
+    import pytest
+
+    from ctu.errors import NothingMeasuredError
+
+    class Overflowing(Recorded):
+        async def run_batch(self, requests, phase, step):
+            records = [TrajectoryRecord([1, 2], [], [], [], 0.0, "length", EpisodeResult(
+                "retail", request.task.task_id, termination="context_overflow")) for request in requests]
+            return RolloutBatch(records, rollout_metrics(records))
+
+    with pytest.raises(NothingMeasuredError, match="training step 3: none of its 2 finished episode"):
+        asyncio.run(SkyRLGenerator(Overflowing([])).generate(skyrl_input(["1", "2"], "train")))
+    assert asyncio.run(SkyRLGenerator(Overflowing([])).generate(skyrl_input(["1", "2"], "eval")))["rewards"] == [0.0, 0.0]

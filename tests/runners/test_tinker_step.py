@@ -328,3 +328,30 @@ def test_a_resume_whose_state_names_a_step_but_no_checkpoint_is_refused_and_noth
     with pytest.raises(RunError, match="says step 2 is done but names no checkpoint"):
         asyncio.run(TinkerRunner(spec, spec.backend.params, run_dir, resume=True, progress=False)._run("unused"))
     assert sorted((path.name, path.read_bytes()) for path in tmp_path.iterdir()) == before
+
+
+def test_a_step_where_no_episode_reached_the_policy_stops_the_run_as_nothing_measured(minimal, tmp_path):
+    """Every finished episode ended before the policy's first turn (a first prompt the context cannot hold): the
+    step has nothing to train on and the run stops, exit 3, saying how they ended; one policy turn anywhere trains."""
+    from ctu.errors import NothingMeasuredError
+    from ctu.rollout.records import RolloutBatch
+
+    class Overflowing(FixedGenerator):
+        async def run_batch(self, requests, phase, step):
+            records = [TrajectoryRecord([1, 2], [], [], [], 0.0, "length", EpisodeResult("retail", request.task.task_id,
+                                        termination="context_overflow"), infra_error=error)
+                       for request, error in zip(requests, [None, None, None, "user simulator: 503"], strict=True)]
+            return RolloutBatch(records, {})
+
+    minimal["rollout"] = {"n_samples_per_prompt": 2}
+    minimal["trainer"] = {"train_batch_size": 2, "policy_mini_batch_size": 2}
+    minimal["algorithm"] = {"use_kl_loss": False}
+    spec = spec_from_dict(minimal).spec
+    runner = TinkerRunner(spec, spec.backend.params, RunDir(tmp_path), progress=False)
+    training = RecordingTraining()
+    with pytest.raises(NothingMeasuredError, match=r"training step 1: none of its 3 finished episode\(s\) reached a policy "
+                                                   r"turn \(they ended: context_overflow 3\)"):
+        asyncio.run(runner._train_step(Overflowing(), training, StepPlan(ROWS, 2, 1, 0, shuffle=False, max_steps=None), 1, None))
+    assert training.advantages == [] and training.optimizer_steps == 0
+    trained, _, _ = step(minimal, tmp_path, [1.0, 0.0, 1.0, 0.0], [None] * 4)  # records with policy tokens train
+    assert trained.optimizer_steps == 1

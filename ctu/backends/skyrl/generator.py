@@ -19,7 +19,7 @@ from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, Gene
 from ctu.components.rewards.base import Phase
 from ctu.rollout.records import Rollout, RolloutBatch, TrajectoryRecord
 from ctu.rollout.requests import EpisodeRequest, TaskRow
-from ctu.runners.grpo import shuffle_record_rewards
+from ctu.runners.grpo import shuffle_record_rewards, unplayed_step
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class SkyRLGenerator(GeneratorInterface):
         batch = await self.rollout.run_batch(episode_requests(input_batch), phase, step)
         if phase == "eval":
             self._eval_records += batch.records
+        elif unplayed := unplayed_step(step, batch.records):
+            raise unplayed
         elif self.shuffle_rewards_seed is not None:
             batch_index = self._train_batches[step] = self._train_batches.get(step, 0) + 1
             batch.metrics.update(shuffle_record_rewards(batch.records, f"{self.shuffle_rewards_seed}/{step}/{batch_index}"))

@@ -49,6 +49,7 @@ from ctu.runners.grpo import (
     skip_step,
     skipped_step_message,
     step_logprob_gap,
+    unplayed_step,
     weigh_negative,
 )
 from ctu.runners.rundir import RunDir, RunError, RunState
@@ -334,6 +335,7 @@ class TinkerRunner:
 
         Raises:
             RuntimeError: `max_sample_batches` rounds did not collect enough groups with a spread.
+            NothingMeasuredError: no finished episode of a round reached a policy turn (`grpo.unplayed_step`).
         """
         spec = self.spec
         rows = plan.batch(step)
@@ -345,6 +347,8 @@ class TinkerRunner:
             first = len(batch.records)
             shuffled = f"{spec.experiment.seed}/{step}/{batch.rounds}" if spec.algorithm.shuffle_rewards else None
             batch.add(await generator.run_batch(requests_for(rows, samples), "train", step), shuffled)
+            if unplayed := unplayed_step(step, batch.records[first:]):
+                raise unplayed
             for group in range(first, len(batch.records), samples):
                 spread = not batch.zero_variance(group, samples)
                 batch.dropped += not spread
