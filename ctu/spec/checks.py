@@ -339,6 +339,14 @@ def check_user_fault_retries(spec: Spec) -> Iterator[SpecIssue]:
                         "fault: use `exclude`, or a user simulator that samples")
 
 
+def check_dynamic_sampling(spec: Spec) -> Iterator[SpecIssue]:
+    """`min_replace_ratio` away from its default only with the `replace` dynamic sampling that reads it."""
+    sampling = spec.algorithm.dynamic_sampling
+    if sampling is not None and sampling.type != "replace" and sampling.min_replace_ratio != type(sampling).model_fields["min_replace_ratio"].default:
+        yield SpecIssue("algorithm.dynamic_sampling.min_replace_ratio", f"only dynamic sampling's `replace` reads it; with "
+                        f"`{sampling.type}` it changes nothing: remove it, or use type: replace (skyrl)")
+
+
 def check_secrets(spec: Spec) -> Iterator[SpecIssue]:
     """No key in the spec: ``*_env`` fields name variables, `backend.runtime_env.env_vars` holds no secret
     (`ctu.spec.secrets.secret_issues`)."""
@@ -366,6 +374,7 @@ ERROR_CHECKS: tuple[Check, ...] = (
     check_sft_data,
     check_held_out,
     check_model_exports,
+    check_dynamic_sampling,
 )
 WARNING_CHECKS: tuple[Check, ...] = (check_thinking, check_eval_samples, check_gold_solutions, check_schedule, check_test_sets,
                                      check_backend_warnings, check_user_fault_retries, check_first_prompt)

@@ -151,7 +151,8 @@ def _filtering_and_async(spec: Spec, backend: SkyRLParams) -> dict[str, object]:
     }
     if sampling is not None:
         overrides["trainer.algorithm.dynamic_sampling.max_sample_batches"] = sampling.max_sample_batches
-        overrides["trainer.algorithm.dynamic_sampling.min_replace_ratio"] = sampling.min_replace_ratio
+        if sampling.type == "replace":  # SkyRL's filter does not read it
+            overrides["trainer.algorithm.dynamic_sampling.min_replace_ratio"] = sampling.min_replace_ratio
     if correction is not None:
         overrides["trainer.algorithm.off_policy_correction.tis_ratio_type"] = correction.tis_ratio_type
         overrides["trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high"] = correction.token_tis_ratio_clip_high

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 UNSUPPORTED_SAMPLING = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
 """Sampling settings Tinker's sampling params lack, with the value that means "off"."""
 UNUSED_SETTINGS = (
-    ("algorithm.dynamic_sampling.min_replace_ratio", "only dynamic sampling's `replace` reads it, which the tinker "
-                                                     "loop lacks: remove it, or use the skyrl backend"),
     ("trainer.max_ckpts_to_keep", "the tinker backend keeps every checkpoint, on its Tinker server: remove it, or "
                                   "use the skyrl backend"),
 )
