@@ -206,6 +206,23 @@ def deep_merge(base: dict[str, object], top: dict[str, object], sources: Sources
     return merged
 
 
+def empty_over_inherited(base: dict[str, object], top: dict[str, object], locations: dict[PathKey, Location],
+                         prefix: PathKey = ()) -> list[SpecIssue]:
+    """An issue for each empty mapping of `top` (a spec file's own data) that lands on a mapping its bases fill:
+    mappings merge, so ``key: {}`` changes nothing there, though it reads as emptying it (``key: !delete`` does)."""
+    found = []
+    for key, value in top.items():
+        below, path = base.get(key), (*prefix, key)
+        if isinstance(value, dict) and isinstance(below, dict) and below:
+            if not value:
+                found.append(SpecIssue(dotted(path), f"`{{}}` merges into the {len(below)} key(s) the base sets "
+                                                     f"({', '.join(map(str, below))}) and changes nothing: write "
+                                                     f"`{key}: !delete` to drop them", locations.get(path)))
+            else:
+                found += empty_over_inherited(below, value, locations, path)
+    return found
+
+
 def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ()) -> tuple[dict[str, object], Sources]:
     """Load one spec file with its `extends` chain, merged. Problems are appended to `issues`.
 
@@ -219,6 +236,7 @@ def load_file(path: Path, issues: list[SpecIssue], stack: tuple[Path, ...] = ())
     merged, sources, imports = _load_bases(data.pop("extends", None), path, stack, locations, issues)
     imports += _own_imports(data.pop("imports", None), path, locations, issues)
     locations = {key: loc for key, loc in locations.items() if not key or key[0] not in ("extends", "imports")}
+    issues += empty_over_inherited(merged, data, locations)
     merged = deep_merge(merged, data, sources, locations)
     sources.replace_subtree(("imports",), {})
     kept: dict[str, Location | None] = {}
