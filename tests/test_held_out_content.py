@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tau2
 import yaml
 
@@ -66,3 +67,36 @@ def test_ctu_run_and_ctu_data_sft_refuse_the_copy_before_writing(tmp_path: Path)
         assert done.returncode == 2 and "Traceback" not in said, said[-2000:]
         assert "1 training task(s) are held-out tasks under another id" in said and "mock/update_task_1_again" in said
     assert not (tmp_path / "runs").exists() and not (tmp_path / "sft").exists()
+
+
+def test_ctu_data_sft_from_an_evaluation_of_a_copy_refuses_it_by_its_recorded_content(tmp_path: Path):
+    """`--from-eval` of an evaluation whose recorded tasks (eval.json's scenario digests) hold a test task under
+    another id: refused before anything is written, naming the copy; the same folder recording other content passes
+    that check."""
+    from ctu.evaluation.report import figures
+    from ctu.sft.data import SFTDataError, build_sft_data
+    from tau_bench_env.domains import tau2_domain
+    from tau_bench_env.task_content import scenario_digest
+
+    spec = spec_from_dict(spec_with_a_copy(tmp_path, copied=False)).spec
+    original, other = (scenario_digest(tau2_domain("mock").task(task_id)) for task_id in ("update_task_1", "create_task_1"))
+    line = {"domain": "mock", "task_id": "renamed", "raw_reward": 1.0, "reward": 1.0, "test_set": "elsewhere", "infra_error": None,
+            "policy_turns": 1, "termination": "agent_stop",
+            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]}
+    for digest, refused in ((original, True), (other, False)):
+        folder = tmp_path / f"eval_{refused}"
+        folder.mkdir()
+        (folder / "trajectories.jsonl").write_text(json.dumps(line) + "\n")
+        group = figures([line])
+        (folder / "eval.json").write_text(json.dumps({
+            "spec": "s", "policy": "teacher", "samples_per_task": 1, "by_test_set": {"elsewhere": group}, "overall": group,
+            "test_set_sources": {"elsewhere": {"domain": "mock", "split": "base", "task_ids": ["mock/renamed"],
+                                               "task_scenarios": {"renamed": digest}}}}))
+        out = tmp_path / f"sft_{refused}"
+        if refused:
+            with pytest.raises(SFTDataError, match=r"1 evaluated task\(s\) are held-out tasks under another id .*"
+                                                   r"mock/renamed \(held-out mock/update_task_1\)"):
+                build_sft_data(spec, out, gold=False, from_eval=[folder], tokens=False)
+            assert not out.exists()
+        else:
+            assert len(build_sft_data(spec, out, gold=False, from_eval=[folder], tokens=False).rows) == 1

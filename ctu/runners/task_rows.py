@@ -3,6 +3,7 @@ the task by domain, params and id), from the domains the composition root built.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tau_bench_env.data import TaskRow, task_rows
@@ -24,12 +25,10 @@ def train_rows(components: Components) -> list[TaskRow]:
     return [row for source in components.spec.data.train for row in source_rows(components, source)]
 
 
-def held_out_copies(components: Components) -> list[str]:
-    """Each training task that is a held-out task in content under another id, as ``domain/id (held-out
-    domain/id)``: the same customer and starting database (`tau_bench_env.task_content.scenario_digest`) as a task
-    of the spec's validation or test sets, or of a held-out split (`ctu.spec.held_out.HELD_OUT_SPLITS`) of a
-    training domain. A held-out task by id is `ctu validate`'s (`ctu.spec.held_out`); none of tau2's own train tasks
-    shares a test task's scenario."""
+def held_out_scenarios(components: Components) -> dict[str, str]:
+    """Each held-out task's scenario (`tau_bench_env.task_content.scenario_digest`: its customer and starting
+    database) -> ``domain/id``: the tasks of the spec's validation and test sets, and of the held-out splits
+    (`ctu.spec.held_out.HELD_OUT_SPLITS`) of its training domains."""
     from ctu.spec.held_out import HELD_OUT_SPLITS
     from tau_bench_env.task_content import scenario_digest
 
@@ -43,13 +42,22 @@ def held_out_copies(components: Components) -> list[str]:
         domain = components.domain(source)
         for split in (split for split in HELD_OUT_SPLITS if split in domain.splits):
             held.update({scenario_digest(task): f"{source.domain.type}/{task.id}" for task in domain.tasks(split)})
-    found = []
-    for source in spec.data.train:
-        domain = components.domain(source)
-        for row in source_rows(components, source):
-            key = f"{source.domain.type}/{row.task_id}"
-            if (copy_of := held.get(scenario_digest(domain.task(row.task_id)))) is not None and copy_of != key:
-                found.append(f"{key} (held-out {copy_of})")
+    return held
+
+
+def held_out_copies(components: Components, scenarios: Mapping[str, str] | None = None) -> list[str]:
+    """Each task that is a held-out task in content under another id (`held_out_scenarios`), as ``domain/id
+    (held-out domain/id)``: of the spec's training tasks, or of `scenarios` (``domain/id`` -> scenario digest, e.g.
+    the tasks an evaluation folder recorded) when given. A held-out task by id is `ctu validate`'s
+    (`ctu.spec.held_out`); none of tau2's own train tasks shares a test task's scenario."""
+    from tau_bench_env.task_content import scenario_digest
+
+    held = held_out_scenarios(components)
+    if scenarios is None:
+        scenarios = {f"{source.domain.type}/{row.task_id}": scenario_digest(components.domain(source).task(row.task_id))
+                     for source in components.spec.data.train for row in source_rows(components, source)}
+    found = [f"{key} (held-out {copy_of})" for key, digest in scenarios.items()
+             if (copy_of := held.get(digest)) is not None and copy_of != key]
     return list(dict.fromkeys(found))
 
 

@@ -213,10 +213,29 @@ def count_tokens(components: Components, rows: list[SftRow]) -> int:
     return sum(len(template.encode_text(tokenizer, template.render(tokenizer, row["messages"], row["tools"]))) for row in rows)
 
 
-def _refuse_held_out(components: Components, candidates: list[tuple[str, str]], gold: bool) -> None:
+def eval_scenarios(folders: list[Path]) -> dict[str, str]:
+    """``domain/id`` -> scenario digest of each task the evaluations in `folders` recorded (their ``eval.json``'s
+    ``test_set_sources``, beside the trajectories `episodes_file` finds); a folder without them adds none."""
+    from ctu.evaluation.report import read_report
+
+    scenarios: dict[str, str] = {}
+    for folder in folders:
+        result = episodes_file(Path(folder)).with_name("eval.json")
+        try:
+            sources = read_report(result).get("test_set_sources") or {} if result.is_file() else {}
+        except ValueError:
+            continue
+        for source in sources.values():
+            scenarios.update({f"{source.get('domain')}/{task_id}": digest for task_id, digest in (source.get("task_scenarios") or {}).items()})
+    return scenarios
+
+
+def _refuse_held_out(components: Components, candidates: list[tuple[str, str]], gold: bool,
+                     scenarios: dict[str, str] | None = None) -> None:
     """Refuse SFT data holding a held-out task (`candidates`: ``(domain, task id)`` of every task it would hold):
-    by id (`ctu.spec.held_out`, the spec's evaluation sets), and, for gold replays of the training tasks, a held-out
-    task under another id (`ctu.runners.task_rows.held_out_copies`: the same customer and database).
+    by id (`ctu.spec.held_out`, the spec's evaluation sets), and a held-out task under another id
+    (`ctu.runners.task_rows.held_out_copies`: the same customer and database) among the training tasks, for gold
+    replays, and among the evaluated tasks' recorded `scenarios` (`eval_scenarios`), for evaluation folders.
 
     Raises:
         SFTDataError: naming each one.
@@ -229,6 +248,10 @@ def _refuse_held_out(components: Components, candidates: list[tuple[str, str]], 
         raise SFTDataError(f"{len(copies)} training task(s) are held-out tasks under another id (the same customer "
                            f"and database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; remove "
                            "them from the training tasks")
+    if scenarios and (copies := held_out_copies(components, scenarios)):
+        raise SFTDataError(f"{len(copies)} evaluated task(s) are held-out tasks under another id (the same customer "
+                           f"and database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; their "
+                           "episodes would teach the test: sample a teacher on other tasks")
     if found := leaked(candidates, held_out):
         raise SFTDataError(f"{len(found)} held-out task(s) would enter the SFT data: {', '.join(found[:10])}"
                            f"{' ...' if len(found) > 10 else ''}; train on other tasks, or sample a teacher on the "
@@ -260,7 +283,7 @@ def build_sft_data(spec: Spec, out_dir: Path, *, gold: bool = True, from_eval: l
     candidates = [(source.domain.type, str(task.id)) for source in components.spec.data.train
                   for task in components.domain(source).tasks(source.split)[: source.max_tasks]] if gold else []
     candidates += eval_task_keys([Path(folder) for folder in from_eval or ()])
-    _refuse_held_out(components, candidates, gold)
+    _refuse_held_out(components, candidates, gold, eval_scenarios([Path(folder) for folder in from_eval or ()]))
     data = SFTData()
     if gold:
         rows, rejected = asyncio.run(gold_rows(components, min_reward, on_task))
