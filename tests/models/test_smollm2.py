@@ -86,3 +86,27 @@ def test_without_its_packages_validate_and_the_build_say_how_to_install_them(mon
 def test_an_unknown_builtin_name_lists_the_known_ones():
     with pytest.raises(ValueError, match="builtin:smollm2-135m-instruct"):
         builtin.local_path("builtin:smollm3")
+
+
+def test_validate_counts_its_prompts_as_transformers_renders_them(folder: Path):
+    """`ctu validate`'s first-prompt count reads this real model's tokenizer files without transformers
+    (`ctu.models.tokenizer_files`): the same text and ids as transformers' own tokenizer, its chat template included."""
+    from transformers import AutoTokenizer
+
+    from ctu.models.tokenizer_files import FileTokenizer, tokenizer_folder
+
+    from ..test_prompt_fit import CONVERSATIONS, TOOLS
+
+    assert tokenizer_folder("builtin:smollm2-135m-instruct") == folder
+    theirs, ours = AutoTokenizer.from_pretrained(str(folder)), FileTokenizer(folder)
+    for conversation in CONVERSATIONS:
+        for tools in (None, TOOLS):
+            try:
+                text = theirs.apply_chat_template(conversation, tools=tools, tokenize=False, add_generation_prompt=True)
+            except TypeError:  # its template adds a tool-calling turn's null content to text: so does ours
+                with pytest.raises(TypeError):
+                    ours.apply_chat_template(conversation, tools=tools, add_generation_prompt=True)
+                continue
+            assert ours.apply_chat_template(conversation, tools=tools, add_generation_prompt=True) == text
+            assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False)
+    assert (ours.eos_token, ours.eos_token_id) == (theirs.eos_token, theirs.eos_token_id)
