@@ -92,25 +92,29 @@ def _stamp(path: Path) -> list[object]:
 
 
 def cached_count(key: str, count: Callable[[], int | str]) -> int | str:
-    """The count kept under `key` in ctu's cache, else ``count()`` (tokens, or why it failed: a string), kept.
-    A cache file that cannot be read or written is counted anew (a warning's input, not a result)."""
+    """The count kept under `key` in ctu's cache, else ``count()``: tokens, kept there, or why it failed (a string,
+    not kept: a fault fixed outside the key, a tasks file, is counted anew). A cache file that cannot be read or
+    written is counted anew (a warning's input, not a result)."""
+    import os
+
     from ctu.models.cache import cache_dir
 
     path = cache_dir() / COUNTS / f"{key}.json"
     try:
         kept = json.loads(path.read_text())["tokens"]
-        if isinstance(kept, int | str):
+        if isinstance(kept, int):
             return kept
     except (OSError, ValueError, KeyError, TypeError):
         pass
     tokens = count()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps({"tokens": tokens}))
-        partial.replace(path)
-    except OSError:
-        pass
+    if isinstance(tokens, int):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.partial")  # processes counting at once each write their own
+            partial.write_text(json.dumps({"tokens": tokens}))
+            partial.replace(path)
+        except OSError:
+            pass
     return tokens
 
 
