@@ -158,3 +158,18 @@ def test_a_first_prompt_that_cannot_be_counted_is_said(folder: Path, tmp_path: P
     done = validate(spec, tmp_path / "cache")
     said = " ".join(done.stderr.split())
     assert done.returncode == 0 and "its first prompt could not be counted" in said and "no system messages here" in said
+
+
+def test_a_hub_model_is_counted_from_the_hugging_face_cache_once_downloaded(folder: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch):
+    """A hub id is looked up in the Hugging Face cache (its snapshot of the model, as huggingface_hub lays it out);
+    a model never downloaded is not counted."""
+    from ctu.models.tokenizer_files import tokenizer_folder
+
+    snapshot = tmp_path / "hf" / "hub" / "models--org--tiny" / "snapshots" / "0123abc"
+    shutil.copytree(folder, snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abc")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    assert tokenizer_folder("org/tiny") == snapshot and tokenizer_folder("org/elsewhere") is None

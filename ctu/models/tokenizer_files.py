@@ -37,13 +37,22 @@ def tokenizer_folder(model_path: str) -> Path | None:
 
 
 def _hub_snapshot(repo_id: str) -> Path | None:
-    """The snapshot folder of hub model `repo_id` in the Hugging Face cache, if its tokenizer was downloaded."""
+    """The snapshot folder of hub model `repo_id` in the Hugging Face cache, if its tokenizer was downloaded.
+    huggingface_hub (tens of milliseconds to import) resolves it only when the cache holds a folder of the model
+    (``models--<org>--<name>`` under ``$HF_HUB_CACHE``, ``$HF_HOME/hub`` or the default), so `ctu validate` of a
+    model never downloaded here does not pay for it."""
+    import os
+
     if repo_id.count("/") != 1 or repo_id.startswith(("/", ".")):
+        return None
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+    cache = Path(os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub"))
+    if not (cache / f"models--{repo_id.replace('/', '--')}").is_dir():
         return None
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        found = try_to_load_from_cache(repo_id, "tokenizer.json")
+        found = try_to_load_from_cache(repo_id, "tokenizer.json", cache_dir=cache)
     except ValueError:  # not a valid hub id (huggingface_hub's HFValidationError)
         return None
     return Path(found).parent if isinstance(found, str) else None
