@@ -135,8 +135,9 @@ def check_domains(spec: Spec) -> Iterator[SpecIssue]:
                     yield SpecIssue(f"{path}.{where}", message)
                 continue
             if not ids:
-                yield SpecIssue(f"{path}.split", f"split {source.split!r} of {source.domain.params.split_file!r} holds no "
-                                                 "task: the source would run nothing")
+                named = getattr(source.domain.params, "split_file", None)
+                yield SpecIssue(f"{path}.split", f"split {source.split!r} of {named!r} holds no task: the source would "
+                                                 "run nothing")
             continue
         splits = getattr(registry.domains.get(source.domain.type).factory, "splits", ())
         for part in source.split.split("+"):

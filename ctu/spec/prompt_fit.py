@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 from ctu.models.tokenizer_files import TOKENIZER_FILES, tokenizer_folder
@@ -46,7 +47,7 @@ def check_first_prompt(spec: Spec) -> Iterator[SpecIssue]:
     for path, source in spec.data.sources():
         key = prompt_key(spec, source, folder)
         if key not in counted:
-            counted[key] = cached_count(key, lambda source=source: count_first_prompt(spec, source, folder))
+            counted[key] = cached_count(key, partial(count_first_prompt, spec, source, folder))
         tokens = counted[key]
         if isinstance(tokens, str):
             yield SpecIssue(path, f"its first prompt could not be counted with {spec.model.path!r}'s tokenizer: {tokens}")

@@ -96,7 +96,8 @@ def calibrate_tasks(spec: Spec, choice: PolicyChoice, out_dir: Path, *, source: 
     calibrating.rollout.eval_temperature = spec.rollout.temperature
     result = run_evaluation(calibrating, choice, out_dir / "episodes", limit=limit, concurrency=concurrency,
                             overwrite=overwrite, progress=progress)
-    if why := policy_never_played(result.report["overall"]):
+    overall = result.report["overall"]
+    if isinstance(overall, dict) and (why := policy_never_played(overall)):
         raise NothingMeasuredError(f"no task calibrated: {why}; no bucket written")
     tasks = _pass_rates(out_dir / "episodes" / TRAJECTORIES)
     if not tasks:
