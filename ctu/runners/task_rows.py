@@ -45,14 +45,15 @@ def held_out_scenarios(components: Components) -> dict[str, str]:
     return held
 
 
-def held_out_copies(components: Components, scenarios: Mapping[str, str] | None = None) -> list[str]:
-    """Each task that is a held-out task in content under another id (`held_out_scenarios`), as ``domain/id
-    (held-out domain/id)``: of the spec's training tasks, or of `scenarios` (``domain/id`` -> scenario digest, e.g.
-    the tasks an evaluation folder recorded) when given. A held-out task by id is `ctu validate`'s
+def held_out_copies(components: Components, scenarios: Mapping[str, str] | None = None,
+                    held: Mapping[str, str] | None = None) -> list[str]:
+    """Each task that is a held-out task in content under another id (`held`, default `held_out_scenarios`), as
+    ``domain/id (held-out domain/id)``: of the spec's training tasks, or of `scenarios` (``domain/id`` -> scenario
+    digest, e.g. the tasks an evaluation folder recorded) when given. A held-out task by id is `ctu validate`'s
     (`ctu.spec.held_out`); none of tau2's own train tasks shares a test task's scenario."""
     from tau_bench_env.task_content import scenario_digest
 
-    held = held_out_scenarios(components)
+    held = held_out_scenarios(components) if held is None else held
     if scenarios is None:
         scenarios = {f"{source.domain.type}/{row.task_id}": scenario_digest(components.domain(source).task(row.task_id))
                      for source in components.spec.data.train for row in source_rows(components, source)}

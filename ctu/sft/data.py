@@ -240,15 +240,16 @@ def _refuse_held_out(components: Components, candidates: list[tuple[str, str]], 
     Raises:
         SFTDataError: naming each one.
     """
-    from ctu.runners.task_rows import held_out_copies
+    from ctu.runners.task_rows import held_out_copies, held_out_scenarios
 
     held_out = held_out_keys(components.spec, {domain for domain, _ in candidates})
     held_out.update({key: "the spec's validation or test sets" for key in evaluation_task_keys(components) - held_out.keys()})
-    if gold and (copies := held_out_copies(components)):
+    held = held_out_scenarios(components) if gold or scenarios else {}  # the held-out tasks' content, read once
+    if gold and (copies := held_out_copies(components, held=held)):
         raise SFTDataError(f"{len(copies)} training task(s) are held-out tasks under another id (the same customer "
                            f"and database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; remove "
                            "them from the training tasks")
-    if scenarios and (copies := held_out_copies(components, scenarios)):
+    if scenarios and (copies := held_out_copies(components, scenarios, held)):
         raise SFTDataError(f"{len(copies)} evaluated task(s) are held-out tasks under another id (the same customer "
                            f"and database): {', '.join(copies[:10])}{' ...' if len(copies) > 10 else ''}; their "
                            "episodes would teach the test: sample a teacher on other tasks")
